@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Stops the local stack started by up.sh. Data stays in $TRIBUTARY_STACK_DIR
+# (pass --wipe to delete it; the broker keeps nothing across restarts anyway).
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
+
+if [ -f "$mariadb_dir/mysqld.pid" ]; then
+  mariadb-admin --no-defaults --socket="$mariadb_dir/mysqld.sock" -uroot shutdown 2>/dev/null \
+    || kill "$(cat "$mariadb_dir/mysqld.pid")" 2>/dev/null || true
+  echo "[stack] MariaDB stopped"
+fi
+if [ -f "$tansu_dir/tansu.pid" ]; then
+  kill "$(cat "$tansu_dir/tansu.pid")" 2>/dev/null || true
+  rm -f "$tansu_dir/tansu.pid"
+  echo "[stack] Tansu stopped"
+fi
+if [ "${1:-}" = "--wipe" ]; then
+  rm -rf "$TRIBUTARY_STACK_DIR"
+  echo "[stack] $TRIBUTARY_STACK_DIR removed"
+fi

