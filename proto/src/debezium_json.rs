@@ -1,0 +1,302 @@
+//! Debezium-compatible JSON (`JsonConverter` with schemas off) for keys and envelopes.
+//!
+//! Value: `{"before", "after", "source", "op", "ts_ms", "transaction"}`; key: a
+//! JSON object of the primary-key columns. A delete is followed by a tombstone
+//! (same key, no value), which is the writer's business, not the codec's.
+
+use serde::Serialize;
+use serde::ser::{SerializeMap, Serializer};
+
+use crate::envelope::{ChangeEvent, Op, Row, SnapshotMarker, SourceInfo, TransactionInfo};
+use crate::error::CodecError;
+use crate::value::Value;
+
+/// `source.version`: the Tributary version that wrote the event.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+/// `source.connector`: Debezium consumers branch on this; Tributary reads MySQL-protocol binlogs.
+pub const CONNECTOR: &str = "mysql";
+
+impl Serialize for Value {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Value::Null => s.serialize_none(),
+            Value::Bool(b) => s.serialize_bool(*b),
+            Value::Int(i) => s.serialize_i64(*i),
+            Value::UInt(u) => s.serialize_u64(*u),
+            other => other.to_json().serialize(s),
+        }
+    }
+}
+
+impl Serialize for Row {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(Some(self.values.len()))?;
+        for (name, value) in self.columns.iter().zip(&self.values) {
+            map.serialize_entry(name, value)?;
+        }
+        map.end()
+    }
+}
+
+#[derive(Serialize)]
+struct SourceJson<'a> {
+    version: &'static str,
+    connector: &'static str,
+    name: &'a str,
+    ts_ms: i64,
+    snapshot: &'static str,
+    db: &'a str,
+    sequence: Option<&'a str>,
+    table: &'a str,
+    server_id: u32,
+    gtid: Option<&'a str>,
+    file: &'a str,
+    pos: u64,
+    row: u32,
+    thread: Option<u64>,
+    query: Option<&'a str>,
+}
+
+#[derive(Serialize)]
+struct TransactionJson<'a> {
+    id: &'a str,
+    total_order: u64,
+    data_collection_order: u64,
+}
+
+#[derive(Serialize)]
+struct EnvelopeJson<'a> {
+    before: Option<&'a Row>,
+    after: Option<&'a Row>,
+    source: SourceJson<'a>,
+    op: &'static str,
+    ts_ms: i64,
+    transaction: Option<TransactionJson<'a>>,
+}
+
+/// Encodes the record key: a JSON object of the primary-key columns.
+pub fn encode_key(event: &ChangeEvent) -> Vec<u8> {
+    serde_json::to_vec(&event.key).expect("a row always serializes")
+}
+
+/// Encodes the record value: the Debezium envelope.
+pub fn encode_value(event: &ChangeEvent) -> Vec<u8> {
+    let src = &event.source;
+    let envelope = EnvelopeJson {
+        before: event.before.as_ref(),
+        after: event.after.as_ref(),
+        source: SourceJson {
+            version: VERSION,
+            connector: CONNECTOR,
+            name: &src.name,
+            ts_ms: src.ts_ms,
+            snapshot: src.snapshot.as_str(),
+            db: &src.db,
+            sequence: None,
+            table: &src.table,
+            server_id: src.server_id,
+            gtid: src.gtid.as_deref(),
+            file: &src.file,
+            pos: src.pos,
+            row: src.row,
+            thread: None,
+            query: None,
+        },
+        op: event.op.code(),
+        ts_ms: event.ts_ms,
+        transaction: event.transaction.as_ref().map(|t| TransactionJson {
+            id: &t.id,
+            total_order: t.total_order,
+            data_collection_order: t.data_collection_order,
+        }),
+    };
+    serde_json::to_vec(&envelope).expect("an envelope always serializes")
+}
+
+/// Decodes a key and an envelope written by [`encode_key`] and [`encode_value`]
+/// (or by Debezium's MySQL connector with schemas off).
+pub fn decode(key: &[u8], value: &[u8]) -> Result<ChangeEvent, CodecError> {
+    let key_json: serde_json::Value = serde_json::from_slice(key)?;
+    let key =
+        row_from_json(&key_json, "key")?.ok_or_else(|| CodecError::field("key", "is null"))?;
+    let json: serde_json::Value = serde_json::from_slice(value)?;
+    let obj = json
+        .as_object()
+        .ok_or_else(|| CodecError::field("value", "is not a JSON object"))?;
+    let field = |name: &str| obj.get(name).unwrap_or(&serde_json::Value::Null);
+    let op_code = field("op")
+        .as_str()
+        .ok_or_else(|| CodecError::field("op", "missing or not a string"))?;
+    let op = Op::from_code(op_code)
+        .ok_or_else(|| CodecError::field("op", format!("unknown op {op_code:?}")))?;
+    let source = source_from_json(field("source"))?;
+    let transaction = match field("transaction") {
+        serde_json::Value::Null => None,
+        t => Some(TransactionInfo {
+            id: str_field(t, "transaction.id", "id")?.to_owned(),
+            total_order: u64_field(t, "transaction.total_order", "total_order")?,
+            data_collection_order: u64_field(
+                t,
+                "transaction.data_collection_order",
+                "data_collection_order",
+            )?,
+        }),
+    };
+    Ok(ChangeEvent {
+        op,
+        key,
+        before: row_from_json(field("before"), "before")?,
+        after: row_from_json(field("after"), "after")?,
+        source,
+        ts_ms: field("ts_ms").as_i64().unwrap_or_default(),
+        transaction,
+    })
+}
+
+fn row_from_json(json: &serde_json::Value, field: &str) -> Result<Option<Row>, CodecError> {
+    match json {
+        serde_json::Value::Null => Ok(None),
+        serde_json::Value::Object(map) => Ok(Some(Row {
+            columns: map.keys().cloned().collect(),
+            values: map.values().map(Value::from_json).collect(),
+        })),
+        _ => Err(CodecError::field(field, "is not a JSON object")),
+    }
+}
+
+fn source_from_json(json: &serde_json::Value) -> Result<SourceInfo, CodecError> {
+    if !json.is_object() {
+        return Err(CodecError::field("source", "missing or not a JSON object"));
+    }
+    let snapshot = match json.get("snapshot").and_then(|s| s.as_str()) {
+        Some("true") => SnapshotMarker::True,
+        Some("last") => SnapshotMarker::Last,
+        _ => SnapshotMarker::False,
+    };
+    Ok(SourceInfo {
+        name: str_field(json, "source.name", "name")?.to_owned(),
+        ts_ms: json
+            .get("ts_ms")
+            .and_then(|v| v.as_i64())
+            .unwrap_or_default(),
+        snapshot,
+        db: str_field(json, "source.db", "db")?.to_owned(),
+        table: str_field(json, "source.table", "table")?.to_owned(),
+        server_id: u64_field(json, "source.server_id", "server_id")? as u32,
+        gtid: json.get("gtid").and_then(|v| v.as_str()).map(str::to_owned),
+        file: str_field(json, "source.file", "file")?.to_owned(),
+        pos: u64_field(json, "source.pos", "pos")?,
+        row: json.get("row").and_then(|v| v.as_u64()).unwrap_or_default() as u32,
+    })
+}
+
+fn str_field<'a>(
+    json: &'a serde_json::Value,
+    path: &str,
+    name: &str,
+) -> Result<&'a str, CodecError> {
+    json.get(name)
+        .and_then(|v| v.as_str())
+        .ok_or_else(|| CodecError::field(path, "missing or not a string"))
+}
+
+fn u64_field(json: &serde_json::Value, path: &str, name: &str) -> Result<u64, CodecError> {
+    json.get(name)
+        .and_then(|v| v.as_u64())
+        .ok_or_else(|| CodecError::field(path, "missing or not an unsigned integer"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    fn sample() -> ChangeEvent {
+        let columns: Arc<[String]> =
+            vec!["id".to_owned(), "name".to_owned(), "big".to_owned()].into();
+        ChangeEvent {
+            op: Op::Update,
+            key: Row {
+                columns: vec!["id".to_owned()].into(),
+                values: vec![Value::Int(7)],
+            },
+            before: Some(Row {
+                columns: columns.clone(),
+                values: vec![
+                    Value::Int(7),
+                    Value::String("a".into()),
+                    Value::UInt(u64::MAX),
+                ],
+            }),
+            after: Some(Row {
+                columns,
+                values: vec![Value::Int(7), Value::String("b😀".into()), Value::Null],
+            }),
+            source: SourceInfo {
+                name: "srv".into(),
+                ts_ms: 1_700_000_000_000,
+                snapshot: SnapshotMarker::False,
+                db: "shop".into(),
+                table: "users".into(),
+                server_id: 1,
+                gtid: Some("0-1-42".into()),
+                file: "binlog.000001".into(),
+                pos: 1234,
+                row: 2,
+            },
+            ts_ms: 1_700_000_000_500,
+            transaction: Some(TransactionInfo {
+                id: "0-1-42".into(),
+                total_order: 3,
+                data_collection_order: 2,
+            }),
+        }
+    }
+
+    #[test]
+    fn envelope_has_debezium_shape() {
+        let event = sample();
+        let json: serde_json::Value = serde_json::from_slice(&encode_value(&event)).unwrap();
+        assert_eq!(json["op"], "u");
+        assert_eq!(
+            json["before"]["big"],
+            serde_json::json!(18446744073709551615u64)
+        );
+        assert_eq!(json["after"]["name"], "b😀");
+        assert_eq!(json["source"]["connector"], "mysql");
+        assert_eq!(json["source"]["snapshot"], "false");
+        assert_eq!(json["source"]["gtid"], "0-1-42");
+        assert_eq!(json["transaction"]["total_order"], 3);
+        let keys: Vec<&str> = json
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(
+            keys,
+            ["before", "after", "source", "op", "ts_ms", "transaction"]
+        );
+        assert_eq!(encode_key(&event), br#"{"id":7}"#);
+    }
+
+    #[test]
+    fn round_trips() {
+        let event = sample();
+        let decoded = decode(&encode_key(&event), &encode_value(&event)).unwrap();
+        assert_eq!(decoded, event);
+    }
+
+    #[test]
+    fn bad_envelopes_name_the_field() {
+        let err = decode(br#"{"id":1}"#, br#"{"op":"x","source":{}}"#).unwrap_err();
+        assert!(err.to_string().contains("`op`"), "{err}");
+        let err = decode(
+            br#"{"id":1}"#,
+            br#"{"op":"c","source":{"name":"s","db":"d","table":"t","server_id":1,"file":"f"}}"#,
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("source.pos"), "{err}");
+        assert!(decode(b"not json", b"{}").is_err());
+    }
+}

@@ -1,0 +1,138 @@
+//! The change event: one row change, as Debezium's MySQL connector models it.
+
+use std::sync::Arc;
+
+use crate::value::Value;
+
+/// What happened to the row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    /// `r`: read by a snapshot.
+    Read,
+    /// `c`: inserted.
+    Create,
+    /// `u`: updated.
+    Update,
+    /// `d`: deleted.
+    Delete,
+}
+
+impl Op {
+    /// The one-letter code of the envelope's `op` field.
+    pub fn code(self) -> &'static str {
+        match self {
+            Op::Read => "r",
+            Op::Create => "c",
+            Op::Update => "u",
+            Op::Delete => "d",
+        }
+    }
+
+    /// Parses the envelope's `op` field.
+    pub fn from_code(code: &str) -> Option<Op> {
+        match code {
+            "r" => Some(Op::Read),
+            "c" => Some(Op::Create),
+            "u" => Some(Op::Update),
+            "d" => Some(Op::Delete),
+            _ => None,
+        }
+    }
+}
+
+/// `source.snapshot`: whether the event came from a snapshot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SnapshotMarker {
+    /// Streamed from the binlog.
+    #[default]
+    False,
+    /// Read by a snapshot.
+    True,
+    /// The last event of a snapshot.
+    Last,
+}
+
+impl SnapshotMarker {
+    /// The string Debezium writes.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SnapshotMarker::False => "false",
+            SnapshotMarker::True => "true",
+            SnapshotMarker::Last => "last",
+        }
+    }
+}
+
+/// A row image: column names (shared by every row of one table version) and values.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    /// Column names, in table order.
+    pub columns: Arc<[String]>,
+    /// One value per column.
+    pub values: Vec<Value>,
+}
+
+impl Row {
+    /// The value of the named column, if the row has it.
+    pub fn get(&self, column: &str) -> Option<&Value> {
+        self.columns
+            .iter()
+            .position(|c| c == column)
+            .map(|i| &self.values[i])
+    }
+}
+
+/// `source`: where in the source database the change came from.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SourceInfo {
+    /// The configured `server_name` (the topic prefix).
+    pub name: String,
+    /// Commit time of the change on the source, in milliseconds since the epoch.
+    pub ts_ms: i64,
+    /// Snapshot marker.
+    pub snapshot: SnapshotMarker,
+    /// Database (schema) name.
+    pub db: String,
+    /// Table name.
+    pub table: String,
+    /// Server id of the server that wrote the event.
+    pub server_id: u32,
+    /// GTID of the transaction, when the server has GTIDs.
+    pub gtid: Option<String>,
+    /// Binlog file of the rows event.
+    pub file: String,
+    /// Start position of the rows event in `file`.
+    pub pos: u64,
+    /// Index of the row within the rows event.
+    pub row: u32,
+}
+
+/// `transaction`: the event's place in its source transaction.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TransactionInfo {
+    /// Transaction id (the GTID where there is one, else `file:pos` of its start).
+    pub id: String,
+    /// 1-based position of the event among all events of the transaction.
+    pub total_order: u64,
+    /// 1-based position of the event among the transaction's events for this table.
+    pub data_collection_order: u64,
+}
+
+/// One row change.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChangeEvent {
+    /// What happened.
+    pub op: Op,
+    /// The primary-key columns of the row: the Kafka record key.
+    pub key: Row,
+    /// Row image before the change (updates, deletes).
+    pub before: Option<Row>,
+    /// Row image after the change (snapshot reads, inserts, updates).
+    pub after: Option<Row>,
+    /// Source position and metadata.
+    pub source: SourceInfo,
+    /// When Tributary processed the event, in milliseconds since the epoch.
+    pub ts_ms: i64,
+    /// Transaction block.
+    pub transaction: Option<TransactionInfo>,
+}

@@ -1,0 +1,16 @@
+//! Tributary's wire formats, free of I/O.
+//!
+//! - [`value`]: typed column values as capture decodes them from the binlog.
+//! - [`envelope`]: the change event ([`ChangeEvent`], [`Op`], [`SourceInfo`]).
+//! - [`debezium_json`]: the Debezium-compatible JSON codec for keys and envelopes.
+//! - [`partition`]: Kafka's murmur2 partitioner, so Java clients and Tributary agree.
+
+pub mod debezium_json;
+pub mod envelope;
+pub mod error;
+pub mod partition;
+pub mod value;
+
+pub use envelope::{ChangeEvent, Op, Row, SnapshotMarker, SourceInfo, TransactionInfo};
+pub use error::CodecError;
+pub use value::Value;
