@@ -1,0 +1,360 @@
+//! Capture configuration: YAML with `${ENV}` interpolation, strict fields, validation.
+//!
+//! ```yaml
+//! server_name: shop                 # topic prefix: <server_name>.<db>.<table>
+//! source:
+//!   host: 127.0.0.1
+//!   port: 3307
+//!   user: tributary
+//!   password: ${TRIBUTARY_MYSQL_PASSWORD}
+//!   server_id: 5401                 # replica id; unique among the server's replicas
+//!   start: latest                   # where to begin without a stored position
+//! include: { databases: ["shop"] }  # regexes; tables match "db.table"
+//! kafka:
+//!   brokers: 127.0.0.1:19092
+//! ```
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use regex::Regex;
+use serde::Deserialize;
+
+use crate::error::CaptureError;
+use crate::position::StartPosition;
+
+/// The whole `tributary capture` configuration file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CaptureConfig {
+    /// Logical name of the source: the topic prefix and the key of stored positions.
+    pub server_name: String,
+    /// The MySQL/MariaDB server to read.
+    pub source: SourceConfig,
+    /// Only databases/tables matching these patterns are captured (all when empty).
+    #[serde(default)]
+    pub include: Patterns,
+    /// Databases/tables matching these patterns are never captured.
+    #[serde(default)]
+    pub exclude: Patterns,
+    /// The Kafka cluster that receives change events.
+    pub kafka: KafkaConfig,
+    /// How change topics are created.
+    #[serde(default)]
+    pub topics: TopicsConfig,
+    /// Minimum interval between position commits, in milliseconds.
+    #[serde(default = "default_checkpoint_interval_ms")]
+    pub checkpoint_interval_ms: u64,
+    /// HTTP endpoint for `/metrics`, `/healthz` and `/readyz`.
+    #[serde(default)]
+    pub metrics: MetricsConfig,
+}
+
+/// Connection to the source database.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SourceConfig {
+    /// Host name or address.
+    pub host: String,
+    /// TCP port.
+    #[serde(default = "default_mysql_port")]
+    pub port: u16,
+    /// User with `SELECT, RELOAD, REPLICATION SLAVE, BINLOG MONITOR` (MariaDB) or
+    /// `SELECT, RELOAD, REPLICATION SLAVE, REPLICATION CLIENT` (MySQL).
+    pub user: String,
+    /// Password (use `${ENV_VAR}` to keep it out of the file).
+    #[serde(default)]
+    pub password: String,
+    /// Server id this replica registers with; must be unique among the server's replicas.
+    pub server_id: u32,
+    /// Where to begin when no position is stored yet.
+    #[serde(default)]
+    pub start: StartPosition,
+    /// Seconds to wait for a TCP connection.
+    #[serde(default = "default_connect_timeout_s")]
+    pub connect_timeout_s: u64,
+    /// Heartbeat interval the server sends while idle, in seconds (0 disables).
+    #[serde(default = "default_heartbeat_s")]
+    pub heartbeat_s: u64,
+}
+
+/// Include or exclude patterns (regular expressions matched against the whole name).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Patterns {
+    /// Database names.
+    #[serde(default)]
+    pub databases: Vec<String>,
+    /// Table names qualified by database: `db.table`.
+    #[serde(default)]
+    pub tables: Vec<String>,
+}
+
+/// The Kafka cluster.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KafkaConfig {
+    /// `bootstrap.servers`.
+    pub brokers: String,
+    /// Extra librdkafka producer properties, passed through unchanged
+    /// (e.g. `compression.type`, `security.protocol`). Tributary always sets
+    /// `enable.idempotence=true` and `acks=all`.
+    #[serde(default)]
+    pub producer: BTreeMap<String, String>,
+}
+
+/// Creation of change topics.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TopicsConfig {
+    /// Partitions of each new change topic.
+    #[serde(default = "default_partitions")]
+    pub partitions: u32,
+    /// Replication factor of each new topic.
+    #[serde(default = "default_replication")]
+    pub replication_factor: u16,
+    /// Extra topic configs (`cleanup.policy=compact` is always set).
+    #[serde(default)]
+    pub config: BTreeMap<String, String>,
+}
+
+impl Default for TopicsConfig {
+    fn default() -> Self {
+        TopicsConfig {
+            partitions: default_partitions(),
+            replication_factor: default_replication(),
+            config: BTreeMap::new(),
+        }
+    }
+}
+
+/// The HTTP endpoint for metrics and health.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MetricsConfig {
+    /// Listen address, e.g. `0.0.0.0:9100`.
+    #[serde(default = "default_metrics_listen")]
+    pub listen: SocketAddr,
+}
+
+impl Default for MetricsConfig {
+    fn default() -> Self {
+        MetricsConfig {
+            listen: default_metrics_listen(),
+        }
+    }
+}
+
+fn default_checkpoint_interval_ms() -> u64 {
+    1000
+}
+fn default_mysql_port() -> u16 {
+    3306
+}
+fn default_connect_timeout_s() -> u64 {
+    10
+}
+fn default_heartbeat_s() -> u64 {
+    5
+}
+fn default_partitions() -> u32 {
+    3
+}
+fn default_replication() -> u16 {
+    1
+}
+fn default_metrics_listen() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], 9100))
+}
+
+impl CaptureConfig {
+    /// Reads, interpolates, parses and validates a configuration file.
+    pub fn load(path: &std::path::Path) -> Result<Self, CaptureError> {
+        let text = std::fs::read_to_string(path).map_err(|e| CaptureError::Config {
+            field: String::new(),
+            problem: format!("cannot read {}: {e}", path.display()),
+        })?;
+        Self::parse(&text)
+    }
+
+    /// Parses and validates configuration text.
+    pub fn parse(text: &str) -> Result<Self, CaptureError> {
+        let text = interpolate_env(text)?;
+        let de = serde_norway::Deserializer::from_str(&text);
+        let config: CaptureConfig =
+            serde_path_to_error::deserialize(de).map_err(|e| CaptureError::Config {
+                field: e.path().to_string(),
+                problem: e.into_inner().to_string(),
+            })?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Checks values serde cannot: names, ranges and patterns.
+    pub fn validate(&self) -> Result<(), CaptureError> {
+        let bad = |field: &str, problem: String| {
+            Err(CaptureError::Config {
+                field: field.to_owned(),
+                problem,
+            })
+        };
+        if self.server_name.is_empty()
+            || !self
+                .server_name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        {
+            return bad(
+                "server_name",
+                format!(
+                    "{:?} must be non-empty and use only letters, digits, '_' and '-'",
+                    self.server_name
+                ),
+            );
+        }
+        if self.source.host.is_empty() {
+            return bad("source.host", "must not be empty".into());
+        }
+        if self.source.server_id == 0 {
+            return bad(
+                "source.server_id",
+                "must be > 0 (0 is not a valid replica id)".into(),
+            );
+        }
+        if self.kafka.brokers.trim().is_empty() {
+            return bad("kafka.brokers", "must name at least one broker".into());
+        }
+        if self.topics.partitions == 0 {
+            return bad("topics.partitions", "must be at least 1".into());
+        }
+        if self.checkpoint_interval_ms == 0 {
+            return bad("checkpoint_interval_ms", "must be > 0".into());
+        }
+        for (field, patterns) in [
+            ("include.databases", &self.include.databases),
+            ("include.tables", &self.include.tables),
+            ("exclude.databases", &self.exclude.databases),
+            ("exclude.tables", &self.exclude.tables),
+        ] {
+            for (i, p) in patterns.iter().enumerate() {
+                if let Err(e) = Regex::new(p) {
+                    return bad(
+                        &format!("{field}[{i}]"),
+                        format!("invalid pattern {p:?}: {e}"),
+                    );
+                }
+            }
+        }
+        for key in ["enable.idempotence", "acks", "bootstrap.servers"] {
+            if self.kafka.producer.contains_key(key) {
+                return bad(
+                    &format!("kafka.producer.{key}"),
+                    "is set by Tributary and cannot be overridden".into(),
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// The source's connection timeout.
+    pub fn connect_timeout(&self) -> Duration {
+        Duration::from_secs(self.source.connect_timeout_s)
+    }
+}
+
+/// Replaces `${NAME}` and `${NAME:-default}` with environment variables.
+/// A variable that is unset and has no default is an error naming it.
+pub fn interpolate_env(text: &str) -> Result<String, CaptureError> {
+    let re = Regex::new(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}").expect("valid regex");
+    let mut missing = None;
+    let out = re.replace_all(text, |caps: &regex::Captures<'_>| {
+        let name = &caps[1];
+        match (std::env::var(name), caps.get(2)) {
+            (Ok(v), _) => v,
+            (Err(_), Some(default)) => default.as_str().to_owned(),
+            (Err(_), None) => {
+                missing.get_or_insert_with(|| name.to_owned());
+                String::new()
+            }
+        }
+    });
+    match missing {
+        Some(name) => Err(CaptureError::Config {
+            field: format!("${{{name}}}"),
+            problem: format!(
+                "environment variable {name} is not set and has no default (write ${{{name}:-default}})"
+            ),
+        }),
+        None => Ok(out.into_owned()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = "
+server_name: shop
+source: { host: 127.0.0.1, port: 3307, user: tributary, password: x, server_id: 7 }
+include: { databases: [shop] }
+kafka: { brokers: '127.0.0.1:19092', producer: { linger.ms: '5' } }
+";
+
+    #[test]
+    fn parses_a_good_file() {
+        let c = CaptureConfig::parse(GOOD).unwrap();
+        assert_eq!(c.server_name, "shop");
+        assert_eq!(c.source.port, 3307);
+        assert_eq!(c.topics.partitions, 3);
+        assert_eq!(c.kafka.producer["linger.ms"], "5");
+        assert_eq!(c.source.start, StartPosition::Latest);
+    }
+
+    fn field_of(text: &str) -> String {
+        match CaptureConfig::parse(text).unwrap_err() {
+            CaptureError::Config { field, .. } => field,
+            other => panic!("expected a config error, got {other}"),
+        }
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        assert_eq!(
+            field_of(&GOOD.replace("port: 3307", "port: lots")),
+            "source.port"
+        );
+        assert_eq!(
+            field_of(&GOOD.replace("server_id: 7", "server_id: 7, colour: red")),
+            "source.colour"
+        );
+        assert_eq!(
+            field_of(&GOOD.replace("server_id: 7", "server_id: 0")),
+            "source.server_id"
+        );
+        assert_eq!(
+            field_of(&GOOD.replace("[shop]", "['(']")),
+            "include.databases[0]"
+        );
+        assert_eq!(
+            field_of(&GOOD.replace("server_name: shop", "server_name: 'a b'")),
+            "server_name"
+        );
+        assert_eq!(
+            field_of(&GOOD.replace("linger.ms", "acks")),
+            "kafka.producer.acks"
+        );
+    }
+
+    #[test]
+    fn interpolates_environment() {
+        assert_eq!(
+            interpolate_env("a ${TRIBUTARY_SURELY_UNSET:-dflt} b").unwrap(),
+            "a dflt b"
+        );
+        let path = std::env::var("PATH").unwrap();
+        assert_eq!(interpolate_env("${PATH}").unwrap(), path);
+        let err = interpolate_env("${TRIBUTARY_SURELY_UNSET}").unwrap_err();
+        assert!(err.to_string().contains("TRIBUTARY_SURELY_UNSET"), "{err}");
+    }
+}

@@ -1,0 +1,87 @@
+//! Capture errors. Each variant says what is wrong and, where there is one, how to fix it.
+
+/// Everything that can stop capture.
+#[derive(Debug, thiserror::Error)]
+pub enum CaptureError {
+    /// The configuration file is invalid.
+    #[error("config: {field}: {problem}")]
+    Config {
+        /// Path of the offending field (`source.port`, `include.tables[2]`).
+        field: String,
+        /// What is wrong.
+        problem: String,
+    },
+    /// The server cannot be captured as configured (binlog off, wrong format, ...).
+    #[error("source database is not set up for capture: {0}")]
+    ServerSetup(String),
+    /// The capture user lacks a privilege.
+    #[error(
+        "the capture user lacks the {grant} privilege ({detail}); run: GRANT {grant} ON *.* TO '<user>'@'<host>'"
+    )]
+    MissingGrant {
+        /// The privilege to grant.
+        grant: &'static str,
+        /// The server's error message.
+        detail: String,
+    },
+    /// The stored position is no longer in the server's binlog.
+    #[error(
+        "binlog position {position} is no longer available on the server ({detail}); events after it are lost to this capture. Recover by re-snapshotting: delete the stored position (topic `{offsets_topic}`) and restart with `source.start: latest`, then re-read the tables (snapshot)"
+    )]
+    PositionLost {
+        /// The position capture tried to resume from.
+        position: String,
+        /// The compacted topic holding the stored position.
+        offsets_topic: String,
+        /// The server's error message.
+        detail: String,
+    },
+    /// A binlog event could not be decoded.
+    #[error("cannot decode binlog event at {file}:{pos}: {detail}")]
+    Decode {
+        /// Binlog file.
+        file: String,
+        /// Position of the event.
+        pos: u64,
+        /// What went wrong.
+        detail: String,
+    },
+    /// A database connection or query failed (retried when transient).
+    #[error("database: {0}")]
+    Database(#[from] mysql_async::Error),
+    /// A Kafka operation failed (retried when transient).
+    #[error("kafka: {0}")]
+    Kafka(#[from] rdkafka::error::KafkaError),
+    /// A stored position could not be read back.
+    #[error("stored position in topic {topic} is unreadable: {detail}")]
+    BadStoredPosition {
+        /// Offsets topic.
+        topic: String,
+        /// Why.
+        detail: String,
+    },
+}
+
+impl CaptureError {
+    /// Whether retrying (reconnecting) can fix this error.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            CaptureError::Database(e) => match e {
+                mysql_async::Error::Io(_) | mysql_async::Error::Driver(_) => true,
+                // 1040 too many connections, 1053 shutdown in progress, 1205/1213 lock timeouts,
+                // 2013 lost connection, 1927 connection killed.
+                mysql_async::Error::Server(s) => {
+                    matches!(s.code, 1040 | 1053 | 1205 | 1213 | 1927 | 2006 | 2013)
+                }
+                _ => false,
+            },
+            CaptureError::Kafka(e) => !matches!(
+                e.rdkafka_error_code(),
+                Some(rdkafka::types::RDKafkaErrorCode::Fatal)
+                    | Some(rdkafka::types::RDKafkaErrorCode::TopicAuthorizationFailed)
+                    | Some(rdkafka::types::RDKafkaErrorCode::ClusterAuthorizationFailed)
+            ),
+            _ => false,
+        }
+    }
+}

@@ -1,0 +1,335 @@
+//! Writes change events to their topics and stores positions once they are safe.
+//!
+//! Records are keyed by the primary key (Debezium JSON) and sent to the
+//! partition Kafka's murmur2 partitioner picks, so Java producers agree.
+//! Deliveries and commit positions travel through one ordered queue to the
+//! acknowledger task: a position is stored only after every record queued before
+//! it was acknowledged (`acks=all`, idempotent producer). A crash therefore may
+//! repeat events, never skip one.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use rdkafka::ClientConfig;
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord, Producer};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tracing::{info, warn};
+use tributary_proto::debezium_json::{encode_key, encode_value};
+use tributary_proto::partition::partition_for_key;
+use tributary_proto::{ChangeEvent, Op};
+
+use crate::config::{CaptureConfig, KafkaConfig, TopicsConfig};
+use crate::error::CaptureError;
+use crate::metrics::{CaptureMetrics, TableLabel};
+use crate::position::BinlogPosition;
+use crate::position_store::{PositionStore, offsets_topic};
+
+/// How many deliveries/positions may wait for acknowledgement.
+const PENDING_CAPACITY: usize = 100_000;
+
+enum Pending {
+    Delivery(DeliveryFuture),
+    Commit(BinlogPosition),
+}
+
+struct TopicInfo {
+    name: String,
+    partitions: u32,
+    label: TableLabel,
+}
+
+/// The Kafka side of capture.
+pub struct KafkaWriter {
+    producer: FutureProducer,
+    admin: AdminClient<DefaultClientContext>,
+    server_name: String,
+    topics_cfg: TopicsConfig,
+    topics: HashMap<(String, String), TopicInfo>,
+    pending: mpsc::Sender<Pending>,
+    acker: JoinHandle<Result<(), CaptureError>>,
+    store: PositionStore,
+    metrics: CaptureMetrics,
+}
+
+/// The librdkafka producer settings capture uses.
+pub fn producer_config(kafka: &KafkaConfig) -> ClientConfig {
+    let mut cfg = ClientConfig::new();
+    cfg.set("bootstrap.servers", &kafka.brokers)
+        .set("enable.idempotence", "true")
+        .set("acks", "all")
+        .set("linger.ms", "5")
+        .set("compression.type", "lz4");
+    for (k, v) in &kafka.producer {
+        cfg.set(k, v);
+    }
+    cfg
+}
+
+impl KafkaWriter {
+    /// Connects to Kafka, creates the positions topic and starts the acknowledger.
+    pub async fn connect(
+        config: &CaptureConfig,
+        metrics: CaptureMetrics,
+    ) -> Result<Self, CaptureError> {
+        let producer: FutureProducer = producer_config(&config.kafka).create()?;
+        let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+            .set("bootstrap.servers", &config.kafka.brokers)
+            .create()?;
+        let store =
+            PositionStore::new(producer.clone(), &config.kafka.brokers, &config.server_name);
+        let (tx, rx) = mpsc::channel(PENDING_CAPACITY);
+        let mut writer = KafkaWriter {
+            producer,
+            admin,
+            server_name: config.server_name.clone(),
+            topics_cfg: config.topics.clone(),
+            topics: HashMap::new(),
+            pending: tx,
+            acker: tokio::spawn(acknowledge(
+                rx,
+                store.clone(),
+                Duration::from_millis(config.checkpoint_interval_ms),
+                metrics.clone(),
+            )),
+            store,
+            metrics,
+        };
+        writer
+            .ensure_topic(&offsets_topic(&config.server_name), 1)
+            .await?;
+        Ok(writer)
+    }
+
+    /// The position store this writer commits to.
+    pub fn position_store(&self) -> &PositionStore {
+        &self.store
+    }
+
+    /// Queues one change event (and a tombstone after a delete).
+    pub async fn send(&mut self, event: &ChangeEvent) -> Result<(), CaptureError> {
+        let table_key = (event.source.db.clone(), event.source.table.clone());
+        if !self.topics.contains_key(&table_key) {
+            let name = topic_name(&self.server_name, &event.source.db, &event.source.table);
+            let partitions = self.ensure_topic(&name, self.topics_cfg.partitions).await?;
+            let label = TableLabel {
+                table: format!("{}.{}", event.source.db, event.source.table),
+            };
+            self.topics.insert(
+                table_key.clone(),
+                TopicInfo {
+                    name,
+                    partitions,
+                    label,
+                },
+            );
+        }
+        let topic = &self.topics[&table_key];
+        let key = encode_key(event);
+        let value = encode_value(event);
+        let partition = partition_for_key(&key, topic.partitions);
+        let delivery = self
+            .produce(
+                FutureRecord::to(&topic.name)
+                    .key(key.as_slice())
+                    .payload(value.as_slice())
+                    .partition(partition),
+            )
+            .await?;
+        self.queue(Pending::Delivery(delivery)).await?;
+        if event.op == Op::Delete {
+            let tombstone = FutureRecord::<[u8], [u8]>::to(&topic.name)
+                .key(key.as_slice())
+                .partition(partition);
+            let delivery = self.produce(tombstone).await?;
+            self.queue(Pending::Delivery(delivery)).await?;
+        }
+        self.metrics.events.get_or_create(&topic.label).inc();
+        Ok(())
+    }
+
+    /// Marks a committed transaction: `position` is stored once everything before it is acknowledged.
+    pub async fn commit(&mut self, position: BinlogPosition) -> Result<(), CaptureError> {
+        self.queue(Pending::Commit(position)).await
+    }
+
+    /// Waits (up to `timeout`) for outstanding deliveries and stores the last safe position.
+    pub async fn close(self, timeout: Duration) -> Result<(), CaptureError> {
+        drop(self.pending);
+        let mut acker = self.acker;
+        match tokio::time::timeout(timeout, &mut acker).await {
+            Ok(result) => result.expect("acknowledger does not panic"),
+            Err(_) => {
+                acker.abort();
+                warn!(
+                    ?timeout,
+                    "deliveries still outstanding at close; the next start re-reads them"
+                );
+                Ok(())
+            }
+        }
+    }
+
+    async fn produce(
+        &self,
+        record: FutureRecord<'_, [u8], [u8]>,
+    ) -> Result<DeliveryFuture, CaptureError> {
+        let mut record = record;
+        loop {
+            match self.producer.send_result(record) {
+                Ok(delivery) => return Ok(delivery),
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
+                    record = back;
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                }
+                Err((e, _)) => return Err(e.into()),
+            }
+        }
+    }
+
+    async fn queue(&self, item: Pending) -> Result<(), CaptureError> {
+        if self.pending.send(item).await.is_err() {
+            // The acknowledger stopped: it failed. Its error is returned by `close`.
+            return Err(CaptureError::Kafka(KafkaError::Canceled));
+        }
+        Ok(())
+    }
+
+    /// Creates `name` (compacted) if missing; returns its partition count.
+    async fn ensure_topic(&mut self, name: &str, partitions: u32) -> Result<u32, CaptureError> {
+        let mut topic = NewTopic::new(
+            name,
+            partitions as i32,
+            TopicReplication::Fixed(i32::from(self.topics_cfg.replication_factor)),
+        )
+        .set("cleanup.policy", "compact");
+        for (k, v) in &self.topics_cfg.config {
+            topic = topic.set(k, v);
+        }
+        let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
+        for result in self.admin.create_topics([&topic], &opts).await? {
+            match result {
+                Ok(created) => info!(topic = %created, partitions, "topic created"),
+                Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
+                Err((topic, code)) => {
+                    return Err(CaptureError::Kafka(KafkaError::AdminOp(code))).inspect_err(|e| {
+                        warn!(%topic, error = %e, "cannot create topic");
+                    });
+                }
+            }
+        }
+        self.partition_count(name).await
+    }
+
+    async fn partition_count(&self, name: &str) -> Result<u32, CaptureError> {
+        let producer = self.producer.clone();
+        let topic = name.to_owned();
+        tokio::task::spawn_blocking(move || {
+            for _ in 0..50 {
+                let metadata = producer
+                    .client()
+                    .fetch_metadata(Some(&topic), Duration::from_secs(10))?;
+                if let Some(t) = metadata.topics().iter().find(|t| t.name() == topic)
+                    && !t.partitions().is_empty()
+                {
+                    return Ok(t.partitions().len() as u32);
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Err(CaptureError::Kafka(KafkaError::MetadataFetch(
+                RDKafkaErrorCode::UnknownTopicOrPartition,
+            )))
+        })
+        .await
+        .expect("metadata fetch does not panic")
+    }
+}
+
+/// `<server_name>.<db>.<table>`, with characters Kafka does not allow replaced by `_`.
+pub fn topic_name(server_name: &str, db: &str, table: &str) -> String {
+    let clean = |s: &str| -> String {
+        s.chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || matches!(c, '_' | '-') {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect()
+    };
+    format!("{server_name}.{}.{}", clean(db), clean(table))
+}
+
+/// The acknowledger: awaits deliveries in order and stores positions that are safe.
+async fn acknowledge(
+    mut rx: mpsc::Receiver<Pending>,
+    store: PositionStore,
+    interval: Duration,
+    metrics: CaptureMetrics,
+) -> Result<(), CaptureError> {
+    let mut unsaved: Option<BinlogPosition> = None;
+    let mut last_save = tokio::time::Instant::now();
+    let save = |position: BinlogPosition| {
+        let store = store.clone();
+        let metrics = metrics.clone();
+        async move {
+            store.save(&position).await?;
+            metrics
+                .committed_source_time_seconds
+                .set(position.ts_ms as f64 / 1000.0);
+            Ok::<_, CaptureError>(())
+        }
+    };
+    loop {
+        let next = match &unsaved {
+            Some(_) => match tokio::time::timeout_at(last_save + interval, rx.recv()).await {
+                Ok(item) => item,
+                Err(_) => {
+                    save(unsaved.take().expect("checked")).await?;
+                    last_save = tokio::time::Instant::now();
+                    continue;
+                }
+            },
+            None => rx.recv().await,
+        };
+        match next {
+            Some(Pending::Delivery(delivery)) => match delivery.await {
+                Ok(Ok(_)) => {}
+                Ok(Err((e, _))) => {
+                    metrics.error("kafka");
+                    return Err(e.into());
+                }
+                Err(_) => return Err(CaptureError::Kafka(KafkaError::Canceled)),
+            },
+            Some(Pending::Commit(position)) => {
+                if last_save.elapsed() >= interval {
+                    save(position).await?;
+                    last_save = tokio::time::Instant::now();
+                    unsaved = None;
+                } else {
+                    unsaved = Some(position);
+                }
+            }
+            None => break,
+        }
+    }
+    if let Some(position) = unsaved {
+        save(position).await?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn topic_names_are_kafka_safe() {
+        assert_eq!(topic_name("srv", "shop", "users"), "srv.shop.users");
+        assert_eq!(topic_name("srv", "my db", "t$1"), "srv.my_db.t_1");
+    }
+}

@@ -1,0 +1,176 @@
+//! Capture: MySQL/MariaDB binlog → Kafka change topics.
+//!
+//! The path of a change, in order:
+//! [`source`] (connect, preflight) → [`binlog_reader`] (replication stream,
+//! GTID/file position, TABLE_MAP → [`schema`], rows → [`row_decoder`]) →
+//! [`kafka_writer`] (Debezium JSON, murmur2 partition, ordered acknowledgement)
+//! → [`position_store`] (compacted `<server_name>.offsets`).
+//!
+//! [`run`] ties them together and reconnects with backoff on transient errors.
+
+pub mod binlog_reader;
+pub mod config;
+pub mod error;
+pub mod filter;
+pub mod kafka_writer;
+pub mod metrics;
+pub mod position;
+pub mod position_store;
+pub mod row_decoder;
+pub mod schema;
+pub mod source;
+
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+pub use config::CaptureConfig;
+pub use error::CaptureError;
+pub use metrics::CaptureMetrics;
+
+use binlog_reader::{BinlogReader, ReaderItem, ReaderSetup};
+use filter::TableFilter;
+use kafka_writer::KafkaWriter;
+use position::{BinlogPosition, StartPosition};
+
+/// How long shutdown waits for outstanding deliveries.
+const CLOSE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Runs capture until `shutdown` is cancelled or a permanent error occurs.
+/// Transient errors (connections lost, broker unreachable) are retried with backoff.
+pub async fn run(
+    config: CaptureConfig,
+    metrics: CaptureMetrics,
+    shutdown: CancellationToken,
+) -> Result<(), CaptureError> {
+    let mut delay = Duration::from_millis(250);
+    loop {
+        let mut progressed = false;
+        match run_once(&config, &metrics, &shutdown, &mut progressed).await {
+            Ok(()) => return Ok(()),
+            Err(e) if e.is_transient() && !shutdown.is_cancelled() => {
+                metrics.error(error_kind(&e));
+                if progressed {
+                    delay = Duration::from_millis(250);
+                }
+                warn!(error = %e, retry_in = ?delay, "capture interrupted; reconnecting");
+                tokio::select! {
+                    _ = tokio::time::sleep(delay) => {}
+                    _ = shutdown.cancelled() => return Ok(()),
+                }
+                delay = (delay * 2).min(Duration::from_secs(30));
+            }
+            Err(e) => {
+                metrics.error(error_kind(&e));
+                return Err(e);
+            }
+        }
+    }
+}
+
+fn error_kind(e: &CaptureError) -> &'static str {
+    match e {
+        CaptureError::Database(_) => "database",
+        CaptureError::Kafka(_) => "kafka",
+        CaptureError::Decode { .. } => "decode",
+        _ => "setup",
+    }
+}
+
+async fn run_once(
+    config: &CaptureConfig,
+    metrics: &CaptureMetrics,
+    shutdown: &CancellationToken,
+    progressed: &mut bool,
+) -> Result<(), CaptureError> {
+    let mut writer = KafkaWriter::connect(config, metrics.clone()).await?;
+    let stored = writer.position_store().load().await?;
+    let mut conn = source::connect(&config.source).await?;
+    let info = source::preflight(&mut conn).await?;
+    let from = match stored {
+        Some(position) => {
+            info!(%position, "resuming from the stored position");
+            position
+        }
+        None => start_position(&config.source.start, &mut conn, info.is_mariadb).await?,
+    };
+    drop(conn);
+    let pool = mysql_async::Pool::new(source::opts(&config.source));
+    let setup = ReaderSetup {
+        source: &config.source,
+        server_name: &config.server_name,
+        filter: TableFilter::new(&config.include, &config.exclude),
+        info,
+        pool: pool.clone(),
+    };
+    let mut reader = BinlogReader::open(setup, &from).await?;
+    metrics.streaming.set(1);
+    let result = stream(&mut reader, &mut writer, metrics, shutdown, progressed).await;
+    metrics.streaming.set(0);
+    let closed = writer.close(CLOSE_TIMEOUT).await;
+    drop(reader);
+    pool.disconnect().await.ok();
+    // A failed acknowledger makes `stream` fail with a bare cancellation; its own error says why.
+    closed.and(result)
+}
+
+async fn stream(
+    reader: &mut BinlogReader,
+    writer: &mut KafkaWriter,
+    metrics: &CaptureMetrics,
+    shutdown: &CancellationToken,
+    progressed: &mut bool,
+) -> Result<(), CaptureError> {
+    loop {
+        let item = tokio::select! {
+            biased;
+            _ = shutdown.cancelled() => return Ok(()),
+            item = reader.next() => item?,
+        };
+        match item {
+            Some(ReaderItem::Change(event)) => {
+                writer.send(&event).await?;
+                let lag = (event.ts_ms - event.source.ts_ms).max(0) as f64 / 1000.0;
+                metrics.last_event_lag_seconds.set(lag);
+            }
+            Some(ReaderItem::Commit(position)) => {
+                writer.commit(position).await?;
+                *progressed = true;
+            }
+            None => {
+                return Err(CaptureError::Database(mysql_async::Error::Io(
+                    mysql_async::IoError::Io(std::io::Error::new(
+                        std::io::ErrorKind::UnexpectedEof,
+                        "the server ended the binlog stream",
+                    )),
+                )));
+            }
+        }
+    }
+}
+
+async fn start_position(
+    start: &StartPosition,
+    conn: &mut mysql_async::Conn,
+    is_mariadb: bool,
+) -> Result<BinlogPosition, CaptureError> {
+    let position = match start {
+        StartPosition::Latest => source::current_position(conn, is_mariadb).await?,
+        StartPosition::Earliest => source::earliest_position(conn, is_mariadb).await?,
+        StartPosition::Gtid(gtid) => BinlogPosition {
+            file: String::new(),
+            pos: 4,
+            gtid: Some(gtid.clone()),
+            ts_ms: 0,
+        },
+        StartPosition::Binlog { file, pos } => BinlogPosition {
+            file: file.clone(),
+            pos: *pos,
+            gtid: None,
+            ts_ms: 0,
+        },
+    };
+    info!(%position, ?start, "no stored position; starting from the configured start");
+    Ok(position)
+}

@@ -1,0 +1,73 @@
+//! Capture's Prometheus metrics: names and labels in one place.
+
+use std::sync::atomic::AtomicU64;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+/// Label: a captured table, as `db.table`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TableLabel {
+    /// `db.table`.
+    pub table: String,
+}
+
+/// Label: the kind of error.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ErrorLabel {
+    /// `database`, `kafka`, `decode`, `setup`.
+    pub kind: String,
+}
+
+/// Every capture metric.
+#[derive(Clone, Default)]
+pub struct CaptureMetrics {
+    /// Change events written, per table.
+    pub events: Family<TableLabel, Counter>,
+    /// Errors, per kind (transient ones are retried).
+    pub errors: Family<ErrorLabel, Counter>,
+    /// Seconds between the last event's commit on the source and its capture.
+    pub last_event_lag_seconds: Gauge<f64, AtomicU64>,
+    /// Source commit time (epoch seconds) of the last stored position.
+    pub committed_source_time_seconds: Gauge<f64, AtomicU64>,
+    /// 1 while the binlog stream is open.
+    pub streaming: Gauge,
+}
+
+impl CaptureMetrics {
+    /// Creates the metrics and registers them under `tributary_capture_*`.
+    pub fn register(registry: &mut Registry) -> Self {
+        let m = CaptureMetrics::default();
+        let r = registry.sub_registry_with_prefix("tributary_capture");
+        r.register("events", "Change events written to Kafka", m.events.clone());
+        r.register("errors", "Capture errors by kind", m.errors.clone());
+        r.register(
+            "last_event_lag_seconds",
+            "Seconds from the source commit of the last event to its capture",
+            m.last_event_lag_seconds.clone(),
+        );
+        r.register(
+            "committed_source_time_seconds",
+            "Source commit time of the last stored position (epoch seconds)",
+            m.committed_source_time_seconds.clone(),
+        );
+        r.register(
+            "streaming",
+            "1 while the binlog stream is open",
+            m.streaming.clone(),
+        );
+        m
+    }
+
+    /// Counts an error by kind.
+    pub fn error(&self, kind: &str) {
+        self.errors
+            .get_or_create(&ErrorLabel {
+                kind: kind.to_owned(),
+            })
+            .inc();
+    }
+}

@@ -1,0 +1,175 @@
+//! Binlog positions: where capture is, where it starts, and MariaDB GTID state.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// A position in the source's binlog, recorded after a committed transaction.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BinlogPosition {
+    /// Binlog file name.
+    pub file: String,
+    /// Byte offset of the next event in `file`.
+    pub pos: u64,
+    /// MariaDB GTID state (`domain-server-seq,...`) after the transaction, when the server has GTIDs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gtid: Option<String>,
+    /// Commit time of the transaction on the source, in milliseconds since the epoch.
+    #[serde(default)]
+    pub ts_ms: i64,
+}
+
+impl fmt::Display for BinlogPosition {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.file, self.pos)?;
+        if let Some(gtid) = &self.gtid {
+            write!(f, " (gtid {gtid})")?;
+        }
+        Ok(())
+    }
+}
+
+/// Where capture begins when no position has been stored yet.
+///
+/// YAML: `latest`, `earliest`, `{gtid: 0-1-42}` or `{binlog: {file: binlog.000003, pos: 4}}`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
+#[serde(try_from = "StartRepr")]
+pub enum StartPosition {
+    /// The server's current end of binlog: only changes made from now on.
+    #[default]
+    Latest,
+    /// The oldest binlog the server still has.
+    Earliest,
+    /// After the given MariaDB GTID state, e.g. `0-1-1234`.
+    Gtid(String),
+    /// A binlog file and offset.
+    Binlog {
+        /// Binlog file name.
+        file: String,
+        /// Byte offset.
+        pos: u64,
+    },
+}
+
+/// The YAML shapes of [`StartPosition`].
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum StartRepr {
+    Named(String),
+    Gtid { gtid: String },
+    Binlog { binlog: BinlogStart },
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BinlogStart {
+    file: String,
+    pos: u64,
+}
+
+impl TryFrom<StartRepr> for StartPosition {
+    type Error = String;
+
+    fn try_from(repr: StartRepr) -> Result<Self, String> {
+        match repr {
+            StartRepr::Named(name) => match name.as_str() {
+                "latest" => Ok(StartPosition::Latest),
+                "earliest" => Ok(StartPosition::Earliest),
+                other => Err(format!(
+                    "unknown start {other:?}: use latest, earliest, {{gtid: D-S-N}} or {{binlog: {{file: F, pos: N}}}}"
+                )),
+            },
+            StartRepr::Gtid { gtid } => {
+                GtidState::parse(&gtid)?;
+                Ok(StartPosition::Gtid(gtid))
+            }
+            StartRepr::Binlog { binlog } => Ok(StartPosition::Binlog {
+                file: binlog.file,
+                pos: binlog.pos,
+            }),
+        }
+    }
+}
+
+/// MariaDB's replication state: the last GTID seen per replication domain.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GtidState {
+    domains: BTreeMap<u32, (u32, u64)>,
+}
+
+impl GtidState {
+    /// Parses `domain-server-seq[,domain-server-seq...]`; empty means no GTIDs yet.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let mut state = GtidState::default();
+        for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let nums: Vec<&str> = part.split('-').collect();
+            let parsed = match nums.as_slice() {
+                [d, s, n] => d.parse().ok().zip(s.parse().ok()).zip(n.parse().ok()),
+                _ => None,
+            };
+            let ((domain, server), seq) = parsed.ok_or_else(|| {
+                format!("{part:?} is not a MariaDB GTID (domain-server-sequence)")
+            })?;
+            state.domains.insert(domain, (server, seq));
+        }
+        Ok(state)
+    }
+
+    /// Records a transaction's GTID.
+    pub fn advance(&mut self, domain: u32, server: u32, seq: u64) {
+        self.domains.insert(domain, (server, seq));
+    }
+
+    /// Whether no GTID has been seen.
+    pub fn is_empty(&self) -> bool {
+        self.domains.is_empty()
+    }
+}
+
+impl fmt::Display for GtidState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, (domain, (server, seq))) in self.domains.iter().enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            write!(f, "{domain}-{server}-{seq}")?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gtid_state_round_trips_and_advances() {
+        let mut s = GtidState::parse("1-2-30, 0-1-5").unwrap();
+        assert_eq!(s.to_string(), "0-1-5,1-2-30");
+        s.advance(0, 3, 6);
+        assert_eq!(s.to_string(), "0-3-6,1-2-30");
+        assert!(GtidState::parse("").unwrap().is_empty());
+        assert!(GtidState::parse("0-1").unwrap_err().contains("0-1"));
+    }
+
+    #[test]
+    fn start_position_from_yaml() {
+        let p: StartPosition = serde_norway::from_str("latest").unwrap();
+        assert_eq!(p, StartPosition::Latest);
+        let p: StartPosition = serde_norway::from_str("gtid: 0-1-9").unwrap();
+        assert_eq!(p, StartPosition::Gtid("0-1-9".into()));
+        let p: StartPosition =
+            serde_norway::from_str("binlog: { file: binlog.000002, pos: 4 }").unwrap();
+        assert_eq!(
+            p,
+            StartPosition::Binlog {
+                file: "binlog.000002".into(),
+                pos: 4
+            }
+        );
+        let err = serde_norway::from_str::<StartPosition>("newest").unwrap_err();
+        assert!(err.to_string().contains("unknown start"), "{err}");
+        assert!(serde_norway::from_str::<StartPosition>("gtid: 0-1").is_err());
+    }
+}

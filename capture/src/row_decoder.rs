@@ -1,0 +1,275 @@
+//! Maps decoded binlog column values onto Debezium's representations.
+//!
+//! Temporal values follow Debezium's `adaptive_time_microseconds` mode: DATE as
+//! days since the epoch, TIME as microseconds, DATETIME(0–3) as epoch
+//! milliseconds and DATETIME(4–6) as epoch microseconds (both without time
+//! zone), TIMESTAMP as an ISO-8601 UTC string. The full table is `docs/types.md`.
+
+use mysql_async::Value as MyValue;
+use mysql_async::binlog::row::BinlogRow;
+use mysql_async::binlog::value::BinlogValue;
+use tributary_proto::Value;
+
+use crate::schema::{Charset, ColumnKind, TableSchema};
+
+/// Decodes every column of a row image in table order.
+pub fn decode_row(schema: &TableSchema, mut row: BinlogRow) -> Result<Vec<Value>, String> {
+    let mut values = Vec::with_capacity(schema.columns.len());
+    for (i, column) in schema.columns.iter().enumerate() {
+        let raw = row.take(i);
+        let value = decode_value(&column.kind, raw)
+            .map_err(|e| format!("column `{}` ({:?}): {e}", column.name, column.kind))?;
+        values.push(value);
+    }
+    Ok(values)
+}
+
+/// Decodes one column value.
+pub fn decode_value(kind: &ColumnKind, raw: Option<BinlogValue<'_>>) -> Result<Value, String> {
+    let raw = match raw {
+        // A column absent from the image (binlog_row_image other than FULL) or NULL.
+        None | Some(BinlogValue::Value(MyValue::NULL)) => return Ok(Value::Null),
+        Some(BinlogValue::Value(v)) => v,
+        Some(BinlogValue::Jsonb(j)) => {
+            let json = serde_json::Value::try_from(j).map_err(|e| e.to_string())?;
+            return Ok(Value::String(json.to_string()));
+        }
+        Some(BinlogValue::JsonDiff(_)) => {
+            return Err(
+                "partial JSON update (binlog_row_value_options=PARTIAL_JSON) is not supported"
+                    .into(),
+            );
+        }
+    };
+    Ok(match (kind, raw) {
+        (ColumnKind::Int { unsigned, bytes }, MyValue::Int(i)) => integer(i, *unsigned, *bytes),
+        (ColumnKind::Int { .. }, MyValue::UInt(u)) => {
+            i64::try_from(u).map_or(Value::UInt(u), Value::Int)
+        }
+        (ColumnKind::Float, MyValue::Float(f)) => {
+            // Through the shortest decimal form, so FLOAT 1.1 reads 1.1, not 1.100000023841858.
+            Value::Float(f.to_string().parse().unwrap_or(f64::from(f)))
+        }
+        (ColumnKind::Float | ColumnKind::Double, MyValue::Double(d)) => Value::Float(d),
+        (ColumnKind::Decimal, MyValue::Bytes(b)) => Value::String(utf8(b)),
+        (ColumnKind::Year, MyValue::Bytes(b)) => {
+            let year: i64 = utf8(b).parse().map_err(|_| "YEAR is not a number")?;
+            // YEAR 0000 is stored as 0, which the decoder renders as 1900 (not a valid YEAR).
+            Value::Int(if year == 1900 { 0 } else { year })
+        }
+        (ColumnKind::Year, MyValue::Int(y)) => Value::Int(y),
+        (ColumnKind::Date, MyValue::Date(y, m, d, ..)) => match (y, m, d) {
+            (_, 0, _) | (_, _, 0) => Value::Null, // zero dates have no day count
+            _ => Value::Int(days_from_civil(i64::from(y), u32::from(m), u32::from(d))),
+        },
+        (ColumnKind::Time, MyValue::Time(negative, days, h, m, s, us)) => {
+            let secs =
+                (i64::from(days) * 24 + i64::from(h)) * 3600 + i64::from(m) * 60 + i64::from(s);
+            let micros = secs * 1_000_000 + i64::from(us);
+            Value::Int(if negative { -micros } else { micros })
+        }
+        (ColumnKind::DateTime { fsp }, MyValue::Date(y, mo, d, h, mi, s, us)) => {
+            if mo == 0 || d == 0 {
+                return Ok(Value::Null);
+            }
+            let days = days_from_civil(i64::from(y), u32::from(mo), u32::from(d));
+            let micros = ((days * 24 + i64::from(h)) * 60 + i64::from(mi)) * 60_000_000
+                + i64::from(s) * 1_000_000
+                + i64::from(us);
+            Value::Int(if *fsp <= 3 {
+                micros.div_euclid(1000)
+            } else {
+                micros
+            })
+        }
+        (ColumnKind::Timestamp { fsp }, MyValue::Bytes(b)) => {
+            let text = utf8(b);
+            let (secs, micros) = match text.split_once('.') {
+                Some((s, us)) => (s.parse(), us.parse().unwrap_or(0)),
+                None => (text.parse(), 0),
+            };
+            Value::String(iso_timestamp(
+                secs.map_err(|_| format!("bad TIMESTAMP {text:?}"))?,
+                micros,
+                *fsp,
+            ))
+        }
+        (ColumnKind::Timestamp { fsp }, MyValue::Int(secs)) => {
+            Value::String(iso_timestamp(secs, 0, *fsp))
+        }
+        (ColumnKind::Text(charset), MyValue::Bytes(b)) => Value::String(match charset {
+            Charset::Utf8 => utf8(b),
+            Charset::Latin1 => cp1252(&b),
+        }),
+        (ColumnKind::Binary { fixed_len }, MyValue::Bytes(mut b)) => {
+            if let Some(len) = fixed_len {
+                b.resize((*len).max(b.len()), 0);
+            }
+            Value::Bytes(b)
+        }
+        (ColumnKind::Geometry | ColumnKind::Other, MyValue::Bytes(b)) => Value::Bytes(b),
+        (ColumnKind::Json, MyValue::Bytes(b)) => Value::String(utf8(b)),
+        (ColumnKind::Enum(labels), MyValue::Int(index)) => Value::String(
+            // Index 0 is the empty "error" value MySQL stores for invalid input.
+            usize::try_from(index - 1)
+                .ok()
+                .and_then(|i| labels.get(i).cloned())
+                .unwrap_or_default(),
+        ),
+        (ColumnKind::Set(labels), MyValue::Bytes(mask)) => {
+            let chosen: Vec<&str> = labels
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| {
+                    mask.get(i / 8)
+                        .is_some_and(|byte| byte & (1 << (i % 8)) != 0)
+                })
+                .map(|(_, label)| label.as_str())
+                .collect();
+            Value::String(chosen.join(","))
+        }
+        (ColumnKind::Bit { bits }, MyValue::Bytes(mut b)) => {
+            if *bits == 1 {
+                Value::Bool(b.last().is_some_and(|byte| byte & 1 == 1))
+            } else {
+                // Debezium's io.debezium.data.Bits holds the bytes little-endian.
+                b.reverse();
+                Value::Bytes(b)
+            }
+        }
+        (kind, other) => {
+            return Err(format!(
+                "unexpected binlog value {other:?} for a {kind:?} column"
+            ));
+        }
+    })
+}
+
+/// Reinterprets a decoded integer at the column's width and signedness: small
+/// unsigned values can arrive sign-extended, and signed MEDIUMINTs zero-extended.
+fn integer(i: i64, unsigned: bool, bytes: u8) -> Value {
+    let bits = u32::from(bytes.clamp(1, 8)) * 8;
+    if bits == 64 {
+        return if unsigned && i < 0 {
+            Value::UInt(i as u64)
+        } else {
+            Value::Int(i)
+        };
+    }
+    let shift = 64 - bits;
+    if unsigned {
+        Value::Int(((i as u64) << shift >> shift) as i64)
+    } else {
+        Value::Int((i << shift) >> shift)
+    }
+}
+
+fn utf8(bytes: Vec<u8>) -> String {
+    String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+}
+
+/// Decodes MySQL's latin1, which is Windows-1252.
+fn cp1252(bytes: &[u8]) -> String {
+    const HIGH: [char; 32] = [
+        '€', '\u{81}', '‚', 'ƒ', '„', '…', '†', '‡', 'ˆ', '‰', 'Š', '‹', 'Œ', '\u{8d}', 'Ž',
+        '\u{8f}', '\u{90}', '‘', '’', '“', '”', '•', '–', '—', '˜', '™', 'š', '›', 'œ', '\u{9d}',
+        'ž', 'Ÿ',
+    ];
+    bytes
+        .iter()
+        .map(|&b| {
+            if (0x80..0xa0).contains(&b) {
+                HIGH[usize::from(b - 0x80)]
+            } else {
+                char::from(b)
+            }
+        })
+        .collect()
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's `days_from_civil`).
+pub fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let m = i64::from(m);
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + i64::from(d) - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// The date of a day count since 1970-01-01 (inverse of [`days_from_civil`]).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
+}
+
+/// `YYYY-MM-DDTHH:MM:SS[.f…]Z` with `fsp` fractional digits (Debezium's ZonedTimestamp).
+fn iso_timestamp(secs: i64, micros: u32, fsp: u8) -> String {
+    let (y, m, d) = civil_from_days(secs.div_euclid(86_400));
+    let t = secs.rem_euclid(86_400);
+    let mut out = format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}",
+        t / 3600,
+        t / 60 % 60,
+        t % 60
+    );
+    if fsp > 0 {
+        let digits = format!("{micros:06}");
+        out.push('.');
+        out.push_str(&digits[..usize::from(fsp.min(6))]);
+    }
+    out.push('Z');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn calendar_round_trip() {
+        assert_eq!(days_from_civil(1970, 1, 1), 0);
+        assert_eq!(days_from_civil(2000, 3, 1), 11_017);
+        assert_eq!(days_from_civil(1969, 12, 31), -1);
+        for z in [-800_000, -1, 0, 59, 10_000, 2_932_896] {
+            let (y, m, d) = civil_from_days(z);
+            assert_eq!(days_from_civil(y, m, d), z);
+        }
+    }
+
+    #[test]
+    fn timestamps() {
+        assert_eq!(iso_timestamp(0, 0, 0), "1970-01-01T00:00:00Z");
+        assert_eq!(
+            iso_timestamp(1_700_000_000, 123_456, 3),
+            "2023-11-14T22:13:20.123Z"
+        );
+        assert_eq!(
+            iso_timestamp(1_700_000_000, 5, 6),
+            "2023-11-14T22:13:20.000005Z"
+        );
+    }
+
+    #[test]
+    fn unsigned_reinterpretation() {
+        assert_eq!(integer(-1, true, 1), Value::Int(255));
+        assert_eq!(integer(-1, true, 8), Value::UInt(u64::MAX));
+        assert_eq!(integer(-1, false, 8), Value::Int(-1));
+        assert_eq!(integer(0x80_0000, false, 3), Value::Int(-8_388_608));
+        assert_eq!(integer(0xff_ffff, true, 3), Value::Int(16_777_215));
+        assert_eq!(integer(-128, false, 1), Value::Int(-128));
+    }
+
+    #[test]
+    fn latin1_is_cp1252() {
+        assert_eq!(cp1252(&[0x63, 0x61, 0x66, 0xe9, 0x80]), "café€");
+    }
+}

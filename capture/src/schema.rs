@@ -1,0 +1,440 @@
+//! Table schemas: what each binlog column is called and how its values map to [`Value`]s.
+//!
+//! The source of truth is the TABLE_MAP event's optional metadata
+//! (`binlog_row_metadata=FULL`): names, signedness, charsets, ENUM/SET labels and
+//! the primary key, always matching the rows that follow it, across ALTERs.
+//! Where the server writes less (MINIMAL/NO_LOG), the missing parts come from
+//! `information_schema` ([`InfoColumn`]), which reflects the *current* table.
+//!
+//! [`Value`]: tributary_proto::Value
+
+use std::sync::Arc;
+
+use mysql_async::binlog::events::{OptionalMetaExtractor, OptionalMetadataField, TableMapEvent};
+use mysql_async::consts::ColumnType;
+
+/// How a column's values are decoded and mapped (see `docs/types.md`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum ColumnKind {
+    /// TINYINT..BIGINT; `bytes` is the storage width.
+    Int {
+        /// UNSIGNED column.
+        unsigned: bool,
+        /// Storage width in bytes (1, 2, 3, 4, 8).
+        bytes: u8,
+    },
+    /// FLOAT (single precision).
+    Float,
+    /// DOUBLE.
+    Double,
+    /// DECIMAL/NUMERIC.
+    Decimal,
+    /// YEAR.
+    Year,
+    /// DATE.
+    Date,
+    /// TIME(fsp).
+    Time,
+    /// DATETIME(fsp).
+    DateTime {
+        /// Fractional-second digits.
+        fsp: u8,
+    },
+    /// TIMESTAMP(fsp).
+    Timestamp {
+        /// Fractional-second digits.
+        fsp: u8,
+    },
+    /// CHAR/VARCHAR/TEXT in a character set.
+    Text(Charset),
+    /// BINARY/VARBINARY/BLOB; BINARY(n) has a fixed length, and the binlog drops its trailing zero bytes.
+    Binary {
+        /// Declared length of BINARY(n); `None` for variable-length types.
+        fixed_len: Option<usize>,
+    },
+    /// ENUM with its labels.
+    Enum(Arc<[String]>),
+    /// SET with its labels.
+    Set(Arc<[String]>),
+    /// BIT(n).
+    Bit {
+        /// Declared width in bits.
+        bits: u16,
+    },
+    /// JSON (MySQL's binary JSON; MariaDB's JSON is LONGTEXT and arrives as text).
+    Json,
+    /// GEOMETRY and its subtypes.
+    Geometry,
+    /// Anything else: passed through as bytes.
+    Other,
+}
+
+/// Character sets Tributary decodes; everything else is read as UTF-8 (lossy).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Charset {
+    /// utf8mb3/utf8mb4/ascii and unknown sets.
+    Utf8,
+    /// latin1 (MySQL's latin1 is Windows-1252).
+    Latin1,
+}
+
+impl Charset {
+    /// Maps a MySQL collation id to the character set decoded here.
+    pub fn from_collation(id: u16) -> Option<Charset> {
+        match id {
+            63 => None, // binary
+            5 | 8 | 15 | 31 | 47 | 48 | 49 | 94 => Some(Charset::Latin1),
+            _ => Some(Charset::Utf8),
+        }
+    }
+
+    /// Maps `information_schema.COLUMNS.CHARACTER_SET_NAME`.
+    pub fn from_name(name: Option<&str>) -> Option<Charset> {
+        match name {
+            None | Some("binary") => None,
+            Some("latin1") => Some(Charset::Latin1),
+            Some(_) => Some(Charset::Utf8),
+        }
+    }
+}
+
+/// One column.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ColumnSchema {
+    /// Column name.
+    pub name: String,
+    /// How values map.
+    pub kind: ColumnKind,
+}
+
+/// The shape of one table at one point of the binlog.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TableSchema {
+    /// Database name.
+    pub db: String,
+    /// Table name.
+    pub table: String,
+    /// Columns in table order.
+    pub columns: Vec<ColumnSchema>,
+    /// Column names, shared by every row image.
+    pub names: Arc<[String]>,
+    /// Indexes of the primary-key columns; every column when the table has no primary key.
+    pub key: Vec<usize>,
+    /// Names of the key columns.
+    pub key_names: Arc<[String]>,
+}
+
+/// A column as `information_schema.COLUMNS` describes it (the fallback source).
+#[derive(Debug, Clone, PartialEq)]
+pub struct InfoColumn {
+    /// `COLUMN_NAME`.
+    pub name: String,
+    /// `COLUMN_TYPE`, e.g. `int(10) unsigned`, `enum('a','b')`.
+    pub column_type: String,
+    /// `CHARACTER_SET_NAME`.
+    pub charset: Option<String>,
+    /// `COLUMN_KEY = 'PRI'`.
+    pub primary: bool,
+}
+
+/// What the TABLE_MAP's optional metadata says, per column.
+#[derive(Default)]
+struct OptionalMeta {
+    names: Vec<String>,
+    unsigned: Vec<bool>,
+    charsets: Vec<u16>,
+    enum_labels: Vec<Arc<[String]>>,
+    set_labels: Vec<Arc<[String]>>,
+    primary_key: Vec<usize>,
+}
+
+impl OptionalMeta {
+    fn read(tme: &TableMapEvent<'_>, columns: &[ColumnType]) -> Result<Self, String> {
+        let mut meta = OptionalMeta::default();
+        for field in tme.iter_optional_meta() {
+            match field.map_err(|e| format!("optional metadata: {e}"))? {
+                OptionalMetadataField::EnumStrValue(values) => {
+                    for labels in values.iter_values() {
+                        let labels = labels.map_err(|e| e.to_string())?;
+                        meta.enum_labels.push(
+                            labels
+                                .values()
+                                .iter()
+                                .map(|v| v.value().into_owned())
+                                .collect(),
+                        );
+                    }
+                }
+                OptionalMetadataField::SetStrValue(values) => {
+                    for labels in values.iter_values() {
+                        let labels = labels.map_err(|e| e.to_string())?;
+                        meta.set_labels.push(
+                            labels
+                                .values()
+                                .iter()
+                                .map(|v| v.value().into_owned())
+                                .collect(),
+                        );
+                    }
+                }
+                _ => {}
+            }
+        }
+        let extractor =
+            OptionalMetaExtractor::new(tme.iter_optional_meta()).map_err(|e| e.to_string())?;
+        for name in extractor.iter_column_name() {
+            meta.names
+                .push(name.map_err(|e| e.to_string())?.name().into_owned());
+        }
+        meta.unsigned = extractor.iter_signedness().collect();
+        let text_columns = columns.iter().filter(|t| t.is_character_type()).count();
+        for charset in extractor.iter_charset().take(text_columns) {
+            meta.charsets.push(charset.map_err(|e| e.to_string())?);
+        }
+        for index in extractor.iter_primary_key() {
+            meta.primary_key
+                .push(index.map_err(|e| e.to_string())? as usize);
+        }
+        Ok(meta)
+    }
+}
+
+impl TableSchema {
+    /// Whether the TABLE_MAP carries column names, i.e. needs no `information_schema` fallback.
+    pub fn table_map_is_complete(tme: &TableMapEvent<'_>) -> bool {
+        OptionalMetaExtractor::new(tme.iter_optional_meta())
+            .map(|m| m.iter_column_name().next().is_some())
+            .unwrap_or(false)
+    }
+
+    /// Builds the schema of a TABLE_MAP event. `fallback` supplies what the
+    /// optional metadata lacks; it is required when [`Self::table_map_is_complete`] is false.
+    pub fn from_table_map(
+        tme: &TableMapEvent<'_>,
+        fallback: Option<&[InfoColumn]>,
+    ) -> Result<Self, String> {
+        let count = tme.columns_count() as usize;
+        let mut types = Vec::with_capacity(count);
+        for i in 0..count {
+            match tme.get_column_type(i) {
+                Ok(Some(t)) => types.push(t),
+                Ok(None) => return Err(format!("column {i}: no type in TABLE_MAP")),
+                Err(e) => return Err(format!("column {i}: {e}")),
+            }
+        }
+        let meta = OptionalMeta::read(tme, &types)?;
+        let db = tme.database_name().into_owned();
+        let table = tme.table_name().into_owned();
+        let fallback = match fallback {
+            Some(cols) if cols.len() != count => {
+                return Err(format!(
+                    "{db}.{table}: the binlog has {count} columns but information_schema lists {} \
+                     (the table changed since); set binlog_row_metadata=FULL on the server",
+                    cols.len()
+                ));
+            }
+            other => other,
+        };
+        if meta.names.len() != count && fallback.is_none() {
+            return Err(format!(
+                "{db}.{table}: TABLE_MAP has no column names and no fallback was given"
+            ));
+        }
+
+        let (mut numeric, mut text, mut enums, mut sets) = (0, 0, 0, 0);
+        let mut columns = Vec::with_capacity(count);
+        for (i, col_type) in types.iter().enumerate() {
+            let info = fallback.map(|f| &f[i]);
+            let col_meta = tme.get_column_metadata(i).unwrap_or(&[]);
+            let unsigned = if col_type.is_numeric_type() {
+                numeric += 1;
+                meta.unsigned
+                    .get(numeric - 1)
+                    .copied()
+                    .or_else(|| info.map(|c| c.column_type.contains("unsigned")))
+                    .unwrap_or(false)
+            } else {
+                false
+            };
+            let charset = if col_type.is_character_type() {
+                text += 1;
+                match (meta.charsets.get(text - 1), info) {
+                    (Some(&id), _) => Charset::from_collation(id),
+                    (None, Some(c)) => Charset::from_name(c.charset.as_deref()),
+                    (None, None) => Some(Charset::Utf8),
+                }
+            } else {
+                None
+            };
+            let kind = column_kind(*col_type, col_meta, unsigned, charset, || {
+                if col_type.is_enum_type() {
+                    enums += 1;
+                    meta.enum_labels.get(enums - 1).cloned()
+                } else {
+                    sets += 1;
+                    meta.set_labels.get(sets - 1).cloned()
+                }
+                .or_else(|| info.map(|c| labels_of(&c.column_type)))
+                .unwrap_or_else(|| Arc::from(Vec::new()))
+            });
+            let name = meta
+                .names
+                .get(i)
+                .cloned()
+                .or_else(|| info.map(|c| c.name.clone()))
+                .unwrap_or_else(|| format!("col_{i}"));
+            columns.push(ColumnSchema { name, kind });
+        }
+
+        let mut key = if !meta.primary_key.is_empty() {
+            meta.primary_key.clone()
+        } else {
+            fallback
+                .map(|f| {
+                    f.iter()
+                        .enumerate()
+                        .filter(|(_, c)| c.primary)
+                        .map(|(i, _)| i)
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        if key.is_empty() {
+            key = (0..count).collect();
+        }
+        let names: Arc<[String]> = columns.iter().map(|c| c.name.clone()).collect();
+        let key_names = key.iter().map(|&i| names[i].clone()).collect();
+        Ok(TableSchema {
+            db,
+            table,
+            columns,
+            names,
+            key,
+            key_names,
+        })
+    }
+}
+
+fn column_kind(
+    col_type: ColumnType,
+    meta: &[u8],
+    unsigned: bool,
+    charset: Option<Charset>,
+    labels: impl FnOnce() -> Arc<[String]>,
+) -> ColumnKind {
+    use ColumnType::*;
+    let fsp = meta.first().copied().unwrap_or(0);
+    match col_type {
+        MYSQL_TYPE_TINY => ColumnKind::Int { unsigned, bytes: 1 },
+        MYSQL_TYPE_SHORT => ColumnKind::Int { unsigned, bytes: 2 },
+        MYSQL_TYPE_INT24 => ColumnKind::Int { unsigned, bytes: 3 },
+        MYSQL_TYPE_LONG => ColumnKind::Int { unsigned, bytes: 4 },
+        MYSQL_TYPE_LONGLONG => ColumnKind::Int { unsigned, bytes: 8 },
+        MYSQL_TYPE_FLOAT => ColumnKind::Float,
+        MYSQL_TYPE_DOUBLE => ColumnKind::Double,
+        MYSQL_TYPE_DECIMAL | MYSQL_TYPE_NEWDECIMAL => ColumnKind::Decimal,
+        MYSQL_TYPE_YEAR => ColumnKind::Year,
+        MYSQL_TYPE_DATE | MYSQL_TYPE_NEWDATE => ColumnKind::Date,
+        MYSQL_TYPE_TIME | MYSQL_TYPE_TIME2 => ColumnKind::Time,
+        MYSQL_TYPE_DATETIME => ColumnKind::DateTime { fsp: 0 },
+        MYSQL_TYPE_DATETIME2 => ColumnKind::DateTime { fsp },
+        MYSQL_TYPE_TIMESTAMP => ColumnKind::Timestamp { fsp: 0 },
+        MYSQL_TYPE_TIMESTAMP2 => ColumnKind::Timestamp { fsp },
+        MYSQL_TYPE_STRING => match charset {
+            Some(cs) => ColumnKind::Text(cs),
+            None => ColumnKind::Binary {
+                fixed_len: Some(string_length(meta)),
+            },
+        },
+        MYSQL_TYPE_VARCHAR
+        | MYSQL_TYPE_VAR_STRING
+        | MYSQL_TYPE_BLOB
+        | MYSQL_TYPE_TINY_BLOB
+        | MYSQL_TYPE_MEDIUM_BLOB
+        | MYSQL_TYPE_LONG_BLOB => match charset {
+            Some(cs) => ColumnKind::Text(cs),
+            None => ColumnKind::Binary { fixed_len: None },
+        },
+        MYSQL_TYPE_ENUM => ColumnKind::Enum(labels()),
+        MYSQL_TYPE_SET => ColumnKind::Set(labels()),
+        MYSQL_TYPE_BIT => {
+            let bits = u16::from(meta.get(1).copied().unwrap_or(0)) * 8 + u16::from(fsp);
+            ColumnKind::Bit { bits }
+        }
+        MYSQL_TYPE_JSON => ColumnKind::Json,
+        MYSQL_TYPE_GEOMETRY => ColumnKind::Geometry,
+        _ => ColumnKind::Other,
+    }
+}
+
+/// Declared byte length of a CHAR/BINARY column from its TABLE_MAP metadata
+/// (two bytes: real type with the length's high bits folded in, then the low byte).
+fn string_length(meta: &[u8]) -> usize {
+    let (byte0, byte1) = (
+        usize::from(meta.first().copied().unwrap_or(0)),
+        usize::from(meta.get(1).copied().unwrap_or(0)),
+    );
+    if byte0 & 0x30 != 0x30 {
+        byte1 | (((byte0 & 0x30) ^ 0x30) << 4)
+    } else {
+        byte1
+    }
+}
+
+/// Labels of `enum('a','b')` / `set('x','y')` as `information_schema` writes them.
+fn labels_of(column_type: &str) -> Arc<[String]> {
+    let inner = column_type
+        .find('(')
+        .and_then(|start| {
+            column_type
+                .rfind(')')
+                .map(|end| &column_type[start + 1..end])
+        })
+        .unwrap_or("");
+    let mut labels = Vec::new();
+    let mut current = String::new();
+    let mut chars = inner.chars().peekable();
+    let mut quoted = false;
+    while let Some(c) = chars.next() {
+        match (c, quoted) {
+            ('\'', false) => quoted = true,
+            ('\'', true) if chars.peek() == Some(&'\'') => {
+                chars.next();
+                current.push('\'');
+            }
+            ('\'', true) => {
+                quoted = false;
+                labels.push(std::mem::take(&mut current));
+            }
+            ('\\', true) => current.extend(chars.next()),
+            (c, true) => current.push(c),
+            _ => {}
+        }
+    }
+    labels.into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn enum_labels_from_column_type() {
+        assert_eq!(&*labels_of("enum('a','b c','it''s')"), ["a", "b c", "it's"]);
+        assert_eq!(&*labels_of("set('x',',y')"), ["x", ",y"]);
+    }
+
+    #[test]
+    fn fixed_string_lengths() {
+        assert_eq!(string_length(&[0xfe, 4]), 4); // BINARY(4)
+        assert_eq!(string_length(&[0xee, 0x2c]), 300); // CHAR(300): high bits folded into byte 0
+    }
+
+    #[test]
+    fn charsets() {
+        assert_eq!(Charset::from_collation(63), None);
+        assert_eq!(Charset::from_collation(8), Some(Charset::Latin1));
+        assert_eq!(Charset::from_collation(45), Some(Charset::Utf8));
+        assert_eq!(Charset::from_name(Some("binary")), None);
+    }
+}

@@ -1,0 +1,208 @@
+//! The source database: connecting, checking it can be captured, and asking for positions.
+
+use std::time::Duration;
+
+use mysql_async::prelude::Queryable;
+use mysql_async::{Conn, Opts, OptsBuilder, Pool};
+use tracing::{info, warn};
+
+use crate::config::SourceConfig;
+use crate::error::CaptureError;
+use crate::position::BinlogPosition;
+use crate::schema::InfoColumn;
+
+/// What preflight learned about the server.
+#[derive(Debug, Clone)]
+pub struct ServerInfo {
+    /// `@@version`.
+    pub version: String,
+    /// MariaDB rather than MySQL.
+    pub is_mariadb: bool,
+    /// `binlog_row_metadata=FULL`: TABLE_MAP events carry names, signedness, labels, keys.
+    pub full_row_metadata: bool,
+}
+
+/// Connection options for the source.
+pub fn opts(cfg: &SourceConfig) -> Opts {
+    OptsBuilder::default()
+        .ip_or_hostname(cfg.host.clone())
+        .tcp_port(cfg.port)
+        .user(Some(cfg.user.clone()))
+        .pass(Some(cfg.password.clone()))
+        .prefer_socket(false)
+        .wait_timeout(Some(28_800))
+        .into()
+}
+
+/// Opens one connection, failing after the configured connect timeout.
+pub async fn connect(cfg: &SourceConfig) -> Result<Conn, CaptureError> {
+    let timeout = Duration::from_secs(cfg.connect_timeout_s.max(1));
+    match tokio::time::timeout(timeout, Conn::new(opts(cfg))).await {
+        Ok(conn) => Ok(conn?),
+        Err(_) => Err(CaptureError::Database(mysql_async::Error::Io(
+            mysql_async::IoError::Io(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!(
+                    "no connection to {}:{} within {timeout:?}",
+                    cfg.host, cfg.port
+                ),
+            )),
+        ))),
+    }
+}
+
+/// Checks that the server writes a binlog capture can read, and that the user may read it.
+pub async fn preflight(conn: &mut Conn) -> Result<ServerInfo, CaptureError> {
+    let (version, log_bin, format, image): (String, i64, String, String) = conn
+        .query_first("SELECT @@version, @@log_bin, @@binlog_format, @@binlog_row_image")
+        .await?
+        .ok_or_else(|| CaptureError::ServerSetup("server returned no variables".into()))?;
+    let is_mariadb = version.to_ascii_lowercase().contains("mariadb");
+    if log_bin == 0 {
+        return Err(CaptureError::ServerSetup(
+            "the binary log is disabled (log_bin=OFF); start the server with --log-bin --binlog-format=ROW \
+             --binlog-row-image=FULL --binlog-row-metadata=FULL"
+                .into(),
+        ));
+    }
+    if !format.eq_ignore_ascii_case("ROW") {
+        return Err(CaptureError::ServerSetup(format!(
+            "binlog_format is {format}, capture needs ROW; run SET GLOBAL binlog_format=ROW (and set it in the server config)"
+        )));
+    }
+    if !image.eq_ignore_ascii_case("FULL") {
+        return Err(CaptureError::ServerSetup(format!(
+            "binlog_row_image is {image}, capture needs FULL (complete before/after images); run SET GLOBAL binlog_row_image=FULL"
+        )));
+    }
+    let compressed: Option<i64> = conn
+        .query_first("SELECT @@log_bin_compress")
+        .await
+        .unwrap_or(None);
+    if compressed == Some(1) {
+        return Err(CaptureError::ServerSetup(
+            "log_bin_compress=ON: compressed binlog events cannot be decoded; run SET GLOBAL log_bin_compress=OFF".into(),
+        ));
+    }
+    let row_metadata: Option<String> = conn
+        .query_first("SELECT @@binlog_row_metadata")
+        .await
+        .unwrap_or(None);
+    let full_row_metadata = row_metadata
+        .as_deref()
+        .is_some_and(|m| m.eq_ignore_ascii_case("FULL"));
+    if !full_row_metadata {
+        warn!(
+            binlog_row_metadata = row_metadata.as_deref().unwrap_or("(unsupported)"),
+            "column names and types will come from information_schema, which reflects the current table, \
+             not the one at the binlog position; set binlog_row_metadata=FULL"
+        );
+    }
+    // SHOW MASTER STATUS needs BINLOG MONITOR (MariaDB) / REPLICATION CLIENT (MySQL).
+    current_position(conn, is_mariadb).await?;
+    info!(%version, "source database ready for capture");
+    Ok(ServerInfo {
+        version,
+        is_mariadb,
+        full_row_metadata,
+    })
+}
+
+/// Maps privilege errors onto the grant that is missing.
+pub fn explain_privilege_error(
+    err: mysql_async::Error,
+    is_mariadb: bool,
+    dump: bool,
+) -> CaptureError {
+    if let mysql_async::Error::Server(ref s) = err
+        && matches!(s.code, 1227 | 1045 | 1044 | 1142 | 1143)
+    {
+        let grant = if dump {
+            "REPLICATION SLAVE"
+        } else if is_mariadb {
+            "BINLOG MONITOR"
+        } else {
+            "REPLICATION CLIENT"
+        };
+        return CaptureError::MissingGrant {
+            grant,
+            detail: s.message.clone(),
+        };
+    }
+    CaptureError::Database(err)
+}
+
+/// The server's current end of binlog.
+pub async fn current_position(
+    conn: &mut Conn,
+    is_mariadb: bool,
+) -> Result<BinlogPosition, CaptureError> {
+    let row: Option<mysql_async::Row> = conn
+        .query_first("SHOW MASTER STATUS")
+        .await
+        .map_err(|e| explain_privilege_error(e, is_mariadb, false))?;
+    let row = row.ok_or_else(|| {
+        CaptureError::ServerSetup("SHOW MASTER STATUS is empty: the binary log is disabled".into())
+    })?;
+    let file: String = row.get(0).unwrap_or_default();
+    let pos: u64 = row.get(1).unwrap_or_default();
+    let gtid = if is_mariadb {
+        conn.query_first::<String, _>("SELECT @@gtid_binlog_pos")
+            .await?
+            .filter(|g| !g.is_empty())
+    } else {
+        None
+    };
+    Ok(BinlogPosition {
+        file,
+        pos,
+        gtid,
+        ts_ms: 0,
+    })
+}
+
+/// The start of the oldest binlog the server still has.
+pub async fn earliest_position(
+    conn: &mut Conn,
+    is_mariadb: bool,
+) -> Result<BinlogPosition, CaptureError> {
+    let logs: Vec<mysql_async::Row> = conn
+        .query("SHOW BINARY LOGS")
+        .await
+        .map_err(|e| explain_privilege_error(e, is_mariadb, false))?;
+    let file: String = logs
+        .first()
+        .and_then(|r| r.get(0))
+        .ok_or_else(|| CaptureError::ServerSetup("SHOW BINARY LOGS is empty".into()))?;
+    Ok(BinlogPosition {
+        file,
+        pos: 4,
+        gtid: None,
+        ts_ms: 0,
+    })
+}
+
+/// Columns of a table from `information_schema` (fallback when TABLE_MAP lacks metadata).
+pub async fn info_columns(
+    pool: &Pool,
+    db: &str,
+    table: &str,
+) -> Result<Vec<InfoColumn>, CaptureError> {
+    let mut conn = pool.get_conn().await?;
+    let rows: Vec<(String, String, Option<String>, String)> = conn
+        .exec(
+            "SELECT COLUMN_NAME, COLUMN_TYPE, CHARACTER_SET_NAME, COLUMN_KEY FROM information_schema.COLUMNS \
+             WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION",
+            (db, table),
+        )
+        .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(name, column_type, charset, key)| InfoColumn {
+            name,
+            column_type,
+            charset,
+            primary: key == "PRI",
+        })
+        .collect())
+}
