@@ -1,0 +1,95 @@
+//! `tributary`: the command line. It loads config, builds components and runs them;
+//! the work itself lives in the library crates.
+
+mod http;
+mod tail;
+
+use std::path::PathBuf;
+
+use anyhow::Context as _;
+use clap::{Parser, Subcommand};
+use prometheus_client::registry::Registry;
+use tokio_util::sync::CancellationToken;
+use tracing::info;
+use tributary_capture::{CaptureConfig, CaptureMetrics};
+
+/// Change-data capture from MySQL/MariaDB binlogs into Kafka.
+#[derive(Parser)]
+#[command(version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Stream binlog changes of the configured tables into Kafka topics.
+    Capture {
+        /// Capture configuration file (YAML).
+        #[arg(long, short)]
+        config: PathBuf,
+    },
+    /// Check a configuration file and name the first bad field.
+    Validate {
+        /// Configuration file (YAML).
+        file: PathBuf,
+    },
+    /// Print the records of a topic as JSON lines (key, value, partition, offset).
+    Tail(tail::TailArgs),
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("TRIBUTARY_LOG").unwrap_or_else(|_| {
+                tracing_subscriber::EnvFilter::new("info,librdkafka=warn,rdkafka=warn")
+            }),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    match Cli::parse().command {
+        Command::Capture { config } => capture(config).await,
+        Command::Validate { file } => {
+            CaptureConfig::load(&file)
+                .with_context(|| format!("{} is not a valid capture config", file.display()))?;
+            println!("{}: ok", file.display());
+            Ok(())
+        }
+        Command::Tail(args) => tail::run(args).await,
+    }
+}
+
+async fn capture(path: PathBuf) -> anyhow::Result<()> {
+    let config =
+        CaptureConfig::load(&path).with_context(|| format!("loading {}", path.display()))?;
+    let mut registry = Registry::default();
+    let metrics = CaptureMetrics::register(&mut registry);
+    let shutdown = shutdown_on_signal();
+    let ready = {
+        let metrics = metrics.clone();
+        move || metrics.streaming.get() == 1
+    };
+    let server = http::serve(config.metrics.listen, registry, ready, shutdown.clone()).await?;
+    info!(listen = %config.metrics.listen, "metrics and health endpoints up");
+    let result = tributary_capture::run(config, metrics, shutdown.clone()).await;
+    shutdown.cancel();
+    server.await.ok();
+    result.context("capture stopped")
+}
+
+/// A token cancelled on SIGTERM or Ctrl-C.
+fn shutdown_on_signal() -> CancellationToken {
+    let token = CancellationToken::new();
+    let trigger = token.clone();
+    tokio::spawn(async move {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("SIGTERM handler installs");
+        tokio::select! {
+            _ = term.recv() => info!("SIGTERM: draining"),
+            _ = tokio::signal::ctrl_c() => info!("interrupt: draining"),
+        }
+        trigger.cancel();
+    });
+    token
+}

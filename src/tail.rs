@@ -1,0 +1,78 @@
+//! `tributary tail`: print a topic's records as JSON lines, for demos and debugging.
+
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
+
+/// Arguments of `tributary tail`.
+#[derive(Args)]
+pub(crate) struct TailArgs {
+    /// Kafka bootstrap servers.
+    #[arg(
+        long,
+        env = "TRIBUTARY_KAFKA_BROKERS",
+        default_value = "127.0.0.1:19092"
+    )]
+    brokers: String,
+    /// Topic to read.
+    #[arg(long)]
+    topic: String,
+    /// Stop after this many records.
+    #[arg(long)]
+    max: Option<usize>,
+    /// Stop after this many seconds without a new record.
+    #[arg(long, default_value_t = 5.0)]
+    idle_timeout: f64,
+}
+
+pub(crate) async fn run(args: TailArgs) -> anyhow::Result<()> {
+    tokio::task::spawn_blocking(move || tail(args)).await?
+}
+
+fn tail(args: TailArgs) -> anyhow::Result<()> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", &args.brokers)
+        .set("group.id", "tributary-tail")
+        .set("enable.auto.commit", "false")
+        .create()?;
+    let metadata = consumer.fetch_metadata(Some(&args.topic), Duration::from_secs(10))?;
+    let partitions = metadata
+        .topics()
+        .first()
+        .map(|t| t.partitions().len())
+        .filter(|&n| n > 0)
+        .ok_or_else(|| anyhow::anyhow!("topic {} does not exist", args.topic))?;
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..partitions as i32 {
+        tpl.add_partition_offset(&args.topic, p, Offset::Beginning)?;
+    }
+    consumer.assign(&tpl)?;
+    let idle = Duration::from_secs_f64(args.idle_timeout);
+    let mut last = Instant::now();
+    let mut count = 0;
+    while last.elapsed() < idle && args.max.is_none_or(|m| count < m) {
+        let Some(msg) = consumer.poll(Duration::from_millis(200)) else {
+            continue;
+        };
+        let msg = msg?;
+        last = Instant::now();
+        count += 1;
+        let text = |b: Option<&[u8]>| {
+            b.map(|b| {
+                serde_json::from_slice(b).unwrap_or_else(|_| {
+                    serde_json::Value::String(String::from_utf8_lossy(b).into_owned())
+                })
+            })
+        };
+        let line = serde_json::json!({
+            "partition": msg.partition(),
+            "offset": msg.offset(),
+            "key": text(msg.key()),
+            "value": text(msg.payload()),
+        });
+        println!("{line}");
+    }
+    Ok(())
+}
