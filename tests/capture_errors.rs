@@ -1,0 +1,124 @@
+//! Bad configuration and unusable sources fail with the documented, actionable errors.
+
+#![allow(clippy::unwrap_used)] // tests fail loudly
+
+mod common;
+
+use std::process::Command;
+use std::time::Duration;
+
+use common::*;
+use mysql_async::prelude::Queryable;
+
+fn validate(yaml: &str) -> (bool, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_tributary"))
+        .arg("validate")
+        .arg(write_config(yaml))
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn validate_names_the_bad_field() {
+    let good = CaptureSetup::new("shop", "0-1-1").yaml();
+    let (ok, err) = validate(&good);
+    assert!(ok, "the good config validates: {err}");
+    let cases = [
+        (
+            good.replace("password: tributary", "password: tributary, pasword: x"),
+            "unknown field `pasword`",
+        ),
+        (
+            good.replace("partitions: 3", "partitions: three"),
+            "topics.partitions",
+        ),
+        (
+            good.replace("partitions: 3", "partitions: 0"),
+            "topics.partitions",
+        ),
+        (
+            good.replace(
+                "include: { databases: ['shop'] }",
+                "include: { databases: ['('] }",
+            ),
+            "include.databases[0]",
+        ),
+        (
+            good.replace(
+                "password: tributary",
+                "password: ${TRIBUTARY_TEST_UNSET_SECRET}",
+            ),
+            "TRIBUTARY_TEST_UNSET_SECRET",
+        ),
+    ];
+    for (yaml, expected) in cases {
+        let (ok, err) = validate(&yaml);
+        assert!(!ok, "must fail: {yaml}");
+        assert!(
+            err.contains(expected),
+            "error should mention {expected:?}:\n{err}"
+        );
+    }
+}
+
+fn capture_fails_with(yaml: &str, expected: &str) {
+    let (ok, log) = CaptureProcess::start(yaml).wait_exit(Duration::from_secs(60));
+    assert!(!ok, "capture must exit with an error; log:\n{log}");
+    assert!(
+        log.contains(expected),
+        "error should mention {expected:?}; log:\n{log}"
+    );
+}
+
+#[test]
+fn a_server_without_binlog_is_refused() {
+    // The machine's own MariaDB on 3306 runs without a binlog.
+    let mut setup = CaptureSetup::new("test", "0-1-1");
+    setup.extra = String::new();
+    let yaml = setup
+        .yaml()
+        .replace(&format!("port: {}", mysql_host_port().1), "port: 3306")
+        .replace(
+            "user: tributary, password: tributary",
+            "user: root, password: ''",
+        );
+    capture_fails_with(&yaml, "the binary log is disabled (log_bin=OFF)");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn missing_grants_are_named() {
+    let mut conn = root_conn().await;
+    let user = unique("nogrant");
+    for (grants, missing) in [
+        ("SELECT", "BINLOG MONITOR"),
+        ("SELECT, BINLOG MONITOR", "REPLICATION SLAVE"),
+    ] {
+        conn.query_drop(format!("DROP USER IF EXISTS '{user}'@'127.0.0.1'"))
+            .await
+            .unwrap();
+        conn.query_drop(format!(
+            "CREATE USER '{user}'@'127.0.0.1' IDENTIFIED BY 'pw'"
+        ))
+        .await
+        .unwrap();
+        conn.query_drop(format!("GRANT {grants} ON *.* TO '{user}'@'127.0.0.1'"))
+            .await
+            .unwrap();
+        let setup = CaptureSetup::new("test", &gtid_now(&mut conn).await);
+        let yaml = setup.yaml().replace(
+            "user: tributary, password: tributary",
+            &format!("user: {user}, password: pw"),
+        );
+        let expected = format!("lacks the {missing} privilege");
+        tokio::task::spawn_blocking(move || capture_fails_with(&yaml, &expected))
+            .await
+            .unwrap();
+    }
+    conn.query_drop(format!("DROP USER '{user}'@'127.0.0.1'"))
+        .await
+        .unwrap();
+}

@@ -1,0 +1,480 @@
+//! End-to-end tests of streaming capture against the local stack's MariaDB and broker.
+
+#![allow(clippy::unwrap_used)] // tests fail loudly
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use common::*;
+use mysql_async::prelude::Queryable;
+use serde_json::{Value as Json, json};
+
+const WAIT: Duration = Duration::from_secs(60);
+
+/// How a column's expected JSON is built from the SQL expression's text.
+#[derive(Clone, Copy)]
+enum Expect {
+    Int,
+    Float,
+    Str,
+    Bool,
+}
+
+/// Every type family: (column, definition, SQL expression computing the expected
+/// Debezium value from the stored row, kind of that value).
+const TYPES: &[(&str, &str, &str, Expect)] = &[
+    ("ti", "TINYINT", "ti", Expect::Int),
+    ("tiu", "TINYINT UNSIGNED", "tiu", Expect::Int),
+    ("si", "SMALLINT", "si", Expect::Int),
+    ("siu", "SMALLINT UNSIGNED", "siu", Expect::Int),
+    ("mi", "MEDIUMINT", "mi", Expect::Int),
+    ("miu", "MEDIUMINT UNSIGNED", "miu", Expect::Int),
+    ("i", "INT", "i", Expect::Int),
+    ("iu", "INT UNSIGNED", "iu", Expect::Int),
+    ("bi", "BIGINT", "bi", Expect::Int),
+    ("biu", "BIGINT UNSIGNED", "biu", Expect::Int),
+    ("dec1", "DECIMAL(20,6)", "CAST(dec1 AS CHAR)", Expect::Str),
+    ("dec0", "DECIMAL(5,0)", "CAST(dec0 AS CHAR)", Expect::Str),
+    ("f", "FLOAT", "f", Expect::Float),
+    ("d", "DOUBLE", "d", Expect::Float),
+    ("dt", "DATE", "DATEDIFF(dt, '1970-01-01')", Expect::Int),
+    (
+        "tm",
+        "TIME(6)",
+        "CAST(ROUND(TIME_TO_SEC(tm) * 1000000) AS SIGNED)",
+        Expect::Int,
+    ),
+    ("tm0", "TIME", "TIME_TO_SEC(tm0) * 1000000", Expect::Int),
+    (
+        "dt0",
+        "DATETIME",
+        "TIMESTAMPDIFF(SECOND, '1970-01-01 00:00:00', dt0) * 1000",
+        Expect::Int,
+    ),
+    (
+        "dt3",
+        "DATETIME(3)",
+        "FLOOR(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', dt3) / 1000)",
+        Expect::Int,
+    ),
+    (
+        "dt6",
+        "DATETIME(6)",
+        "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', dt6)",
+        Expect::Int,
+    ),
+    (
+        "ts",
+        "TIMESTAMP(3) NULL",
+        "CONCAT(DATE_FORMAT(ts, '%Y-%m-%dT%H:%i:%s.'), LEFT(DATE_FORMAT(ts, '%f'), 3), 'Z')",
+        Expect::Str,
+    ),
+    (
+        "ts0",
+        "TIMESTAMP NULL",
+        "DATE_FORMAT(ts0, '%Y-%m-%dT%H:%i:%sZ')",
+        Expect::Str,
+    ),
+    ("yr", "YEAR", "yr + 0", Expect::Int),
+    ("c", "CHAR(10)", "c", Expect::Str),
+    ("vc", "VARCHAR(100)", "vc", Expect::Str),
+    ("tx", "TEXT", "tx", Expect::Str),
+    (
+        "l1",
+        "VARCHAR(20) CHARACTER SET latin1",
+        "CONVERT(l1 USING utf8mb4)",
+        Expect::Str,
+    ),
+    ("bin", "BINARY(4)", "TO_BASE64(bin)", Expect::Str),
+    ("vb", "VARBINARY(10)", "TO_BASE64(vb)", Expect::Str),
+    ("bl", "BLOB", "TO_BASE64(bl)", Expect::Str),
+    (
+        "en",
+        "ENUM('small','medium','large')",
+        "CAST(en AS CHAR)",
+        Expect::Str,
+    ),
+    ("st", "SET('a','b','c')", "CAST(st AS CHAR)", Expect::Str),
+    ("b1", "BIT(1)", "b1 + 0", Expect::Bool),
+    (
+        "b12",
+        "BIT(12)",
+        "TO_BASE64(UNHEX(CONCAT(LPAD(HEX((b12 + 0) & 255), 2, '0'), LPAD(HEX((b12 + 0) >> 8), 2, '0'))))",
+        Expect::Str,
+    ),
+    ("js", "JSON", "js", Expect::Str),
+    ("nul", "INT NULL", "nul", Expect::Int),
+];
+
+const TYPE_ROWS: &[&str] = &[
+    "(1, -128, 255, -32768, 65535, -8388608, 16777215, -2147483648, 4294967295, -9223372036854775808, \
+      18446744073709551615, '-12345678901234.123456', 99999, 1.5, -2.25e100, '2024-02-29', '-838:59:59.000000', \
+      '838:59:59', '2024-02-29 23:59:59', '1969-12-31 23:59:59.999', '2038-01-19 03:14:08.123456', \
+      '2024-01-02 03:04:05.678', '2001-09-09 01:46:40', 2155, 'abc', 'héllo 😀 wörld', REPEAT('long text ', 300), 'café €', \
+      X'00FF1020', X'DEADBEEF', X'000102', 'large', 'a,c', b'1', b'101000000011', '{\"a\": [1, 2]}', NULL)",
+    "(2, 127, 0, 32767, 0, 8388607, 0, 2147483647, 0, 9223372036854775807, 0, '0.000001', -5, 1.1, 0, \
+      '1970-01-01', '-00:00:01.500000', '00:00:00', '1970-01-01 00:00:00', '2000-06-15 12:00:00.5', \
+      '1900-01-01 00:00:00.000001', '1970-01-01 00:00:01.000', '2038-01-19 03:14:07', 1901, '', '', '', '', \
+      X'00000000', X'', X'', 'small', '', b'0', b'000000000001', '[]', 42)",
+];
+
+fn expected_json(kind: Expect, text: Option<String>) -> Json {
+    match (kind, text) {
+        (_, None) => Json::Null,
+        (Expect::Int, Some(t)) => {
+            Json::Number(t.parse().unwrap_or_else(|_| panic!("{t} is an integer")))
+        }
+        (Expect::Float, Some(t)) => json!(t.parse::<f64>().unwrap()),
+        (Expect::Str, Some(t)) => Json::String(t),
+        (Expect::Bool, Some(t)) => Json::Bool(t == "1"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_type_family_round_trips() {
+    let mut conn = root_conn().await;
+    let db = create_db(&mut conn, "types").await;
+    let columns: Vec<String> = TYPES
+        .iter()
+        .map(|(c, def, ..)| format!("`{c}` {def}"))
+        .collect();
+    conn.query_drop(format!(
+        "CREATE TABLE `{db}`.t (id INT PRIMARY KEY, {}) DEFAULT CHARSET=utf8mb4",
+        columns.join(", ")
+    ))
+    .await
+    .unwrap();
+    let setup = CaptureSetup::new(&db, &gtid_now(&mut conn).await);
+    let _capture = CaptureProcess::start(&setup.yaml());
+    conn.query_drop(format!(
+        "INSERT INTO `{db}`.t VALUES {}",
+        TYPE_ROWS.join(", ")
+    ))
+    .await
+    .unwrap();
+
+    // Expected values, computed by the database itself from the stored rows.
+    let exprs: Vec<String> = TYPES
+        .iter()
+        .map(|(_, _, e, _)| format!("CAST({e} AS CHAR)"))
+        .collect();
+    let rows: Vec<mysql_async::Row> = conn
+        .query(format!(
+            "SELECT id, {} FROM `{db}`.t ORDER BY id",
+            exprs.join(", ")
+        ))
+        .await
+        .unwrap();
+    let records = read_topic(&setup.topic("t"), WAIT, |r| r.len() >= 2).await;
+    assert_eq!(records.len(), 2, "two inserts, two events");
+    for row in rows {
+        let id: i64 = row.get(0).unwrap();
+        let record = records
+            .iter()
+            .find(|r| r.key == json!({ "id": id }))
+            .expect("an event per row");
+        let after = &record.value.as_ref().unwrap()["after"];
+        assert_eq!(record.value.as_ref().unwrap()["op"], "c");
+        for (i, (column, def, _, kind)) in TYPES.iter().enumerate() {
+            let text: Option<String> = row.get(i + 1).unwrap();
+            let expected = expected_json(*kind, text);
+            assert_eq!(
+                after[*column], expected,
+                "row {id}, column {column} ({def})"
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn inserts_updates_deletes_and_tombstones() {
+    let mut conn = root_conn().await;
+    let db = create_db(&mut conn, "ops").await;
+    conn.query_drop(format!(
+        "CREATE TABLE `{db}`.users (id INT PRIMARY KEY, name VARCHAR(50), score INT)"
+    ))
+    .await
+    .unwrap();
+    let setup = CaptureSetup::new(&db, &gtid_now(&mut conn).await);
+    let _capture = CaptureProcess::start(&setup.yaml());
+    for sql in [
+        "INSERT INTO `DB`.users VALUES (1, 'ann', 10)",
+        "UPDATE `DB`.users SET score = 11 WHERE id = 1",
+        "INSERT INTO `DB`.users VALUES (2, 'bob', 20)",
+        "DELETE FROM `DB`.users WHERE id = 2",
+        "UPDATE `DB`.users SET id = 3 WHERE id = 1",
+    ] {
+        conn.query_drop(sql.replace("DB", &db)).await.unwrap();
+    }
+    // c, u, c, d + tombstone, and the key change: d + tombstone + c.
+    let records = read_topic(&setup.topic("users"), WAIT, |r| r.len() >= 8).await;
+    assert_eq!(records.len(), 8, "{records:#?}");
+    let by_key = |id: i64| -> Vec<&Record> {
+        let mut rs: Vec<&Record> = records
+            .iter()
+            .filter(|r| r.key == json!({ "id": id }))
+            .collect();
+        rs.sort_by_key(|r| r.offset);
+        rs
+    };
+    let ops = |rs: &[&Record]| -> Vec<String> {
+        rs.iter()
+            .map(|r| {
+                r.value
+                    .as_ref()
+                    .map_or("tombstone".into(), |v| v["op"].as_str().unwrap().to_owned())
+            })
+            .collect()
+    };
+    let one = by_key(1);
+    assert_eq!(ops(&one), ["c", "u", "d", "tombstone"]);
+    let update = one[1].value.as_ref().unwrap();
+    assert_eq!(
+        update["before"],
+        json!({ "id": 1, "name": "ann", "score": 10 })
+    );
+    assert_eq!(
+        update["after"],
+        json!({ "id": 1, "name": "ann", "score": 11 })
+    );
+    assert_eq!(update["source"]["db"], db.as_str());
+    assert_eq!(update["source"]["table"], "users");
+    assert_eq!(update["source"]["name"], setup.server_name.as_str());
+    assert!(
+        update["source"]["gtid"]
+            .as_str()
+            .unwrap()
+            .starts_with("0-1-")
+    );
+    assert!(update["source"]["pos"].as_u64().unwrap() > 0);
+    let two = by_key(2);
+    assert_eq!(ops(&two), ["c", "d", "tombstone"]);
+    let delete = two[1].value.as_ref().unwrap();
+    assert_eq!(
+        delete["before"],
+        json!({ "id": 2, "name": "bob", "score": 20 })
+    );
+    assert_eq!(delete["after"], Json::Null);
+    assert_eq!(ops(&by_key(3)), ["c"]);
+    // Every record of a key is in one partition: the one Kafka's murmur2 picks.
+    for r in &records {
+        let key = serde_json::to_vec(&r.key).unwrap();
+        assert_eq!(
+            r.partition,
+            tributary_proto::partition::partition_for_key(&key, 3),
+            "{r:?}"
+        );
+    }
+
+    let metrics = reqwest_metrics(setup.metrics_port).await;
+    let line = format!("tributary_capture_events_total{{table=\"{db}.users\"}} 6");
+    assert!(metrics.contains(&line), "expected `{line}` in:\n{metrics}");
+}
+
+/// GET /metrics over a plain TCP connection (no HTTP client dependency needed).
+async fn reqwest_metrics(port: u16) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    stream
+        .write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")
+        .await
+        .unwrap();
+    let mut body = String::new();
+    stream.read_to_string(&mut body).await.unwrap();
+    body
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_transaction_keeps_its_id_and_order() {
+    let mut conn = root_conn().await;
+    let db = create_db(&mut conn, "trx").await;
+    conn.query_drop(format!("CREATE TABLE `{db}`.a (id INT PRIMARY KEY)"))
+        .await
+        .unwrap();
+    conn.query_drop(format!("CREATE TABLE `{db}`.b (id INT PRIMARY KEY, v INT)"))
+        .await
+        .unwrap();
+    conn.query_drop(format!("INSERT INTO `{db}`.b VALUES (1, 0)"))
+        .await
+        .unwrap();
+    let setup = CaptureSetup::new(&db, &gtid_now(&mut conn).await);
+    let _capture = CaptureProcess::start(&setup.yaml());
+    conn.query_drop(format!(
+        "BEGIN; INSERT INTO `{db}`.a VALUES (1), (2), (3); UPDATE `{db}`.b SET v = 1 WHERE id = 1; COMMIT"
+    ))
+    .await
+    .unwrap();
+    let gtid = gtid_now(&mut conn).await;
+    let a = read_topic(&setup.topic("a"), WAIT, |r| r.len() >= 3).await;
+    let b = read_topic(&setup.topic("b"), WAIT, |r| !r.is_empty()).await;
+    let mut all: Vec<&Json> = events(&a);
+    all.extend(events(&b));
+    assert_eq!(all.len(), 4);
+    let mut orders: Vec<(u64, u64, String)> = all
+        .iter()
+        .map(|e| {
+            assert_eq!(
+                e["transaction"]["id"],
+                gtid.as_str(),
+                "the transaction id is its GTID"
+            );
+            (
+                e["transaction"]["total_order"].as_u64().unwrap(),
+                e["transaction"]["data_collection_order"].as_u64().unwrap(),
+                e["source"]["table"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    orders.sort();
+    assert_eq!(
+        orders,
+        [
+            (1, 1, "a".into()),
+            (2, 2, "a".into()),
+            (3, 3, "a".into()),
+            (4, 1, "b".into())
+        ]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn include_and_exclude_patterns() {
+    let mut conn = root_conn().await;
+    let db = create_db(&mut conn, "filter").await;
+    for t in ["public", "secret", "audit_1"] {
+        conn.query_drop(format!("CREATE TABLE `{db}`.{t} (id INT PRIMARY KEY)"))
+            .await
+            .unwrap();
+    }
+    let mut setup = CaptureSetup::new(&db, &gtid_now(&mut conn).await);
+    setup.extra = format!("exclude: {{ tables: ['{db}\\.secret', '{db}\\.audit_.*'] }}\n");
+    let _capture = CaptureProcess::start(&setup.yaml());
+    for t in ["secret", "audit_1", "public"] {
+        conn.query_drop(format!("INSERT INTO `{db}`.{t} VALUES (1)"))
+            .await
+            .unwrap();
+    }
+    let public = read_topic(&setup.topic("public"), WAIT, |r| !r.is_empty()).await;
+    assert_eq!(public.len(), 1);
+    // The excluded tables were changed first; by now their events would have arrived.
+    for t in ["secret", "audit_1"] {
+        let excluded = read_topic(&setup.topic(t), Duration::from_secs(2), |r| !r.is_empty()).await;
+        assert!(excluded.is_empty(), "{t} is excluded but has {excluded:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sigkill_during_a_load_skips_nothing() {
+    const ROWS: i64 = 50_000;
+    const BATCH: i64 = 250;
+    let mut conn = root_conn().await;
+    let db = create_db(&mut conn, "crash").await;
+    conn.query_drop(format!(
+        "CREATE TABLE `{db}`.items (id INT PRIMARY KEY, qty INT, note VARCHAR(40))"
+    ))
+    .await
+    .unwrap();
+    let setup = CaptureSetup::new(&db, &gtid_now(&mut conn).await);
+    let mut capture = CaptureProcess::start(&setup.yaml());
+
+    // The load: inserts in batches, with updates and deletes of earlier rows along the way.
+    let load_db = db.clone();
+    let loader = tokio::spawn(async move {
+        let mut conn = root_conn().await;
+        for start in (1..=ROWS).step_by(BATCH as usize) {
+            let values: Vec<String> = (start..start + BATCH)
+                .map(|id| format!("({id}, {id}, 'n{id}')"))
+                .collect();
+            conn.query_drop(format!(
+                "INSERT INTO `{load_db}`.items VALUES {}",
+                values.join(",")
+            ))
+            .await
+            .unwrap();
+            conn.query_drop(format!("UPDATE `{load_db}`.items SET qty = qty + 1 WHERE id BETWEEN {start} AND {} AND id % 10 = 0", start + BATCH - 1)).await.unwrap();
+            conn.query_drop(format!(
+                "DELETE FROM `{load_db}`.items WHERE id BETWEEN {start} AND {} AND id % 25 = 0",
+                start + BATCH - 1
+            ))
+            .await
+            .unwrap();
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    });
+
+    let topic = setup.topic("items");
+    let seen = read_topic(&topic, WAIT, |r| r.len() >= 5_000).await;
+    assert!(seen.len() >= 5_000, "capture made progress before the kill");
+    capture.kill();
+    assert!(
+        !loader.is_finished(),
+        "the kill happened in the middle of the load"
+    );
+    let _restarted = CaptureProcess::start(&setup.yaml());
+    loader.await.unwrap();
+
+    // Final state of the database, and of the topic replayed into a map keyed by PK.
+    let rows: Vec<(i64, i64, String)> = conn
+        .query(format!("SELECT id, qty, note FROM `{db}`.items"))
+        .await
+        .unwrap();
+    let expected: BTreeMap<i64, Json> = rows
+        .into_iter()
+        .map(|(id, qty, note)| (id, json!({ "id": id, "qty": qty, "note": note })))
+        .collect();
+    // Read until every insert has been seen and the replayed state has the table's size.
+    let expected_len = expected.len();
+    let records = read_topic(&topic, Duration::from_secs(180), move |records| {
+        records.len() >= ROWS as usize
+            && created_ids(records).len() as i64 == ROWS
+            && replay_map(records).len() == expected_len
+    })
+    .await;
+    let state = replay_map(&records);
+    assert_eq!(
+        state.len(),
+        expected.len(),
+        "rows in the replayed topic vs the table"
+    );
+    for (id, row) in &expected {
+        assert_eq!(state.get(id), Some(row), "row {id}");
+    }
+    // Nothing skipped: every inserted id has a create event.
+    assert_eq!(
+        created_ids(&records).len() as i64,
+        ROWS,
+        "every insert was captured"
+    );
+    assert!(expected.len() < ROWS as usize, "some rows were deleted");
+}
+
+fn created_ids(records: &[Record]) -> std::collections::BTreeSet<i64> {
+    records
+        .iter()
+        .filter_map(|r| r.value.as_ref())
+        .filter(|e| e["op"] == "c")
+        .map(|e| e["after"]["id"].as_i64().unwrap())
+        .collect()
+}
+
+fn replay_map(records: &[Record]) -> BTreeMap<i64, Json> {
+    let mut sorted: Vec<&Record> = records.iter().collect();
+    sorted.sort_by_key(|r| (r.partition, r.offset));
+    let mut state = BTreeMap::new();
+    for r in sorted {
+        let id = r.key["id"].as_i64().unwrap();
+        match r.value.as_ref().map(|v| &v["after"]) {
+            Some(after) if !after.is_null() => {
+                state.insert(id, after.clone());
+            }
+            _ => {
+                state.remove(&id);
+            }
+        }
+    }
+    state
+}

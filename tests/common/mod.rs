@@ -1,0 +1,282 @@
+//! Shared helpers of the end-to-end tests: endpoints of the local stack
+//! (`deploy/local/up.sh`), unique names, a capture process, and a topic reader.
+
+#![allow(dead_code, unreachable_pub)] // each test binary uses a different subset
+#![allow(clippy::unwrap_used)] // test helpers fail loudly
+
+use std::io::Read as _;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use mysql_async::prelude::Queryable;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
+
+/// The stack's MariaDB, as root (tests create their own databases).
+pub fn mysql_url() -> String {
+    std::env::var("TRIBUTARY_MYSQL_URL").unwrap_or_else(|_| "mysql://root@127.0.0.1:3307".into())
+}
+
+/// The stack's broker.
+pub fn brokers() -> String {
+    std::env::var("TRIBUTARY_KAFKA_BROKERS").unwrap_or_else(|_| "127.0.0.1:19092".into())
+}
+
+/// Host and port of the stack's MariaDB.
+pub fn mysql_host_port() -> (String, u16) {
+    let opts =
+        mysql_async::Opts::from_url(&mysql_url()).expect("TRIBUTARY_MYSQL_URL is a mysql:// URL");
+    (opts.ip_or_hostname().to_owned(), opts.tcp_port())
+}
+
+/// A name no other test (or earlier run) uses.
+pub fn unique(prefix: &str) -> String {
+    static COUNTER: AtomicU32 = AtomicU32::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!(
+        "{prefix}_{}_{}_{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed),
+        nanos % 1_000_000_000
+    )
+}
+
+/// A replica server id no other running test uses.
+pub fn unique_server_id() -> u32 {
+    static COUNTER: AtomicU32 = AtomicU32::new(0);
+    10_000 + (std::process::id() % 100_000) * 100 + COUNTER.fetch_add(1, Ordering::Relaxed)
+}
+
+/// A root connection to the stack's MariaDB, session time zone UTC.
+pub async fn root_conn() -> mysql_async::Conn {
+    let mut conn = mysql_async::Conn::new(mysql_async::Opts::from_url(&mysql_url()).unwrap())
+        .await
+        .expect("the stack's MariaDB is up (run deploy/local/up.sh)");
+    conn.query_drop("SET time_zone = '+00:00'").await.unwrap();
+    conn
+}
+
+/// Creates a fresh database and returns its name.
+pub async fn create_db(conn: &mut mysql_async::Conn, prefix: &str) -> String {
+    let db = unique(prefix);
+    conn.query_drop(format!("CREATE DATABASE `{db}`"))
+        .await
+        .unwrap();
+    db
+}
+
+/// The server's current GTID state: capture started from it sees only later changes.
+pub async fn gtid_now(conn: &mut mysql_async::Conn) -> String {
+    conn.query_first("SELECT @@gtid_binlog_pos")
+        .await
+        .unwrap()
+        .unwrap_or_default()
+}
+
+/// A free TCP port on loopback.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A capture configuration for one test database, starting at `gtid`.
+pub struct CaptureSetup {
+    pub server_name: String,
+    pub db: String,
+    pub gtid: String,
+    pub metrics_port: u16,
+    pub server_id: u32,
+    pub extra: String,
+}
+
+impl CaptureSetup {
+    pub fn new(db: &str, gtid: &str) -> Self {
+        CaptureSetup {
+            server_name: unique("srv"),
+            db: db.to_owned(),
+            gtid: gtid.to_owned(),
+            metrics_port: free_port(),
+            server_id: unique_server_id(),
+            extra: String::new(),
+        }
+    }
+
+    pub fn yaml(&self) -> String {
+        let (host, port) = mysql_host_port();
+        format!(
+            "server_name: {}\n\
+             source: {{ host: '{host}', port: {port}, user: tributary, password: tributary, server_id: {}, start: {{ gtid: '{}' }} }}\n\
+             include: {{ databases: ['{}'] }}\n\
+             kafka: {{ brokers: '{}' }}\n\
+             topics: {{ partitions: 3 }}\n\
+             checkpoint_interval_ms: 200\n\
+             metrics: {{ listen: '127.0.0.1:{}' }}\n{}",
+            self.server_name,
+            self.server_id,
+            self.gtid,
+            self.db,
+            brokers(),
+            self.metrics_port,
+            self.extra
+        )
+    }
+
+    pub fn topic(&self, table: &str) -> String {
+        format!("{}.{}.{}", self.server_name, self.db, table)
+    }
+}
+
+/// Writes `text` to a fresh file and returns its path.
+pub fn write_config(text: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join("tributary-tests");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(format!("{}.yaml", unique("cfg")));
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// A `tributary capture` child process; killed when dropped.
+pub struct CaptureProcess {
+    child: Child,
+    log: PathBuf,
+}
+
+impl CaptureProcess {
+    pub fn start(config_yaml: &str) -> Self {
+        let config = write_config(config_yaml);
+        let log = config.with_extension("log");
+        let child = Command::new(env!("CARGO_BIN_EXE_tributary"))
+            .args(["capture", "--config"])
+            .arg(&config)
+            .env("TRIBUTARY_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        CaptureProcess { child, log }
+    }
+
+    /// SIGKILL: no chance to flush or store a position.
+    pub fn kill(&mut self) {
+        self.child.kill().ok();
+        self.child.wait().ok();
+    }
+
+    /// Everything the process logged so far.
+    pub fn log(&self) -> String {
+        let mut text = String::new();
+        std::fs::File::open(&self.log)
+            .unwrap()
+            .read_to_string(&mut text)
+            .unwrap();
+        text
+    }
+
+    /// Waits for the process to exit by itself; returns (success, log).
+    pub fn wait_exit(mut self, timeout: Duration) -> (bool, String) {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return (status.success(), self.log());
+            }
+            assert!(
+                Instant::now() < deadline,
+                "capture did not exit; log:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for CaptureProcess {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// One Kafka record, key and value parsed as JSON.
+#[derive(Debug, Clone)]
+pub struct Record {
+    pub partition: i32,
+    pub offset: i64,
+    pub key: serde_json::Value,
+    pub value: Option<serde_json::Value>,
+}
+
+/// Reads `topic` from the beginning until `done(records)` or `timeout`.
+/// A topic that does not exist reads as empty.
+pub async fn read_topic(
+    topic: &str,
+    timeout: Duration,
+    done: impl Fn(&[Record]) -> bool + Send + 'static,
+) -> Vec<Record> {
+    let topic = topic.to_owned();
+    tokio::task::spawn_blocking(move || {
+        let consumer: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", brokers())
+            .set("group.id", unique("test-reader"))
+            .set("enable.auto.commit", "false")
+            .create()
+            .unwrap();
+        let deadline = Instant::now() + timeout;
+        let mut records = Vec::new();
+        let partitions = loop {
+            let metadata = consumer
+                .fetch_metadata(Some(&topic), Duration::from_secs(5))
+                .unwrap();
+            let n = metadata
+                .topics()
+                .first()
+                .map_or(0, |t| t.partitions().len());
+            if n > 0 {
+                break n;
+            }
+            if Instant::now() > deadline {
+                return records;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        };
+        let mut tpl = TopicPartitionList::new();
+        for p in 0..partitions as i32 {
+            tpl.add_partition_offset(&topic, p, Offset::Beginning)
+                .unwrap();
+        }
+        consumer.assign(&tpl).unwrap();
+        // `done` may be costly (a replay of everything read): ask it when the reader
+        // has caught up, and every thousand records while records keep coming.
+        let mut check = true;
+        while Instant::now() < deadline && !(check && done(&records)) {
+            match consumer.poll(Duration::from_millis(100)) {
+                Some(msg) => {
+                    let msg = msg.unwrap();
+                    records.push(Record {
+                        partition: msg.partition(),
+                        offset: msg.offset(),
+                        key: serde_json::from_slice(msg.key().expect("change records are keyed"))
+                            .unwrap(),
+                        value: msg.payload().map(|p| serde_json::from_slice(p).unwrap()),
+                    });
+                    check = records.len() % 1000 == 0;
+                }
+                None => check = true,
+            }
+        }
+        records
+    })
+    .await
+    .unwrap()
+}
+
+/// Records that are change events (not tombstones), in topic order per partition.
+pub fn events(records: &[Record]) -> Vec<&serde_json::Value> {
+    records.iter().filter_map(|r| r.value.as_ref()).collect()
+}
