@@ -39,7 +39,9 @@ fi
 
 mkdir -p "$mariadb_dir" "$tansu_dir"
 
-mariadb_up() { mariadb-admin --no-defaults --socket="$mariadb_dir/mysqld.sock" -uroot ping >/dev/null 2>&1; }
+# "Up" means a server answers on the port, even one started from another clone.
+mariadb_up() { mariadb-admin --no-defaults --protocol=TCP -h127.0.0.1 -P"$TRIBUTARY_MYSQL_PORT" -uroot ping >/dev/null 2>&1 \
+  || mariadb-admin --no-defaults --socket="$mariadb_dir/mysqld.sock" -uroot ping >/dev/null 2>&1; }
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 if mariadb_up; then
