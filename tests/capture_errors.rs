@@ -122,3 +122,18 @@ async fn missing_grants_are_named() {
         .await
         .unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn statement_binlog_format_is_refused() {
+    let server = PrivateMariaDb::start(&["--binlog-format=STATEMENT"]);
+    let setup = CaptureSetup::new("test", "0-1-1");
+    let yaml = setup.yaml().replace(
+        &format!("port: {}", mysql_host_port().1),
+        &format!("port: {}", server.port),
+    );
+    tokio::task::spawn_blocking(move || {
+        capture_fails_with(&yaml, "binlog_format is STATEMENT, capture needs ROW")
+    })
+    .await
+    .unwrap();
+}

@@ -478,3 +478,80 @@ fn replay_map(records: &[Record]) -> BTreeMap<i64, Json> {
     }
     state
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn names_and_types_from_information_schema_without_full_row_metadata() {
+    let server = PrivateMariaDb::start(&["--binlog-row-metadata=MINIMAL"]);
+    let mut conn = server.root_conn().await;
+    conn.query_drop(
+        "CREATE DATABASE shop; CREATE TABLE shop.t (id INT UNSIGNED PRIMARY KEY, big BIGINT UNSIGNED, \
+         size ENUM('s','m','l'), tags SET('x','y'), l1 VARCHAR(10) CHARACTER SET latin1, raw VARBINARY(4), \
+         note TEXT CHARACTER SET utf8mb4)",
+    )
+    .await
+    .unwrap();
+    let setup = CaptureSetup::new("shop", &gtid_now(&mut conn).await);
+    let yaml = setup.yaml().replace(
+        &format!("port: {}", mysql_host_port().1),
+        &format!("port: {}", server.port),
+    );
+    let capture = CaptureProcess::start(&yaml);
+    conn.query_drop(
+        "INSERT INTO shop.t VALUES (4294967295, 18446744073709551615, 'm', 'x,y', 'café', X'01FF', 'ünï 😀')",
+    )
+    .await
+    .unwrap();
+    let records = read_topic(&setup.topic("t"), WAIT, |r| !r.is_empty()).await;
+    assert_eq!(records.len(), 1, "log:\n{}", capture.log());
+    assert_eq!(records[0].key, json!({ "id": 4294967295u64 }));
+    assert_eq!(
+        records[0].value.as_ref().unwrap()["after"],
+        json!({ "id": 4294967295u64, "big": 18446744073709551615u64, "size": "m", "tags": "x,y",
+                "l1": "café", "raw": "Af8=", "note": "ünï 😀" })
+    );
+    assert!(
+        capture.log().contains("information_schema"),
+        "the fallback is announced at start-up"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn resumes_after_a_graceful_stop_across_a_binlog_rotation_without_duplicates() {
+    let mut conn = root_conn().await;
+    let db = create_db(&mut conn, "resume").await;
+    conn.query_drop(format!("CREATE TABLE `{db}`.t (id INT PRIMARY KEY)"))
+        .await
+        .unwrap();
+    let setup = CaptureSetup::new(&db, &gtid_now(&mut conn).await);
+    let topic = setup.topic("t");
+    let capture = CaptureProcess::start(&setup.yaml());
+    conn.query_drop(format!("INSERT INTO `{db}`.t VALUES (1), (2)"))
+        .await
+        .unwrap();
+    conn.query_drop("FLUSH BINARY LOGS").await.unwrap();
+    conn.query_drop(format!("INSERT INTO `{db}`.t VALUES (3)"))
+        .await
+        .unwrap();
+    assert_eq!(read_topic(&topic, WAIT, |r| r.len() >= 3).await.len(), 3);
+    let (ok, log) = tokio::task::spawn_blocking(move || capture.terminate(Duration::from_secs(30)))
+        .await
+        .unwrap();
+    assert!(ok, "SIGTERM drains and exits 0; log:\n{log}");
+    // Changes made while capture is down are picked up from the stored position.
+    conn.query_drop(format!("INSERT INTO `{db}`.t VALUES (4), (5)"))
+        .await
+        .unwrap();
+    let _capture = CaptureProcess::start(&setup.yaml());
+    conn.query_drop(format!("INSERT INTO `{db}`.t VALUES (6)"))
+        .await
+        .unwrap();
+    let records = read_topic(&topic, WAIT, |r| r.len() >= 6).await;
+    // Nothing more arrives: a graceful stop stores the exact position, so nothing repeats.
+    let settled = read_topic(&topic, Duration::from_secs(3), |r| r.len() > 6).await;
+    let mut ids: Vec<i64> = settled
+        .iter()
+        .map(|r| r.key["id"].as_i64().unwrap())
+        .collect();
+    ids.sort();
+    assert_eq!(ids, [1, 2, 3, 4, 5, 6], "{records:?}");
+}

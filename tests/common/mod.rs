@@ -180,6 +180,16 @@ impl CaptureProcess {
         text
     }
 
+    /// SIGTERM, then waits for the exit; returns (success, log).
+    pub fn terminate(self, timeout: Duration) -> (bool, String) {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        self.wait_exit(timeout)
+    }
+
     /// Waits for the process to exit by itself; returns (success, log).
     pub fn wait_exit(mut self, timeout: Duration) -> (bool, String) {
         let deadline = Instant::now() + timeout;
@@ -279,4 +289,99 @@ pub async fn read_topic(
 /// Records that are change events (not tombstones), in topic order per partition.
 pub fn events(records: &[Record]) -> Vec<&serde_json::Value> {
     records.iter().filter_map(|r| r.value.as_ref()).collect()
+}
+
+/// A throw-away MariaDB of the test's own, for server settings the shared stack
+/// must not change (binlog format, row metadata). Killed and deleted on drop.
+pub struct PrivateMariaDb {
+    dir: PathBuf,
+    child: Child,
+    pub port: u16,
+}
+
+impl PrivateMariaDb {
+    /// Starts a MariaDB with a ROW binlog plus `args`, with root and the capture
+    /// user `tributary`/`tributary` reachable over TCP on 127.0.0.1.
+    pub fn start(args: &[&str]) -> Self {
+        let dir = std::env::temp_dir().join(unique("tributary-mariadb"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let data = dir.join("data");
+        let status = Command::new("mariadb-install-db")
+            .args([
+                "--no-defaults",
+                "--user=root",
+                "--auth-root-authentication-method=normal",
+                "--skip-test-db",
+            ])
+            .arg(format!("--datadir={}", data.display()))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success(), "mariadb-install-db failed");
+        let port = free_port();
+        let socket = dir.join("mysqld.sock");
+        let child = Command::new("mariadbd")
+            .args([
+                "--no-defaults",
+                "--user=root",
+                "--bind-address=127.0.0.1",
+                "--server-id=1",
+            ])
+            .arg(format!("--datadir={}", data.display()))
+            .arg(format!("--socket={}", socket.display()))
+            .arg(format!("--port={port}"))
+            .arg(format!("--log-bin={}", data.join("binlog").display()))
+            .arg(format!("--log-error={}", dir.join("mysqld.err").display()))
+            .args([
+                "--binlog-format=ROW",
+                "--binlog-row-image=FULL",
+                "--skip-name-resolve",
+            ])
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let server = PrivateMariaDb { dir, child, port };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let sql = "CREATE USER IF NOT EXISTS 'root'@'127.0.0.1' IDENTIFIED BY ''; \
+                   GRANT ALL ON *.* TO 'root'@'127.0.0.1' WITH GRANT OPTION; \
+                   CREATE USER IF NOT EXISTS 'tributary'@'127.0.0.1' IDENTIFIED BY 'tributary'; \
+                   GRANT SELECT, RELOAD, REPLICATION SLAVE, BINLOG MONITOR ON *.* TO 'tributary'@'127.0.0.1';";
+        loop {
+            let out = Command::new("mariadb")
+                .args(["--no-defaults", "-uroot", "-e", sql])
+                .arg(format!("--socket={}", socket.display()))
+                .output()
+                .unwrap();
+            if out.status.success() {
+                return server;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "private MariaDB did not start: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// A root connection to this server, session time zone UTC.
+    pub async fn root_conn(&self) -> mysql_async::Conn {
+        let url = format!("mysql://root@127.0.0.1:{}", self.port);
+        let mut conn = mysql_async::Conn::new(mysql_async::Opts::from_url(&url).unwrap())
+            .await
+            .unwrap();
+        conn.query_drop("SET time_zone = '+00:00'").await.unwrap();
+        conn
+    }
+}
+
+impl Drop for PrivateMariaDb {
+    fn drop(&mut self) {
+        self.child.kill().ok();
+        self.child.wait().ok();
+        std::fs::remove_dir_all(&self.dir).ok();
+    }
 }
