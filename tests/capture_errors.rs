@@ -137,3 +137,110 @@ async fn statement_binlog_format_is_refused() {
     .await
     .unwrap();
 }
+
+/// GET `path` on the capture's HTTP port; returns the status code.
+async fn http_status(port: u16, path: &str) -> u16 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    stream
+        .write_all(format!("GET {path} HTTP/1.0\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.unwrap();
+    response.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unreachable_database_is_retried_until_it_appears() {
+    let port = free_port();
+    let setup = CaptureSetup::new("shop", "0-1-1");
+    let yaml = setup
+        .yaml()
+        .replace(
+            &format!("port: {}", mysql_host_port().1),
+            &format!("port: {port}"),
+        )
+        .replace(
+            "start: { gtid: '0-1-1' }",
+            "start: latest, connect_timeout_s: 2",
+        );
+    let capture = CaptureProcess::start(&yaml);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let log = capture.log();
+    assert!(
+        log.contains(&format!("database 127.0.0.1:{port} is unreachable")),
+        "log:\n{log}"
+    );
+    assert!(log.contains("reconnecting"), "log:\n{log}");
+    assert_eq!(http_status(setup.metrics_port, "/healthz").await, 200);
+    assert_eq!(
+        http_status(setup.metrics_port, "/readyz").await,
+        503,
+        "not ready while the database is away"
+    );
+
+    let server = tokio::task::spawn_blocking(move || PrivateMariaDb::start_on(port, &[]))
+        .await
+        .unwrap();
+    let mut conn = server.root_conn().await;
+    conn.query_drop("CREATE DATABASE shop; CREATE TABLE shop.t (id INT PRIMARY KEY)")
+        .await
+        .unwrap();
+    // Capture starts at `latest` once connected: keep writing until a row shows up.
+    let topic = setup.topic("t");
+    for id in 1..=60 {
+        conn.query_drop(format!("INSERT INTO shop.t VALUES ({id})"))
+            .await
+            .unwrap();
+        if !read_topic(&topic, Duration::from_millis(500), |r| !r.is_empty())
+            .await
+            .is_empty()
+        {
+            assert_eq!(http_status(setup.metrics_port, "/readyz").await, 200);
+            return;
+        }
+    }
+    panic!("capture never recovered; log:\n{}", capture.log());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unreachable_broker_is_waited_for() {
+    let port = free_port();
+    let mut conn = root_conn().await;
+    let db = create_db(&mut conn, "nobroker").await;
+    conn.query_drop(format!("CREATE TABLE `{db}`.t (id INT PRIMARY KEY)"))
+        .await
+        .unwrap();
+    let setup = CaptureSetup::new(&db, &gtid_now(&mut conn).await);
+    let yaml = setup
+        .yaml()
+        .replace(&brokers(), &format!("127.0.0.1:{port}"));
+    let capture = CaptureProcess::start(&yaml);
+    conn.query_drop(format!("INSERT INTO `{db}`.t VALUES (1)"))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        http_status(setup.metrics_port, "/healthz").await,
+        200,
+        "alive while the broker is away"
+    );
+    let _broker = PrivateBroker::start_on(port);
+    let topic = setup.topic("t");
+    let records = read_topic_from(
+        &format!("127.0.0.1:{port}"),
+        &topic,
+        Duration::from_secs(90),
+        |r| !r.is_empty(),
+    )
+    .await;
+    assert_eq!(
+        records.len(),
+        1,
+        "the change made while the broker was away arrives; log:\n{}",
+        capture.log()
+    );
+}

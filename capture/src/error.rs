@@ -46,6 +46,14 @@ pub enum CaptureError {
         /// What went wrong.
         detail: String,
     },
+    /// A database or broker cannot be reached (retried with backoff).
+    #[error("{endpoint} is unreachable: {detail}")]
+    Unreachable {
+        /// What could not be reached, e.g. `database 10.0.0.5:3306`.
+        endpoint: String,
+        /// The connection error.
+        detail: String,
+    },
     /// A database connection or query failed (retried when transient).
     #[error("database: {0}")]
     Database(#[from] mysql_async::Error),
@@ -66,6 +74,7 @@ impl CaptureError {
     /// Whether retrying (reconnecting) can fix this error.
     pub fn is_transient(&self) -> bool {
         match self {
+            CaptureError::Unreachable { .. } => true,
             CaptureError::Database(e) => match e {
                 mysql_async::Error::Io(_) | mysql_async::Error::Driver(_) => true,
                 // 1040 too many connections, 1053 shutdown in progress, 1205/1213 lock timeouts,

@@ -71,6 +71,7 @@ pub async fn run(
 
 fn error_kind(e: &CaptureError) -> &'static str {
     match e {
+        CaptureError::Unreachable { .. } => "connection",
         CaptureError::Database(_) => "database",
         CaptureError::Kafka(_) => "kafka",
         CaptureError::Decode { .. } => "decode",

@@ -18,7 +18,7 @@ pub struct TableLabel {
 /// Label: the kind of error.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ErrorLabel {
-    /// `database`, `kafka`, `decode`, `setup`.
+    /// `connection`, `database`, `kafka`, `decode`, `setup`.
     pub kind: String,
 }
 

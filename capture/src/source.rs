@@ -37,17 +37,15 @@ pub fn opts(cfg: &SourceConfig) -> Opts {
 /// Opens one connection, failing after the configured connect timeout.
 pub async fn connect(cfg: &SourceConfig) -> Result<Conn, CaptureError> {
     let timeout = Duration::from_secs(cfg.connect_timeout_s.max(1));
+    let unreachable = |detail: String| CaptureError::Unreachable {
+        endpoint: format!("database {}:{}", cfg.host, cfg.port),
+        detail,
+    };
     match tokio::time::timeout(timeout, Conn::new(opts(cfg))).await {
-        Ok(conn) => Ok(conn?),
-        Err(_) => Err(CaptureError::Database(mysql_async::Error::Io(
-            mysql_async::IoError::Io(std::io::Error::new(
-                std::io::ErrorKind::TimedOut,
-                format!(
-                    "no connection to {}:{} within {timeout:?}",
-                    cfg.host, cfg.port
-                ),
-            )),
-        ))),
+        Ok(Ok(conn)) => Ok(conn),
+        Ok(Err(mysql_async::Error::Io(e))) => Err(unreachable(e.to_string())),
+        Ok(Err(e)) => Err(e.into()),
+        Err(_) => Err(unreachable(format!("no connection within {timeout:?}"))),
     }
 }
 

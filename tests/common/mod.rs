@@ -229,10 +229,21 @@ pub async fn read_topic(
     timeout: Duration,
     done: impl Fn(&[Record]) -> bool + Send + 'static,
 ) -> Vec<Record> {
+    read_topic_from(&brokers(), topic, timeout, done).await
+}
+
+/// [`read_topic`] on another broker.
+pub async fn read_topic_from(
+    brokers: &str,
+    topic: &str,
+    timeout: Duration,
+    done: impl Fn(&[Record]) -> bool + Send + 'static,
+) -> Vec<Record> {
     let topic = topic.to_owned();
+    let brokers = brokers.to_owned();
     tokio::task::spawn_blocking(move || {
         let consumer: BaseConsumer = ClientConfig::new()
-            .set("bootstrap.servers", brokers())
+            .set("bootstrap.servers", brokers)
             .set("group.id", unique("test-reader"))
             .set("enable.auto.commit", "false")
             .create()
@@ -266,8 +277,9 @@ pub async fn read_topic(
         let mut check = true;
         while Instant::now() < deadline && !(check && done(&records)) {
             match consumer.poll(Duration::from_millis(100)) {
-                Some(msg) => {
-                    let msg = msg.unwrap();
+                // Transport errors (a broker just starting) are transient: poll again.
+                Some(Err(_)) => check = true,
+                Some(Ok(msg)) => {
                     records.push(Record {
                         partition: msg.partition(),
                         offset: msg.offset(),
@@ -291,6 +303,45 @@ pub fn events(records: &[Record]) -> Vec<&serde_json::Value> {
     records.iter().filter_map(|r| r.value.as_ref()).collect()
 }
 
+/// The stack's broker binary (installed by `deploy/local/up.sh`).
+pub fn tansu_bin() -> PathBuf {
+    std::env::var_os("TANSU_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/tributary/bin/tansu")
+        })
+}
+
+/// A throw-away Tansu broker on `port`; killed on drop.
+pub struct PrivateBroker(Child);
+
+impl PrivateBroker {
+    pub fn start_on(port: u16) -> Self {
+        let url = format!("tcp://127.0.0.1:{port}");
+        let child = Command::new(tansu_bin())
+            .args([
+                "broker",
+                "--listener-url",
+                &url,
+                "--advertised-listener-url",
+                &url,
+            ])
+            .args(["--storage-engine", "memory://tansu/"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        PrivateBroker(child)
+    }
+}
+
+impl Drop for PrivateBroker {
+    fn drop(&mut self) {
+        self.0.kill().ok();
+        self.0.wait().ok();
+    }
+}
+
 /// A throw-away MariaDB of the test's own, for server settings the shared stack
 /// must not change (binlog format, row metadata). Killed and deleted on drop.
 pub struct PrivateMariaDb {
@@ -303,6 +354,11 @@ impl PrivateMariaDb {
     /// Starts a MariaDB with a ROW binlog plus `args`, with root and the capture
     /// user `tributary`/`tributary` reachable over TCP on 127.0.0.1.
     pub fn start(args: &[&str]) -> Self {
+        Self::start_on(free_port(), args)
+    }
+
+    /// Like [`Self::start`], on a given port.
+    pub fn start_on(port: u16, args: &[&str]) -> Self {
         let dir = std::env::temp_dir().join(unique("tributary-mariadb"));
         std::fs::create_dir_all(&dir).unwrap();
         let data = dir.join("data");
@@ -319,7 +375,6 @@ impl PrivateMariaDb {
             .status()
             .unwrap();
         assert!(status.success(), "mariadb-install-db failed");
-        let port = free_port();
         let socket = dir.join("mysqld.sock");
         let child = Command::new("mariadbd")
             .args([
