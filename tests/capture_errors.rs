@@ -244,3 +244,41 @@ async fn an_unreachable_broker_is_waited_for() {
         capture.log()
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_start_position_inside_a_transaction_is_refused() {
+    let mut conn = root_conn().await;
+    let db = create_db(&mut conn, "midtrx").await;
+    conn.query_drop(format!("CREATE TABLE `{db}`.t (id INT PRIMARY KEY)"))
+        .await
+        .unwrap();
+    conn.query_drop(format!("INSERT INTO `{db}`.t VALUES (1)"))
+        .await
+        .unwrap();
+    // Find the rows event of that insert: starting there skips its TABLE_MAP.
+    let status: mysql_async::Row = conn
+        .query_first("SHOW MASTER STATUS")
+        .await
+        .unwrap()
+        .unwrap();
+    let file: String = status.get(0).unwrap();
+    let events: Vec<mysql_async::Row> = conn
+        .query(format!("SHOW BINLOG EVENTS IN '{file}'"))
+        .await
+        .unwrap();
+    let rows_pos: u64 = events
+        .iter()
+        .rev()
+        .find(|e| e.get::<String, _>(2).unwrap().starts_with("Write_rows"))
+        .map(|e| e.get(1).unwrap())
+        .expect("a Write_rows event");
+    let setup = CaptureSetup::new(&db, "0-1-1");
+    let yaml = setup.yaml().replace(
+        "start: { gtid: '0-1-1' }",
+        &format!("start: {{ binlog: {{ file: '{file}', pos: {rows_pos} }} }}"),
+    );
+    let expected = format!("{file}:{rows_pos}: rows event for table id");
+    tokio::task::spawn_blocking(move || capture_fails_with(&yaml, &expected))
+        .await
+        .unwrap();
+}

@@ -295,14 +295,20 @@ impl BinlogReader {
 
     fn on_rows(&mut self, event: &Event, rows: &RowsEventData<'_>) -> Result<(), CaptureError> {
         let table_id = rows.table_id();
-        let Some(schema) = self.tables.get(&table_id).and_then(|t| t.schema.clone()) else {
-            return Ok(()); // filtered out, or a table map we never saw
+        let unknown_table = || {
+            format!(
+                "rows event for table id {table_id}, whose TABLE_MAP was not read: the start position \
+                 is inside a transaction; resume from a GTID or from the start of a transaction"
+            )
+        };
+        let Some(cached) = self.tables.get(&table_id) else {
+            return Err(self.decode_error(event, unknown_table()));
+        };
+        let Some(schema) = cached.schema.clone() else {
+            return Ok(()); // a table the filter excludes
         };
         let Some(tme) = self.stream.get_tme(table_id) else {
-            return Err(self.decode_error(
-                event,
-                format!("rows for table id {table_id} without a TABLE_MAP"),
-            ));
+            return Err(self.decode_error(event, unknown_table()));
         };
         let op = match event.header().event_type() {
             Ok(EventType::WRITE_ROWS_EVENT | EventType::WRITE_ROWS_EVENT_V1) => Op::Create,
