@@ -21,6 +21,8 @@ use std::time::Duration;
 use regex::Regex;
 use serde::Deserialize;
 
+use tributary_proto::config_text;
+
 use crate::error::CaptureError;
 use crate::position::StartPosition;
 
@@ -171,22 +173,14 @@ fn default_metrics_listen() -> SocketAddr {
 impl CaptureConfig {
     /// Reads, interpolates, parses and validates a configuration file.
     pub fn load(path: &std::path::Path) -> Result<Self, CaptureError> {
-        let text = std::fs::read_to_string(path).map_err(|e| CaptureError::Config {
-            field: String::new(),
-            problem: format!("cannot read {}: {e}", path.display()),
-        })?;
-        Self::parse(&text)
+        let config: CaptureConfig = config_text::load_yaml(path)?;
+        config.validate()?;
+        Ok(config)
     }
 
     /// Parses and validates configuration text.
     pub fn parse(text: &str) -> Result<Self, CaptureError> {
-        let text = interpolate_env(text)?;
-        let de = serde_norway::Deserializer::from_str(&text);
-        let config: CaptureConfig =
-            serde_path_to_error::deserialize(de).map_err(|e| CaptureError::Config {
-                field: e.path().to_string(),
-                problem: e.into_inner().to_string(),
-            })?;
+        let config: CaptureConfig = config_text::parse_yaml(text)?;
         config.validate()?;
         Ok(config)
     }
@@ -263,33 +257,6 @@ impl CaptureConfig {
     }
 }
 
-/// Replaces `${NAME}` and `${NAME:-default}` with environment variables.
-/// A variable that is unset and has no default is an error naming it.
-pub fn interpolate_env(text: &str) -> Result<String, CaptureError> {
-    let re = Regex::new(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}").expect("valid regex");
-    let mut missing = None;
-    let out = re.replace_all(text, |caps: &regex::Captures<'_>| {
-        let name = &caps[1];
-        match (std::env::var(name), caps.get(2)) {
-            (Ok(v), _) => v,
-            (Err(_), Some(default)) => default.as_str().to_owned(),
-            (Err(_), None) => {
-                missing.get_or_insert_with(|| name.to_owned());
-                String::new()
-            }
-        }
-    });
-    match missing {
-        Some(name) => Err(CaptureError::Config {
-            field: format!("${{{name}}}"),
-            problem: format!(
-                "environment variable {name} is not set and has no default (write ${{{name}:-default}})"
-            ),
-        }),
-        None => Ok(out.into_owned()),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -344,17 +311,5 @@ kafka: { brokers: '127.0.0.1:19092', producer: { linger.ms: '5' } }
             field_of(&GOOD.replace("linger.ms", "acks")),
             "kafka.producer.acks"
         );
-    }
-
-    #[test]
-    fn interpolates_environment() {
-        assert_eq!(
-            interpolate_env("a ${TRIBUTARY_SURELY_UNSET:-dflt} b").unwrap(),
-            "a dflt b"
-        );
-        let path = std::env::var("PATH").unwrap();
-        assert_eq!(interpolate_env("${PATH}").unwrap(), path);
-        let err = interpolate_env("${TRIBUTARY_SURELY_UNSET}").unwrap_err();
-        assert!(err.to_string().contains("TRIBUTARY_SURELY_UNSET"), "{err}");
     }
 }

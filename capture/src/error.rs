@@ -70,6 +70,15 @@ pub enum CaptureError {
     },
 }
 
+impl From<tributary_proto::config_text::ConfigError> for CaptureError {
+    fn from(e: tributary_proto::config_text::ConfigError) -> Self {
+        CaptureError::Config {
+            field: e.field,
+            problem: e.problem,
+        }
+    }
+}
+
 impl CaptureError {
     /// Whether retrying (reconnecting) can fix this error.
     pub fn is_transient(&self) -> bool {

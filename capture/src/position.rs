@@ -155,12 +155,13 @@ mod tests {
 
     #[test]
     fn start_position_from_yaml() {
-        let p: StartPosition = serde_norway::from_str("latest").unwrap();
+        let p: StartPosition = tributary_proto::config_text::parse_yaml("latest").unwrap();
         assert_eq!(p, StartPosition::Latest);
-        let p: StartPosition = serde_norway::from_str("gtid: 0-1-9").unwrap();
+        let p: StartPosition = tributary_proto::config_text::parse_yaml("gtid: 0-1-9").unwrap();
         assert_eq!(p, StartPosition::Gtid("0-1-9".into()));
         let p: StartPosition =
-            serde_norway::from_str("binlog: { file: binlog.000002, pos: 4 }").unwrap();
+            tributary_proto::config_text::parse_yaml("binlog: { file: binlog.000002, pos: 4 }")
+                .unwrap();
         assert_eq!(
             p,
             StartPosition::Binlog {
@@ -168,8 +169,8 @@ mod tests {
                 pos: 4
             }
         );
-        let err = serde_norway::from_str::<StartPosition>("newest").unwrap_err();
+        let err = tributary_proto::config_text::parse_yaml::<StartPosition>("newest").unwrap_err();
         assert!(err.to_string().contains("unknown start"), "{err}");
-        assert!(serde_norway::from_str::<StartPosition>("gtid: 0-1").is_err());
+        assert!(tributary_proto::config_text::parse_yaml::<StartPosition>("gtid: 0-1").is_err());
     }
 }

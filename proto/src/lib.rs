@@ -1,10 +1,12 @@
 //! Tributary's wire formats, free of I/O.
 //!
+//! - [`config_text`]: YAML configuration with `${ENV}` interpolation and field-naming errors.
 //! - [`value`]: typed column values as capture decodes them from the binlog.
 //! - [`envelope`]: the change event ([`ChangeEvent`], [`Op`], [`SourceInfo`]).
 //! - [`debezium_json`]: the Debezium-compatible JSON codec for keys and envelopes.
 //! - [`partition`]: Kafka's murmur2 partitioner, so Java clients and Tributary agree.
 
+pub mod config_text;
 pub mod debezium_json;
 pub mod envelope;
 pub mod error;

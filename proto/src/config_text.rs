@@ -1,0 +1,106 @@
+//! Reading configuration text: `${ENV}` interpolation and YAML with errors that
+//! name the offending field (`source.port`, `tables[2].topic`).
+
+use regex::Regex;
+use serde::de::DeserializeOwned;
+
+/// A configuration problem, located by the path of its field.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("config: {field}: {problem}")]
+pub struct ConfigError {
+    /// Path of the offending field; empty for the whole file.
+    pub field: String,
+    /// What is wrong.
+    pub problem: String,
+}
+
+impl ConfigError {
+    /// A problem with `field`.
+    pub fn new(field: impl Into<String>, problem: impl Into<String>) -> Self {
+        ConfigError {
+            field: field.into(),
+            problem: problem.into(),
+        }
+    }
+}
+
+/// Interpolates the environment, then parses YAML into `T`, naming the bad field on error.
+pub fn parse_yaml<T: DeserializeOwned>(text: &str) -> Result<T, ConfigError> {
+    let text = interpolate_env(text)?;
+    let de = serde_norway::Deserializer::from_str(&text);
+    serde_path_to_error::deserialize(de).map_err(|e| ConfigError {
+        field: e.path().to_string(),
+        problem: e.into_inner().to_string(),
+    })
+}
+
+/// Reads a file and parses it with [`parse_yaml`].
+pub fn load_yaml<T: DeserializeOwned>(path: &std::path::Path) -> Result<T, ConfigError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| ConfigError::new("", format!("cannot read {}: {e}", path.display())))?;
+    parse_yaml(&text)
+}
+
+/// Replaces `${NAME}` and `${NAME:-default}` with environment variables.
+/// A variable that is unset and has no default is an error naming it.
+pub fn interpolate_env(text: &str) -> Result<String, ConfigError> {
+    let re = Regex::new(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}").expect("valid regex");
+    let mut missing = None;
+    let out = re.replace_all(text, |caps: &regex::Captures<'_>| {
+        let name = &caps[1];
+        match (std::env::var(name), caps.get(2)) {
+            (Ok(v), _) => v,
+            (Err(_), Some(default)) => default.as_str().to_owned(),
+            (Err(_), None) => {
+                missing.get_or_insert_with(|| name.to_owned());
+                String::new()
+            }
+        }
+    });
+    match missing {
+        Some(name) => Err(ConfigError::new(
+            format!("${{{name}}}"),
+            format!(
+                "environment variable {name} is not set and has no default (write ${{{name}:-default}})"
+            ),
+        )),
+        None => Ok(out.into_owned()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn interpolates_environment() {
+        assert_eq!(
+            interpolate_env("a ${TRIBUTARY_SURELY_UNSET:-dflt} b").unwrap(),
+            "a dflt b"
+        );
+        let path = std::env::var("PATH").unwrap();
+        assert_eq!(interpolate_env("${PATH}").unwrap(), path);
+        let err = interpolate_env("${TRIBUTARY_SURELY_UNSET}").unwrap_err();
+        assert!(err.to_string().contains("TRIBUTARY_SURELY_UNSET"), "{err}");
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Outer {
+        inner: Vec<Inner>,
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Inner {
+        port: u16,
+    }
+
+    #[test]
+    fn errors_carry_the_field_path() {
+        let err = parse_yaml::<Outer>("inner: [{port: 1}, {port: x}]").unwrap_err();
+        assert_eq!(err.field, "inner[1].port");
+    }
+}
