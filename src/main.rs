@@ -2,6 +2,7 @@
 //! the work itself lives in the library crates.
 
 mod http;
+mod tables_cmd;
 mod tail;
 
 use std::path::PathBuf;
@@ -12,6 +13,7 @@ use prometheus_client::registry::Registry;
 use tokio_util::sync::CancellationToken;
 use tracing::info;
 use tributary_capture::{CaptureConfig, CaptureMetrics};
+use tributary_tables::TablesConfig;
 
 /// Change-data capture from MySQL/MariaDB binlogs into Kafka.
 #[derive(Parser)]
@@ -29,7 +31,12 @@ enum Command {
         #[arg(long, short)]
         config: PathBuf,
     },
-    /// Check a configuration file and name the first bad field.
+    /// Local tables materialized from change topics.
+    Tables {
+        #[command(subcommand)]
+        command: tables_cmd::TablesCommand,
+    },
+    /// Check a configuration file (capture or tables) and name the first bad field.
     Validate {
         /// Configuration file (YAML).
         file: PathBuf,
@@ -50,14 +57,24 @@ async fn main() -> anyhow::Result<()> {
         .init();
     match Cli::parse().command {
         Command::Capture { config } => capture(config).await,
-        Command::Validate { file } => {
-            CaptureConfig::load(&file)
-                .with_context(|| format!("{} is not a valid capture config", file.display()))?;
-            println!("{}: ok", file.display());
-            Ok(())
-        }
+        Command::Tables { command } => tables_cmd::run(command).await,
+        Command::Validate { file } => validate(&file),
         Command::Tail(args) => tail::run(args).await,
     }
+}
+
+/// Validates a capture or tables configuration, told apart by their top-level keys.
+fn validate(file: &std::path::Path) -> anyhow::Result<()> {
+    let doc: serde_json::Value = tributary_proto::config_text::load_yaml(file)?;
+    if doc.get("tables").is_some() {
+        TablesConfig::load(file)
+            .with_context(|| format!("{} is not a valid tables config", file.display()))?;
+    } else {
+        CaptureConfig::load(file)
+            .with_context(|| format!("{} is not a valid capture config", file.display()))?;
+    }
+    println!("{}: ok", file.display());
+    Ok(())
 }
 
 async fn capture(path: PathBuf) -> anyhow::Result<()> {
@@ -79,7 +96,7 @@ async fn capture(path: PathBuf) -> anyhow::Result<()> {
 }
 
 /// A token cancelled on SIGTERM or Ctrl-C.
-fn shutdown_on_signal() -> CancellationToken {
+pub(crate) fn shutdown_on_signal() -> CancellationToken {
     let token = CancellationToken::new();
     let trigger = token.clone();
     tokio::spawn(async move {

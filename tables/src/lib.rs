@@ -1,6 +1,28 @@
-//! Tributary tables: local RocksDB tables materialized from change topics, and
-//! remote tables behind cache, rate limit and batching.
+//! Tributary tables: state you can look up in microseconds instead of calling a database.
 //!
-//! Not built yet: see the issues "partitioned local RocksDB tables" and
-//! "remote tables". The crate exists so the workspace has its final shape and
-//! the native dependencies (RocksDB) are built and cached once.
+//! - [`table`]: the [`Table`] trait every table answers (get, multi-get, scan, describe).
+//! - [`key_codec`]: the order-preserving key encoding that makes prefix scans meaningful.
+//! - [`store`]: the RocksDB store: one column family per (table, partition), offsets
+//!   written in the same batch as the rows.
+//! - [`materializer`]: follows change topics into the store, resuming from stored offsets.
+//! - [`progress`]: held partitions and readiness.
+//! - [`local_table`]: [`LocalTable`], a [`Table`] over the store.
+//! - [`config`], [`error`], [`metrics`].
+//!
+//! Remote tables (cache, rate limit, batching) are still to come.
+
+pub mod config;
+pub mod error;
+pub mod key_codec;
+pub mod local_table;
+pub mod materializer;
+pub mod metrics;
+pub mod progress;
+pub mod store;
+pub mod table;
+
+pub use config::TablesConfig;
+pub use error::TableError;
+pub use local_table::LocalTable;
+pub use metrics::TablesMetrics;
+pub use table::{Table, TableDescription};

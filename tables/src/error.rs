@@ -1,0 +1,42 @@
+//! Table errors.
+
+/// Everything a table operation can fail with.
+#[derive(Debug, thiserror::Error)]
+pub enum TableError {
+    /// The configuration is invalid.
+    #[error(transparent)]
+    Config(#[from] tributary_proto::config_text::ConfigError),
+    /// RocksDB failed.
+    #[error("rocksdb: {0}")]
+    Storage(#[from] rocksdb::Error),
+    /// Kafka failed.
+    #[error("kafka: {0}")]
+    Kafka(#[from] rdkafka::error::KafkaError),
+    /// A lookup key does not fit the table's key.
+    #[error("bad key for table {table}: {problem}")]
+    BadKey {
+        /// Table name.
+        table: String,
+        /// What is wrong with the key.
+        problem: String,
+    },
+    /// The table is not known here.
+    #[error("no table named {0}")]
+    UnknownTable(String),
+    /// The key's partition is not held by this instance.
+    #[error("table {table}: partition {partition} is not held by this instance")]
+    NotOwned {
+        /// Table name.
+        table: String,
+        /// The key's partition.
+        partition: i32,
+    },
+    /// A stored value is not what the materializer writes.
+    #[error("table {table}: corrupt stored value: {problem}")]
+    Corrupt {
+        /// Table name.
+        table: String,
+        /// What is wrong.
+        problem: String,
+    },
+}

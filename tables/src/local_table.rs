@@ -1,0 +1,225 @@
+//! [`LocalTable`]: a [`Table`] answered from the local RocksDB store.
+
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
+
+use async_trait::async_trait;
+use serde_json::{Map, Value};
+use tributary_proto::partition::partition_for_key;
+
+use crate::error::TableError;
+use crate::key_codec;
+use crate::metrics::{TableLabel, TablesMetrics};
+use crate::progress::Progress;
+use crate::store::Store;
+use crate::table::{PartitionState, Table, TableDescription};
+
+/// A materialized table held (in whole or in part) by this instance.
+pub struct LocalTable {
+    name: String,
+    topic: String,
+    partition_count: u32,
+    store: Arc<Store>,
+    progress: Arc<Progress>,
+    metrics: TablesMetrics,
+    label: TableLabel,
+    key_columns: OnceLock<Vec<String>>,
+}
+
+impl LocalTable {
+    /// A table over `store`, fed from `topic` with `partition_count` partitions.
+    pub fn new(
+        name: &str,
+        topic: &str,
+        partition_count: u32,
+        store: Arc<Store>,
+        progress: Arc<Progress>,
+        metrics: TablesMetrics,
+    ) -> Self {
+        LocalTable {
+            name: name.to_owned(),
+            topic: topic.to_owned(),
+            partition_count,
+            store,
+            progress,
+            metrics,
+            label: TableLabel {
+                table: name.to_owned(),
+            },
+            key_columns: OnceLock::new(),
+        }
+    }
+
+    /// Key column names, once the first record has been materialized.
+    fn key_columns(&self) -> Result<Option<&[String]>, TableError> {
+        if let Some(columns) = self.key_columns.get() {
+            return Ok(Some(columns));
+        }
+        Ok(self
+            .store
+            .key_columns(&self.name)?
+            .map(|c| self.key_columns.get_or_init(|| c).as_slice()))
+    }
+
+    fn bad_key(&self, problem: impl Into<String>) -> TableError {
+        TableError::BadKey {
+            table: self.name.clone(),
+            problem: problem.into(),
+        }
+    }
+
+    /// The key's values in key order; `full` requires every key column.
+    fn key_values(
+        &self,
+        columns: &[String],
+        key: &Value,
+        full: bool,
+    ) -> Result<Vec<Value>, TableError> {
+        let values = match key {
+            Value::Object(map) => {
+                if let Some(extra) = map.keys().find(|k| !columns.contains(k)) {
+                    return Err(self.bad_key(format!(
+                        "`{extra}` is not a key column (key columns: {columns:?})"
+                    )));
+                }
+                let mut values = Vec::new();
+                for column in columns {
+                    match map.get(column) {
+                        Some(v) => values.push(v.clone()),
+                        None if full => {
+                            return Err(self.bad_key(format!("missing key column `{column}`")));
+                        }
+                        None => break,
+                    }
+                }
+                if values.len() != map.len() {
+                    return Err(self.bad_key(format!(
+                        "a prefix must name leading key columns in order {columns:?}"
+                    )));
+                }
+                values
+            }
+            Value::Array(values) => values.clone(),
+            Value::Null if !full => Vec::new(),
+            scalar => vec![scalar.clone()],
+        };
+        if full && values.len() != columns.len() {
+            return Err(self.bad_key(format!(
+                "expected {} key values ({columns:?}), got {}",
+                columns.len(),
+                values.len()
+            )));
+        }
+        if values.len() > columns.len() {
+            return Err(self.bad_key(format!("more values than key columns {columns:?}")));
+        }
+        Ok(values)
+    }
+
+    /// The partition Kafka's partitioner gives the record key of these values.
+    fn partition_of(&self, columns: &[String], values: &[Value]) -> i32 {
+        let key: Map<String, Value> = columns
+            .iter()
+            .cloned()
+            .zip(values.iter().cloned())
+            .collect();
+        let bytes = serde_json::to_vec(&key).expect("a JSON object serializes");
+        partition_for_key(&bytes, self.partition_count)
+    }
+
+    fn parse_row(&self, raw: &[u8]) -> Result<Value, TableError> {
+        serde_json::from_slice(raw).map_err(|e| TableError::Corrupt {
+            table: self.name.clone(),
+            problem: e.to_string(),
+        })
+    }
+}
+
+#[async_trait]
+impl Table for LocalTable {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    async fn get(&self, key: &Value) -> Result<Option<Value>, TableError> {
+        let started = Instant::now();
+        let Some(columns) = self.key_columns()? else {
+            return Ok(None); // nothing materialized yet
+        };
+        let values = self.key_values(columns, key, true)?;
+        let partition = self.partition_of(columns, &values);
+        if !self.progress.holds(&self.name, partition) {
+            return Err(TableError::NotOwned {
+                table: self.name.clone(),
+                partition,
+            });
+        }
+        let encoded = key_codec::encode(&values).map_err(|e| self.bad_key(e))?;
+        let row = self
+            .store
+            .get(&self.name, partition, &encoded)?
+            .map(|raw| self.parse_row(&raw))
+            .transpose()?;
+        self.metrics
+            .get_seconds
+            .get_or_create(&self.label)
+            .observe(started.elapsed().as_secs_f64());
+        Ok(row)
+    }
+
+    async fn scan(&self, prefix: &Value, limit: usize) -> Result<Vec<(Value, Value)>, TableError> {
+        let Some(columns) = self.key_columns()? else {
+            return Ok(Vec::new());
+        };
+        let values = self.key_values(columns, prefix, false)?;
+        let encoded = key_codec::encode(&values).map_err(|e| self.bad_key(e))?;
+        // Keys are spread over partitions by hash: merge the held partitions in key order.
+        let mut rows = Vec::new();
+        for (partition, _) in self.progress.of_table(&self.name) {
+            rows.extend(
+                self.store
+                    .scan_prefix(&self.name, partition, &encoded, limit)?,
+            );
+        }
+        rows.sort_by(|a, b| a.0.cmp(&b.0));
+        rows.truncate(limit);
+        rows.into_iter()
+            .map(|(key, raw)| {
+                let key_values = key_codec::decode(&key).map_err(|e| TableError::Corrupt {
+                    table: self.name.clone(),
+                    problem: e,
+                })?;
+                let key: Map<String, Value> = columns.iter().cloned().zip(key_values).collect();
+                Ok((Value::Object(key), self.parse_row(&raw)?))
+            })
+            .collect()
+    }
+
+    async fn describe(&self) -> TableDescription {
+        let partitions = self
+            .progress
+            .of_table(&self.name)
+            .into_iter()
+            .map(|(partition, p)| PartitionState {
+                partition,
+                next_offset: p.next_offset,
+                end_at_assignment: p.end_at_assignment,
+                ready: p.ready,
+                rows_estimate: self.store.estimate_rows(&self.name, partition),
+            })
+            .collect();
+        TableDescription {
+            name: self.name.clone(),
+            kind: "local",
+            topic: self.topic.clone(),
+            key_columns: self
+                .key_columns()
+                .ok()
+                .flatten()
+                .map(<[String]>::to_vec)
+                .unwrap_or_default(),
+            partition_count: self.partition_count,
+            partitions,
+        }
+    }
+}

@@ -1,0 +1,551 @@
+//! Follows change topics into the store.
+//!
+//! One thread per consumer: a group consumer for `partitioned` tables (the group
+//! splits partitions between instances) and an assigned consumer for `global`
+//! tables (every partition). On assignment a partition resumes right after the
+//! offset stored in RocksDB, so an instance that keeps its disk re-reads
+//! nothing. Records are applied in `WriteBatch`es of up to `batch_max_records`,
+//! each carrying the offsets it covers. Record values may be Tributary/Debezium
+//! envelopes (`c`/`r`/`u` store `after`, `d` deletes) or plain JSON rows;
+//! tombstones delete. A record that cannot be applied is logged, counted and
+//! skipped: bad data never stops a table.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
+use rdkafka::message::BorrowedMessage;
+use rdkafka::types::RDKafkaRespErr;
+use rdkafka::{ClientConfig, ClientContext, Message, Offset, TopicPartitionList};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+use tracing::{error, info, warn};
+
+use crate::config::{TableMode, TablesConfig};
+use crate::error::TableError;
+use crate::key_codec;
+use crate::local_table::LocalTable;
+use crate::metrics::{PartitionLabel, TableLabel, TablesMetrics};
+use crate::progress::Progress;
+use crate::store::{ApplyBatch, Store};
+
+/// How often lag, readiness and size metrics are refreshed.
+const STATS_INTERVAL: Duration = Duration::from_secs(2);
+
+/// Topic → table name, and back.
+#[derive(Debug, Default)]
+struct Routes {
+    table_of_topic: HashMap<String, String>,
+    topic_of_table: HashMap<String, String>,
+}
+
+/// Everything a consumer thread shares with lookups.
+#[derive(Clone)]
+struct Shared {
+    store: Arc<Store>,
+    progress: Arc<Progress>,
+    routes: Arc<Routes>,
+    metrics: TablesMetrics,
+}
+
+/// The running materialization of every configured table.
+pub struct Materializer {
+    tables: Vec<Arc<LocalTable>>,
+    progress: Arc<Progress>,
+    workers: Vec<JoinHandle<Result<(), TableError>>>,
+}
+
+impl Materializer {
+    /// Opens the store, waits for the topics to exist and starts the consumer threads.
+    pub async fn start(
+        config: &TablesConfig,
+        metrics: TablesMetrics,
+        shutdown: CancellationToken,
+    ) -> Result<Self, TableError> {
+        let store = Arc::new(Store::open(&config.data_dir, &config.rocksdb)?);
+        let progress = Arc::new(Progress::default());
+        let mut routes = Routes::default();
+        for t in &config.tables {
+            routes
+                .table_of_topic
+                .insert(t.topic.clone(), t.name.clone());
+            routes
+                .topic_of_table
+                .insert(t.name.clone(), t.topic.clone());
+        }
+        let shared = Shared {
+            store: store.clone(),
+            progress: progress.clone(),
+            routes: Arc::new(routes),
+            metrics: metrics.clone(),
+        };
+
+        let probe: BaseConsumer = consumer_config(config, None).create()?;
+        let topics: Vec<String> = config.tables.iter().map(|t| t.topic.clone()).collect();
+        let stop = shutdown.clone();
+        let counts = tokio::task::spawn_blocking(move || partition_counts(&probe, &topics, &stop))
+            .await
+            .expect("metadata fetch does not panic")?;
+
+        let tables = config
+            .tables
+            .iter()
+            .map(|t| {
+                Arc::new(LocalTable::new(
+                    &t.name,
+                    &t.topic,
+                    counts[&t.topic],
+                    store.clone(),
+                    progress.clone(),
+                    metrics.clone(),
+                ))
+            })
+            .collect();
+
+        let mut workers = Vec::new();
+        let of_mode = |mode| {
+            config
+                .tables
+                .iter()
+                .filter(move |t| t.mode == mode)
+                .map(|t| t.topic.as_str())
+        };
+        let partitioned: Vec<&str> = of_mode(TableMode::Partitioned).collect();
+        if !partitioned.is_empty() {
+            let context = GroupContext {
+                shared: shared.clone(),
+            };
+            let consumer: BaseConsumer<GroupContext> =
+                consumer_config(config, Some(&config.kafka.group_id))
+                    .create_with_context(context)?;
+            progress.await_group();
+            consumer.subscribe(&partitioned)?;
+            info!(topics = ?partitioned, group = %config.kafka.group_id, "joining the consumer group for partitioned tables");
+            workers.push(spawn_worker(
+                "tables-partitioned",
+                consumer,
+                shared.clone(),
+                config.batch_max_records,
+                shutdown.clone(),
+            )?);
+        }
+        let global: Vec<&str> = of_mode(TableMode::Global).collect();
+        if !global.is_empty() {
+            let consumer: BaseConsumer = consumer_config(config, None).create()?;
+            let mut all = TopicPartitionList::new();
+            for topic in &global {
+                for partition in 0..counts[*topic] as i32 {
+                    all.add_partition(topic, partition);
+                }
+            }
+            consumer.assign(&resume_positions(&shared, &all)?)?;
+            info!(topics = ?global, "materializing every partition of global tables");
+            workers.push(spawn_worker(
+                "tables-global",
+                consumer,
+                shared,
+                config.batch_max_records,
+                shutdown,
+            )?);
+        }
+        Ok(Materializer {
+            tables,
+            progress,
+            workers,
+        })
+    }
+
+    /// The tables being materialized.
+    pub fn tables(&self) -> &[Arc<LocalTable>] {
+        &self.tables
+    }
+
+    /// Held partitions and their readiness.
+    pub fn progress(&self) -> Arc<Progress> {
+        self.progress.clone()
+    }
+
+    /// Waits for the consumer threads to stop (after shutdown) and returns the first error.
+    pub async fn join(self) -> Result<(), TableError> {
+        tokio::task::spawn_blocking(move || {
+            let mut result = Ok(());
+            for worker in self.workers {
+                let outcome = worker.join().expect("materializer thread does not panic");
+                if result.is_ok() {
+                    result = outcome;
+                }
+            }
+            result
+        })
+        .await
+        .expect("join does not panic")
+    }
+}
+
+fn consumer_config(config: &TablesConfig, group: Option<&str>) -> ClientConfig {
+    let mut c = ClientConfig::new();
+    c.set("bootstrap.servers", &config.kafka.brokers)
+        // Assigned (global) consumers never join this group; librdkafka wants an id all the same.
+        .set(
+            "group.id",
+            group.map_or_else(
+                || format!("{}.assigned", config.kafka.group_id),
+                str::to_owned,
+            ),
+        )
+        .set("enable.auto.commit", "false")
+        .set("auto.offset.reset", "earliest")
+        .set("enable.partition.eof", "false")
+        // Faster failure detection than Kafka's 45 s default; with Tansu it also
+        // shortens the first group assignment from ~23 s to a few seconds.
+        .set("session.timeout.ms", "10000")
+        .set("heartbeat.interval.ms", "1000");
+    for (k, v) in &config.kafka.consumer {
+        c.set(k, v);
+    }
+    c
+}
+
+/// Partition counts of `topics`, waiting (and saying so) for topics that do not exist yet.
+fn partition_counts(
+    consumer: &BaseConsumer,
+    topics: &[String],
+    shutdown: &CancellationToken,
+) -> Result<HashMap<String, u32>, TableError> {
+    let mut counts = HashMap::new();
+    for topic in topics {
+        let mut announced = false;
+        loop {
+            let metadata = consumer.fetch_metadata(Some(topic), Duration::from_secs(10))?;
+            let partitions = metadata
+                .topics()
+                .first()
+                .map_or(0, |t| t.partitions().len());
+            if partitions > 0 {
+                counts.insert(topic.clone(), partitions as u32);
+                break;
+            }
+            if !announced {
+                warn!(%topic, "waiting for the topic to exist");
+                announced = true;
+            }
+            if shutdown.is_cancelled() {
+                return Err(TableError::Kafka(rdkafka::error::KafkaError::Canceled));
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+    Ok(counts)
+}
+
+/// Where each partition of `tpl` resumes: right after its stored offset, or at the beginning.
+fn resume_positions(
+    shared: &Shared,
+    tpl: &TopicPartitionList,
+) -> Result<TopicPartitionList, TableError> {
+    let mut positions = TopicPartitionList::new();
+    for element in tpl.elements() {
+        let (topic, partition) = (element.topic(), element.partition());
+        let Some(table) = shared.routes.table_of_topic.get(topic) else {
+            continue;
+        };
+        let stored = shared.store.stored_offset(table, partition)?;
+        let next = stored.map_or(0, |o| o + 1);
+        let offset = stored.map_or(Offset::Beginning, |o| Offset::Offset(o + 1));
+        positions.add_partition_offset(topic, partition, offset)?;
+        shared.progress.assign(table, partition, next);
+        info!(%table, partition, next_offset = next, "partition assigned; resuming from the stored offset");
+    }
+    Ok(positions)
+}
+
+/// Consumer context of the group consumer: resumes assigned partitions from RocksDB.
+struct GroupContext {
+    shared: Shared,
+}
+
+impl ClientContext for GroupContext {}
+
+impl ConsumerContext for GroupContext {
+    fn rebalance(
+        &self,
+        consumer: &BaseConsumer<Self>,
+        err: RDKafkaRespErr,
+        tpl: &mut TopicPartitionList,
+    ) {
+        match err {
+            RDKafkaRespErr::RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS => {
+                match resume_positions(&self.shared, tpl).map(|p| consumer.assign(&p)) {
+                    Ok(Ok(())) => self.shared.progress.group_assigned(),
+                    Ok(Err(e)) => error!(error = %e, "cannot assign partitions"),
+                    Err(e) => error!(error = %e, "cannot read stored offsets"),
+                }
+            }
+            RDKafkaRespErr::RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS => {
+                for element in tpl.elements() {
+                    if let Some(table) = self.shared.routes.table_of_topic.get(element.topic()) {
+                        self.shared.progress.revoke(table, element.partition());
+                        self.shared
+                            .metrics
+                            .ready
+                            .get_or_create(&PartitionLabel::new(table, element.partition()))
+                            .set(0);
+                        info!(%table, partition = element.partition(), "partition revoked");
+                    }
+                }
+                if let Err(e) = consumer.unassign() {
+                    error!(error = %e, "cannot unassign partitions");
+                }
+            }
+            other => error!(error = ?other, "rebalance failed"),
+        }
+    }
+}
+
+fn spawn_worker<C: ConsumerContext + 'static>(
+    name: &str,
+    consumer: BaseConsumer<C>,
+    shared: Shared,
+    batch_max: usize,
+    shutdown: CancellationToken,
+) -> Result<JoinHandle<Result<(), TableError>>, TableError> {
+    let worker = Worker {
+        consumer,
+        shared,
+        batch_max,
+        known_keys: HashMap::new(),
+    };
+    std::thread::Builder::new()
+        .name(name.to_owned())
+        .spawn(move || worker.run(&shutdown))
+        .map_err(|e| TableError::Corrupt {
+            table: name.to_owned(),
+            problem: format!("cannot start thread: {e}"),
+        })
+}
+
+struct Worker<C: ConsumerContext + 'static> {
+    consumer: BaseConsumer<C>,
+    shared: Shared,
+    batch_max: usize,
+    /// Key columns already recorded per (table, partition).
+    known_keys: HashMap<(String, i32), Vec<String>>,
+}
+
+impl<C: ConsumerContext + 'static> Worker<C> {
+    fn run(mut self, shutdown: &CancellationToken) -> Result<(), TableError> {
+        let mut last_stats = Instant::now() - STATS_INTERVAL;
+        while !shutdown.is_cancelled() {
+            self.observe_ends();
+            self.apply_batch()?;
+            if last_stats.elapsed() >= STATS_INTERVAL {
+                self.refresh_stats();
+                last_stats = Instant::now();
+            }
+        }
+        info!("materializer stopped");
+        Ok(())
+    }
+
+    /// Records the topic end of newly assigned partitions (the readiness target).
+    fn observe_ends(&self) {
+        for (table, partition) in self.shared.progress.missing_ends() {
+            let topic = &self.shared.routes.topic_of_table[&table];
+            match self
+                .consumer
+                .fetch_watermarks(topic, partition, Duration::from_secs(5))
+            {
+                Ok((_, high)) => self.shared.progress.set_end(&table, partition, high),
+                Err(e) => warn!(%table, partition, error = %e, "cannot read the topic end yet"),
+            }
+        }
+    }
+
+    /// Polls up to one batch of records and applies them atomically with their offsets.
+    fn apply_batch(&mut self) -> Result<(), TableError> {
+        let store = self.shared.store.clone();
+        let mut batch = store.batch();
+        let mut last: BTreeMap<(String, i32), (i64, u64)> = BTreeMap::new();
+        let mut timeout = Duration::from_millis(100);
+        for _ in 0..self.batch_max {
+            let msg = match self.consumer.poll(timeout) {
+                None => break,
+                Some(Err(e)) => {
+                    warn!(error = %e, "consumer error");
+                    break;
+                }
+                Some(Ok(msg)) => msg,
+            };
+            timeout = Duration::ZERO;
+            let Some(table) = self.shared.routes.table_of_topic.get(msg.topic()).cloned() else {
+                continue;
+            };
+            if let Err(reason) = apply_record(&mut self.known_keys, &mut batch, &table, &msg)? {
+                self.shared
+                    .metrics
+                    .bad_records
+                    .get_or_create(&TableLabel {
+                        table: table.clone(),
+                    })
+                    .inc();
+                warn!(%table, topic = msg.topic(), partition = msg.partition(), offset = msg.offset(), %reason, "skipping a record that cannot be applied");
+            }
+            let entry = last.entry((table, msg.partition())).or_insert((0, 0));
+            *entry = (msg.offset(), entry.1 + 1);
+        }
+        if last.is_empty() {
+            return Ok(());
+        }
+        for ((table, partition), (offset, _)) in &last {
+            batch.offset(table, *partition, *offset)?;
+        }
+        batch.commit()?;
+        for ((table, partition), (offset, count)) in &last {
+            self.shared.progress.applied(table, *partition, offset + 1);
+            self.shared
+                .metrics
+                .applied
+                .get_or_create(&PartitionLabel::new(table, *partition))
+                .inc_by(*count);
+        }
+        Ok(())
+    }
+
+    fn refresh_stats(&self) {
+        let metrics = &self.shared.metrics;
+        for (table, topic) in &self.shared.routes.topic_of_table {
+            for (partition, progress) in self.shared.progress.of_table(table) {
+                let label = PartitionLabel::new(table, partition);
+                metrics
+                    .ready
+                    .get_or_create(&label)
+                    .set(i64::from(progress.ready));
+                if let Ok((_, high)) =
+                    self.consumer
+                        .fetch_watermarks(topic, partition, Duration::from_secs(1))
+                {
+                    metrics
+                        .lag_records
+                        .get_or_create(&label)
+                        .set((high - progress.next_offset).max(0));
+                }
+            }
+        }
+        let (disk, memory) = self.shared.store.size_and_memory();
+        metrics.disk_bytes.set(disk);
+        metrics.memory_bytes.set(memory);
+    }
+}
+
+/// Adds one record to the batch. The outer error is a storage failure (fatal); the
+/// inner one a record that cannot be applied (skipped).
+fn apply_record(
+    known_keys: &mut HashMap<(String, i32), Vec<String>>,
+    batch: &mut ApplyBatch<'_>,
+    table: &str,
+    msg: &BorrowedMessage<'_>,
+) -> Result<Result<(), String>, TableError> {
+    let partition = msg.partition();
+    let Some(raw_key) = msg.key() else {
+        return Ok(Err("record has no key".into()));
+    };
+    let key: Value = match serde_json::from_slice(raw_key) {
+        Ok(key) => key,
+        Err(e) => return Ok(Err(format!("key is not JSON: {e}"))),
+    };
+    let (columns, values): (Vec<String>, Vec<Value>) = match key {
+        Value::Object(map) => map.into_iter().unzip(),
+        scalar => (vec!["key".to_owned()], vec![scalar]),
+    };
+    let encoded = match key_codec::encode(&values) {
+        Ok(encoded) => encoded,
+        Err(e) => return Ok(Err(format!("key: {e}"))),
+    };
+    let slot = (table.to_owned(), partition);
+    if known_keys.get(&slot) != Some(&columns) {
+        batch.key_columns(table, partition, &columns)?;
+        known_keys.insert(slot, columns);
+    }
+    let Some(payload) = msg.payload() else {
+        batch.delete(table, partition, &encoded)?;
+        return Ok(Ok(()));
+    };
+    match row_of(payload) {
+        Ok(Some(row)) => batch.upsert(table, partition, &encoded, &row)?,
+        Ok(None) => batch.delete(table, partition, &encoded)?,
+        Err(reason) => return Ok(Err(reason)),
+    }
+    Ok(Ok(()))
+}
+
+/// The row a record value stores: `Some(row JSON)` to upsert, `None` to delete.
+fn row_of(payload: &[u8]) -> Result<Option<Vec<u8>>, String> {
+    let value: Value =
+        serde_json::from_slice(payload).map_err(|e| format!("value is not JSON: {e}"))?;
+    let mut value = match value {
+        // Debezium with schemas enabled wraps the envelope.
+        Value::Object(mut map) if map.contains_key("schema") && map.contains_key("payload") => {
+            map.remove("payload").unwrap_or(Value::Null)
+        }
+        other => other,
+    };
+    match &mut value {
+        Value::Null => Ok(None),
+        Value::Object(map) => match map.get("op").and_then(Value::as_str) {
+            Some("d") => Ok(None),
+            Some("c" | "r" | "u") => match map.remove("after") {
+                Some(after @ Value::Object(_)) => {
+                    Ok(Some(serde_json::to_vec(&after).expect("JSON serializes")))
+                }
+                _ => Err("change event without an `after` object".into()),
+            },
+            Some(other) => Err(format!("unknown op {other:?}")),
+            None if map.contains_key("op") => Err("`op` is not a string".into()),
+            None => Ok(Some(payload.to_vec())),
+        },
+        _ => Err("value is neither a JSON object nor null".into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_from_envelopes_plain_rows_and_bad_values() {
+        let row = |s: &str| row_of(s.as_bytes());
+        assert_eq!(
+            row(r#"{"op":"c","after":{"id":1},"before":null}"#)
+                .unwrap()
+                .unwrap(),
+            br#"{"id":1}"#
+        );
+        assert_eq!(
+            row(r#"{"op":"u","before":{"id":1},"after":{"id":1,"x":2}}"#)
+                .unwrap()
+                .unwrap(),
+            br#"{"id":1,"x":2}"#
+        );
+        assert_eq!(
+            row(r#"{"op":"d","before":{"id":1},"after":null}"#).unwrap(),
+            None
+        );
+        assert_eq!(
+            row(r#"{"schema":{},"payload":{"op":"r","after":{"id":3}}}"#)
+                .unwrap()
+                .unwrap(),
+            br#"{"id":3}"#
+        );
+        assert_eq!(
+            row(r#"{"id":5,"name":"plain"}"#).unwrap().unwrap(),
+            br#"{"id":5,"name":"plain"}"#
+        );
+        assert_eq!(row("null").unwrap(), None);
+        assert!(row(r#"{"op":"x"}"#).unwrap_err().contains("unknown op"));
+        assert!(row(r#"{"op":"c","after":null}"#).is_err());
+        assert!(row("[1]").is_err());
+        assert!(row("{oops").unwrap_err().contains("not JSON"));
+    }
+}

@@ -1,0 +1,114 @@
+//! Table metrics: names and labels in one place.
+
+use std::sync::atomic::AtomicU64;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+/// Label: a table.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TableLabel {
+    /// Table name.
+    pub table: String,
+}
+
+/// Labels: a table partition.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PartitionLabel {
+    /// Table name.
+    pub table: String,
+    /// Kafka partition.
+    pub partition: String,
+}
+
+impl PartitionLabel {
+    /// Label of `table`'s `partition`.
+    pub fn new(table: &str, partition: i32) -> Self {
+        PartitionLabel {
+            table: table.to_owned(),
+            partition: partition.to_string(),
+        }
+    }
+}
+
+fn latency_histogram() -> Histogram {
+    // 1 µs .. ~0.5 s
+    Histogram::new(exponential_buckets(1e-6, 2.0, 20))
+}
+
+/// Every table metric.
+#[derive(Clone)]
+pub struct TablesMetrics {
+    /// Records applied to the store, per partition.
+    pub applied: Family<PartitionLabel, Counter>,
+    /// Records that could not be applied (malformed), per table; they are skipped.
+    pub bad_records: Family<TableLabel, Counter>,
+    /// Records between the applied offset and the topic's end, per partition.
+    pub lag_records: Family<PartitionLabel, Gauge>,
+    /// 1 when the partition has caught up with its end at assignment.
+    pub ready: Family<PartitionLabel, Gauge>,
+    /// Latency of `get`, in seconds.
+    pub get_seconds: Family<TableLabel, Histogram, fn() -> Histogram>,
+    /// SST bytes on disk.
+    pub disk_bytes: Gauge<u64, AtomicU64>,
+    /// Memtable and block-cache bytes.
+    pub memory_bytes: Gauge<u64, AtomicU64>,
+}
+
+impl Default for TablesMetrics {
+    fn default() -> Self {
+        TablesMetrics {
+            applied: Family::default(),
+            bad_records: Family::default(),
+            lag_records: Family::default(),
+            ready: Family::default(),
+            get_seconds: Family::new_with_constructor(latency_histogram),
+            disk_bytes: Gauge::default(),
+            memory_bytes: Gauge::default(),
+        }
+    }
+}
+
+impl TablesMetrics {
+    /// Creates the metrics and registers them under `tributary_table_*`.
+    pub fn register(registry: &mut Registry) -> Self {
+        let m = TablesMetrics::default();
+        let r = registry.sub_registry_with_prefix("tributary_table");
+        r.register(
+            "applied_records",
+            "Records applied to local tables",
+            m.applied.clone(),
+        );
+        r.register(
+            "bad_records",
+            "Malformed records skipped",
+            m.bad_records.clone(),
+        );
+        r.register(
+            "lag_records",
+            "Records not yet applied",
+            m.lag_records.clone(),
+        );
+        r.register(
+            "ready",
+            "1 when the partition has caught up",
+            m.ready.clone(),
+        );
+        r.register(
+            "get_seconds",
+            "Latency of local lookups",
+            m.get_seconds.clone(),
+        );
+        r.register("disk_bytes", "RocksDB SST bytes", m.disk_bytes.clone());
+        r.register(
+            "memory_bytes",
+            "RocksDB memtable and block cache bytes",
+            m.memory_bytes.clone(),
+        );
+        m
+    }
+}

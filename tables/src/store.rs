@@ -1,0 +1,354 @@
+//! The RocksDB store behind local tables.
+//!
+//! One database per instance; one column family per (table, partition), named
+//! `<table>@<partition>`, so a partition can be dropped or handed over on its
+//! own. Rows live under their [`key_codec`](crate::key_codec) key; metadata
+//! under keys starting with `00`: the offset of the last applied record and the
+//! table's key column names. The offset is written in the same `WriteBatch` as
+//! the rows it covers, so a crash never leaves data and offset out of step.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::sync::Mutex;
+
+use rocksdb::{
+    BlockBasedOptions, Cache, DBCompressionType, DBWithThreadMode, IteratorMode, MultiThreaded,
+    Options, WriteBatch,
+};
+
+use crate::config::{Compression, RocksDbConfig};
+use crate::error::TableError;
+
+type Db = DBWithThreadMode<MultiThreaded>;
+
+/// Meta key: offset of the last applied record of the partition (i64, big-endian).
+const OFFSET_KEY: &[u8] = b"\x00offset";
+/// Meta key: the table's key column names (JSON array), in key order.
+const KEY_COLUMNS_KEY: &[u8] = b"\x00key_columns";
+
+/// The database of one instance.
+pub struct Store {
+    db: Db,
+    cf_options: Options,
+    cache: Option<Cache>,
+    partitions: Mutex<BTreeMap<String, BTreeSet<i32>>>,
+}
+
+/// An encoded key and its stored row bytes.
+pub type StoredRow = (Vec<u8>, Vec<u8>);
+
+/// Name of the column family of a table partition.
+pub fn cf_name(table: &str, partition: i32) -> String {
+    format!("{table}@{partition}")
+}
+
+fn parse_cf_name(name: &str) -> Option<(String, i32)> {
+    let (table, partition) = name.rsplit_once('@')?;
+    Some((table.to_owned(), partition.parse().ok()?))
+}
+
+impl Store {
+    /// Opens (or creates) the store in `dir`.
+    pub fn open(dir: &Path, config: &RocksDbConfig) -> Result<Self, TableError> {
+        let cache = Cache::new_lru_cache(config.block_cache_mb << 20);
+        let mut table_options = BlockBasedOptions::default();
+        table_options.set_block_cache(&cache);
+        if config.bloom_filter_bits > 0.0 {
+            table_options.set_bloom_filter(config.bloom_filter_bits, false);
+        }
+        table_options.set_cache_index_and_filter_blocks(true);
+        let mut cf_options = Options::default();
+        cf_options.set_block_based_table_factory(&table_options);
+        cf_options.set_write_buffer_size(config.write_buffer_mb << 20);
+        cf_options.set_compression_type(match config.compression {
+            Compression::None => DBCompressionType::None,
+            Compression::Lz4 => DBCompressionType::Lz4,
+            Compression::Zstd => DBCompressionType::Zstd,
+        });
+        let mut db_options = cf_options.clone();
+        db_options.create_if_missing(true);
+        db_options.create_missing_column_families(true);
+        let existing = Db::list_cf(&db_options, dir).unwrap_or_else(|_| vec!["default".into()]);
+        let db = Db::open_cf_with_opts(
+            &db_options,
+            dir,
+            existing.iter().map(|n| (n.as_str(), cf_options.clone())),
+        )?;
+        Ok(Self::with_db(db, cf_options, Some(cache), &existing))
+    }
+
+    /// Opens an existing store read-only (inspection while nothing writes, or alongside a writer).
+    pub fn open_read_only(dir: &Path) -> Result<Self, TableError> {
+        let options = Options::default();
+        let existing = Db::list_cf(&options, dir)?;
+        let db = Db::open_cf_for_read_only(&options, dir, &existing, false)?;
+        Ok(Self::with_db(db, options, None, &existing))
+    }
+
+    fn with_db(db: Db, cf_options: Options, cache: Option<Cache>, cfs: &[String]) -> Self {
+        let mut partitions: BTreeMap<String, BTreeSet<i32>> = BTreeMap::new();
+        for (table, partition) in cfs.iter().filter_map(|n| parse_cf_name(n)) {
+            partitions.entry(table).or_default().insert(partition);
+        }
+        Store {
+            db,
+            cf_options,
+            cache,
+            partitions: Mutex::new(partitions),
+        }
+    }
+
+    /// Creates the column family of a partition if it does not exist.
+    pub fn ensure_partition(&self, table: &str, partition: i32) -> Result<(), TableError> {
+        let name = cf_name(table, partition);
+        if self.db.cf_handle(&name).is_none() {
+            self.db.create_cf(&name, &self.cf_options)?;
+        }
+        self.partitions
+            .lock()
+            .expect("partition map lock")
+            .entry(table.to_owned())
+            .or_default()
+            .insert(partition);
+        Ok(())
+    }
+
+    /// Partitions of `table` present in this store.
+    pub fn partitions(&self, table: &str) -> Vec<i32> {
+        self.partitions
+            .lock()
+            .expect("partition map lock")
+            .get(table)
+            .map(|p| p.iter().copied().collect())
+            .unwrap_or_default()
+    }
+
+    fn cf(
+        &self,
+        table: &str,
+        partition: i32,
+    ) -> Option<std::sync::Arc<rocksdb::BoundColumnFamily<'_>>> {
+        self.db.cf_handle(&cf_name(table, partition))
+    }
+
+    /// Offset of the last record applied to a partition, if any.
+    pub fn stored_offset(&self, table: &str, partition: i32) -> Result<Option<i64>, TableError> {
+        let Some(cf) = self.cf(table, partition) else {
+            return Ok(None);
+        };
+        let raw = self.db.get_pinned_cf(&cf, OFFSET_KEY)?;
+        Ok(raw
+            .and_then(|b| <[u8; 8]>::try_from(&b[..]).ok())
+            .map(i64::from_be_bytes))
+    }
+
+    /// The table's key column names, as recorded by the materializer.
+    pub fn key_columns(&self, table: &str) -> Result<Option<Vec<String>>, TableError> {
+        for partition in self.partitions(table) {
+            if let Some(cf) = self.cf(table, partition)
+                && let Some(raw) = self.db.get_pinned_cf(&cf, KEY_COLUMNS_KEY)?
+            {
+                return serde_json::from_slice(&raw)
+                    .map(Some)
+                    .map_err(|e| TableError::Corrupt {
+                        table: table.to_owned(),
+                        problem: format!("key columns: {e}"),
+                    });
+            }
+        }
+        Ok(None)
+    }
+
+    /// The stored row bytes of `key` in a partition.
+    pub fn get(
+        &self,
+        table: &str,
+        partition: i32,
+        key: &[u8],
+    ) -> Result<Option<Vec<u8>>, TableError> {
+        let Some(cf) = self.cf(table, partition) else {
+            return Ok(None);
+        };
+        Ok(self.db.get_pinned_cf(&cf, key)?.map(|v| v.to_vec()))
+    }
+
+    /// Up to `limit` rows of a partition whose key starts with `prefix`, in key order.
+    pub fn scan_prefix(
+        &self,
+        table: &str,
+        partition: i32,
+        prefix: &[u8],
+        limit: usize,
+    ) -> Result<Vec<StoredRow>, TableError> {
+        let Some(cf) = self.cf(table, partition) else {
+            return Ok(Vec::new());
+        };
+        let start = if prefix.is_empty() {
+            &[0x01][..]
+        } else {
+            prefix
+        };
+        let mut rows = Vec::new();
+        for item in self
+            .db
+            .iterator_cf(&cf, IteratorMode::From(start, rocksdb::Direction::Forward))
+        {
+            let (key, value) = item?;
+            if !key.starts_with(prefix) || rows.len() >= limit {
+                break;
+            }
+            rows.push((key.to_vec(), value.to_vec()));
+        }
+        Ok(rows)
+    }
+
+    /// RocksDB's estimate of the rows in a partition.
+    pub fn estimate_rows(&self, table: &str, partition: i32) -> u64 {
+        self.cf(table, partition)
+            .and_then(|cf| {
+                self.db
+                    .property_int_value_cf(&cf, "rocksdb.estimate-num-keys")
+                    .ok()
+                    .flatten()
+            })
+            .unwrap_or(0)
+    }
+
+    /// Bytes on disk (SST files) and in memory (memtables + block cache).
+    pub fn size_and_memory(&self) -> (u64, u64) {
+        let sum = |property: &str| -> u64 {
+            let tables: Vec<(String, i32)> = self
+                .partitions
+                .lock()
+                .expect("partition map lock")
+                .iter()
+                .flat_map(|(t, ps)| ps.iter().map(move |p| (t.clone(), *p)))
+                .collect();
+            tables
+                .iter()
+                .filter_map(|(t, p)| self.cf(t, *p))
+                .filter_map(|cf| self.db.property_int_value_cf(&cf, property).ok().flatten())
+                .sum()
+        };
+        let cache = self.cache.as_ref().map_or(0, |c| c.get_usage() as u64);
+        (
+            sum("rocksdb.total-sst-files-size"),
+            sum("rocksdb.cur-size-all-mem-tables") + cache,
+        )
+    }
+
+    /// Starts an atomic batch.
+    pub fn batch(&self) -> ApplyBatch<'_> {
+        ApplyBatch {
+            store: self,
+            batch: WriteBatch::default(),
+        }
+    }
+}
+
+/// Row changes and offsets written atomically.
+pub struct ApplyBatch<'a> {
+    store: &'a Store,
+    batch: WriteBatch,
+}
+
+impl<'a> ApplyBatch<'a> {
+    fn cf(
+        &self,
+        table: &str,
+        partition: i32,
+    ) -> Result<std::sync::Arc<rocksdb::BoundColumnFamily<'a>>, TableError> {
+        let store: &'a Store = self.store;
+        store.ensure_partition(table, partition)?;
+        Ok(store.cf(table, partition).expect("just ensured"))
+    }
+
+    /// Stores (replaces) a row.
+    pub fn upsert(
+        &mut self,
+        table: &str,
+        partition: i32,
+        key: &[u8],
+        row: &[u8],
+    ) -> Result<(), TableError> {
+        let cf = self.cf(table, partition)?;
+        self.batch.put_cf(&cf, key, row);
+        Ok(())
+    }
+
+    /// Removes a row.
+    pub fn delete(&mut self, table: &str, partition: i32, key: &[u8]) -> Result<(), TableError> {
+        let cf = self.cf(table, partition)?;
+        self.batch.delete_cf(&cf, key);
+        Ok(())
+    }
+
+    /// Records the offset of the last record this batch applies to a partition.
+    pub fn offset(&mut self, table: &str, partition: i32, offset: i64) -> Result<(), TableError> {
+        let cf = self.cf(table, partition)?;
+        self.batch.put_cf(&cf, OFFSET_KEY, offset.to_be_bytes());
+        Ok(())
+    }
+
+    /// Records the table's key column names.
+    pub fn key_columns(
+        &mut self,
+        table: &str,
+        partition: i32,
+        columns: &[String],
+    ) -> Result<(), TableError> {
+        let cf = self.cf(table, partition)?;
+        self.batch.put_cf(
+            &cf,
+            KEY_COLUMNS_KEY,
+            serde_json::to_vec(columns).expect("names serialize"),
+        );
+        Ok(())
+    }
+
+    /// Writes everything at once.
+    pub fn commit(self) -> Result<(), TableError> {
+        self.store.db.write(self.batch)?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_and_offsets_survive_reopening() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let store = Store::open(dir.path(), &RocksDbConfig::default()).unwrap();
+            let mut batch = store.batch();
+            batch
+                .upsert("users", 2, b"\x06k1\x00\x01", b"{\"a\":1}")
+                .unwrap();
+            batch
+                .upsert("users", 2, b"\x06k2\x00\x01", b"{\"a\":2}")
+                .unwrap();
+            batch.offset("users", 2, 41).unwrap();
+            batch.commit().unwrap();
+            let mut batch = store.batch();
+            batch.delete("users", 2, b"\x06k1\x00\x01").unwrap();
+            batch.offset("users", 2, 42).unwrap();
+            batch.commit().unwrap();
+        }
+        let store = Store::open(dir.path(), &RocksDbConfig::default()).unwrap();
+        assert_eq!(store.partitions("users"), [2]);
+        assert_eq!(store.stored_offset("users", 2).unwrap(), Some(42));
+        assert_eq!(store.stored_offset("users", 1).unwrap(), None);
+        assert_eq!(store.get("users", 2, b"\x06k1\x00\x01").unwrap(), None);
+        assert_eq!(
+            store.get("users", 2, b"\x06k2\x00\x01").unwrap().unwrap(),
+            b"{\"a\":2}"
+        );
+        let rows = store.scan_prefix("users", 2, b"", 10).unwrap();
+        assert_eq!(rows.len(), 1, "metadata keys are not rows");
+        drop(store);
+        let read_only = Store::open_read_only(dir.path()).unwrap();
+        assert_eq!(read_only.stored_offset("users", 2).unwrap(), Some(42));
+    }
+}

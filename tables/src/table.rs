@@ -1,0 +1,69 @@
+//! The [`Table`] trait: what the enricher and the gRPC API look rows up through.
+//!
+//! Keys and rows are JSON values. A key is given as an object of the key
+//! columns (`{"id": 7}`, the same object as the Kafka record key), as an array
+//! of key values in key order, or, for single-column keys, as the bare value.
+
+use async_trait::async_trait;
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::error::TableError;
+
+/// State of one partition held by an instance.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PartitionState {
+    /// Kafka partition.
+    pub partition: i32,
+    /// Offset of the next record to apply.
+    pub next_offset: i64,
+    /// The topic's end when the partition was assigned (the readiness target).
+    pub end_at_assignment: Option<i64>,
+    /// Caught up with `end_at_assignment`.
+    pub ready: bool,
+    /// RocksDB's row estimate.
+    pub rows_estimate: u64,
+}
+
+/// What a table is and how far it has got.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TableDescription {
+    /// Table name.
+    pub name: String,
+    /// `local` or `remote`.
+    pub kind: &'static str,
+    /// Source topic.
+    pub topic: String,
+    /// Key column names in key order (empty until the first record is seen).
+    pub key_columns: Vec<String>,
+    /// Partitions of the source topic.
+    pub partition_count: u32,
+    /// Partitions held here.
+    pub partitions: Vec<PartitionState>,
+}
+
+/// A table rows can be looked up in.
+#[async_trait]
+pub trait Table: Send + Sync {
+    /// The table's name.
+    fn name(&self) -> &str;
+
+    /// The row with this key, if any.
+    async fn get(&self, key: &Value) -> Result<Option<Value>, TableError>;
+
+    /// The rows of several keys, in the same order.
+    async fn multi_get(&self, keys: &[Value]) -> Result<Vec<Option<Value>>, TableError> {
+        let mut rows = Vec::with_capacity(keys.len());
+        for key in keys {
+            rows.push(self.get(key).await?);
+        }
+        Ok(rows)
+    }
+
+    /// Up to `limit` `(key, row)` pairs whose leading key columns equal `prefix`
+    /// (an object or array of leading key values; `null` scans everything), in key order.
+    async fn scan(&self, prefix: &Value, limit: usize) -> Result<Vec<(Value, Value)>, TableError>;
+
+    /// What the table holds and how far it has got.
+    async fn describe(&self) -> TableDescription;
+}
