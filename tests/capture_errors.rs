@@ -138,21 +138,6 @@ async fn statement_binlog_format_is_refused() {
     .unwrap();
 }
 
-/// GET `path` on the capture's HTTP port; returns the status code.
-async fn http_status(port: u16, path: &str) -> u16 {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .unwrap();
-    stream
-        .write_all(format!("GET {path} HTTP/1.0\r\n\r\n").as_bytes())
-        .await
-        .unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).await.unwrap();
-    response.split_whitespace().nth(1).unwrap().parse().unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn an_unreachable_database_is_retried_until_it_appears() {
     let port = free_port();
@@ -175,9 +160,9 @@ async fn an_unreachable_database_is_retried_until_it_appears() {
         "log:\n{log}"
     );
     assert!(log.contains("reconnecting"), "log:\n{log}");
-    assert_eq!(http_status(setup.metrics_port, "/healthz").await, 200);
+    assert_eq!(http_get(setup.metrics_port, "/healthz").await.0, 200);
     assert_eq!(
-        http_status(setup.metrics_port, "/readyz").await,
+        http_get(setup.metrics_port, "/readyz").await.0,
         503,
         "not ready while the database is away"
     );
@@ -199,7 +184,7 @@ async fn an_unreachable_database_is_retried_until_it_appears() {
             .await
             .is_empty()
         {
-            assert_eq!(http_status(setup.metrics_port, "/readyz").await, 200);
+            assert_eq!(http_get(setup.metrics_port, "/readyz").await.0, 200);
             return;
         }
     }
@@ -224,7 +209,7 @@ async fn an_unreachable_broker_is_waited_for() {
         .unwrap();
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert_eq!(
-        http_status(setup.metrics_port, "/healthz").await,
+        http_get(setup.metrics_port, "/healthz").await.0,
         200,
         "alive while the broker is away"
     );

@@ -268,24 +268,9 @@ async fn inserts_updates_deletes_and_tombstones() {
         );
     }
 
-    let metrics = reqwest_metrics(setup.metrics_port).await;
+    let (_, metrics) = http_get(setup.metrics_port, "/metrics").await;
     let line = format!("tributary_capture_events_total{{table=\"{db}.users\"}} 6");
     assert!(metrics.contains(&line), "expected `{line}` in:\n{metrics}");
-}
-
-/// GET /metrics over a plain TCP connection (no HTTP client dependency needed).
-async fn reqwest_metrics(port: u16) -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .unwrap();
-    stream
-        .write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")
-        .await
-        .unwrap();
-    let mut body = String::new();
-    stream.read_to_string(&mut body).await.unwrap();
-    body
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -440,3 +440,98 @@ impl Drop for PrivateMariaDb {
         std::fs::remove_dir_all(&self.dir).ok();
     }
 }
+
+/// Creates a topic (compacted, like capture's) on the stack's broker.
+pub async fn create_topic(name: &str, partitions: i32) {
+    use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+    let admin: AdminClient<rdkafka::client::DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", brokers())
+        .create()
+        .unwrap();
+    let topic = NewTopic::new(name, partitions, TopicReplication::Fixed(1))
+        .set("cleanup.policy", "compact");
+    for result in admin
+        .create_topics([&topic], &AdminOptions::new())
+        .await
+        .unwrap()
+    {
+        result.unwrap();
+    }
+}
+
+/// Produces keyed records where Kafka's default partitioner would put them.
+/// A `None` value is a tombstone.
+pub async fn produce(
+    topic: &str,
+    partitions: u32,
+    records: &[(serde_json::Value, Option<Vec<u8>>)],
+) {
+    use rdkafka::producer::{FutureProducer, FutureRecord};
+    let producer: FutureProducer = ClientConfig::new()
+        .set("bootstrap.servers", brokers())
+        .set("linger.ms", "20")
+        .set("enable.idempotence", "true")
+        .create()
+        .unwrap();
+    let mut deliveries = Vec::with_capacity(records.len());
+    for (key, value) in records {
+        let key = serde_json::to_vec(key).unwrap();
+        let partition = tributary_proto::partition::partition_for_key(&key, partitions);
+        let mut record = FutureRecord::<[u8], [u8]>::to(topic)
+            .key(&key)
+            .partition(partition);
+        if let Some(value) = value {
+            record = record.payload(value);
+        }
+        loop {
+            match producer.send_result(record) {
+                Ok(delivery) => {
+                    deliveries.push(delivery);
+                    break;
+                }
+                Err((_, back)) => {
+                    record = back;
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+            }
+        }
+    }
+    for delivery in deliveries {
+        delivery.await.unwrap().unwrap();
+    }
+}
+
+/// The value of a Prometheus sample (summed over label sets matching `name{filter`).
+pub fn metric_sum(metrics: &str, name: &str) -> f64 {
+    metrics
+        .lines()
+        .filter(|l| l.starts_with(name) && !l.starts_with('#'))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// GET `path` on a loopback port; returns (status, body).
+pub async fn http_get(port: u16, path: &str) -> (u16, String) {
+    try_http_get(port, path)
+        .await
+        .unwrap_or_else(|| panic!("nothing answers on 127.0.0.1:{port}"))
+}
+
+/// [`http_get`], or `None` while nothing listens on the port.
+pub async fn try_http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .ok()?;
+    stream
+        .write_all(format!("GET {path} HTTP/1.0\r\n\r\n").as_bytes())
+        .await
+        .ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.ok()?;
+    let status = response.split_whitespace().nth(1)?.parse().ok()?;
+    let body = response
+        .split_once("\r\n\r\n")
+        .map_or(String::new(), |(_, b)| b.to_owned());
+    Some((status, body))
+}

@@ -1,0 +1,449 @@
+//! Local tables against the real stack: state equals the source database, restart
+//! without replay, SIGKILL during apply, partition hand-over, global mode.
+
+#![allow(clippy::unwrap_used)] // tests fail loudly
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::*;
+use mysql_async::prelude::Queryable;
+use prometheus_client::registry::Registry;
+use serde_json::{Value as Json, json};
+use tokio_util::sync::CancellationToken;
+use tributary_tables::materializer::Materializer;
+use tributary_tables::store::Store;
+use tributary_tables::{Table, TableError, TablesConfig, TablesMetrics};
+
+/// Partitions of the `split` table an instance holds, and whether all are ready.
+async fn held(instance: &Instance) -> (Vec<i32>, bool) {
+    let d = instance.table("split").describe().await;
+    (
+        d.partitions.iter().map(|p| p.partition).collect(),
+        d.partitions.iter().all(|p| p.ready),
+    )
+}
+
+/// A running in-process materializer and its metrics.
+struct Instance {
+    materializer: Materializer,
+    registry: Registry,
+    shutdown: CancellationToken,
+}
+
+impl Instance {
+    async fn start(config_yaml: &str) -> Self {
+        let config = TablesConfig::parse(config_yaml).unwrap();
+        let mut registry = Registry::default();
+        let metrics = TablesMetrics::register(&mut registry);
+        let shutdown = CancellationToken::new();
+        let materializer = Materializer::start(&config, metrics, shutdown.clone())
+            .await
+            .unwrap();
+        Instance {
+            materializer,
+            registry,
+            shutdown,
+        }
+    }
+
+    fn table(&self, name: &str) -> Arc<tributary_tables::LocalTable> {
+        self.materializer
+            .tables()
+            .iter()
+            .find(|t| t.name() == name)
+            .unwrap()
+            .clone()
+    }
+
+    fn metric(&self, name: &str) -> f64 {
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &self.registry).unwrap();
+        metric_sum(&text, name)
+    }
+
+    async fn wait_serving(&self, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        while !self.materializer.progress().serving() {
+            assert!(Instant::now() < deadline, "not serving within {timeout:?}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    async fn stop(self) {
+        self.shutdown.cancel();
+        self.materializer.join().await.unwrap();
+    }
+}
+
+fn tables_yaml(data_dir: &std::path::Path, group: &str, tables: &[(&str, &str, &str)]) -> String {
+    let tables: Vec<String> = tables
+        .iter()
+        .map(|(name, topic, mode)| {
+            format!("  - {{ name: {name}, topic: '{topic}', mode: {mode} }}")
+        })
+        .collect();
+    format!(
+        "data_dir: '{}'\nkafka: {{ brokers: '{}', group_id: '{group}' }}\nbatch_max_records: 500\ntables:\n{}\n",
+        data_dir.display(),
+        brokers(),
+        tables.join("\n")
+    )
+}
+
+/// The table's rows as the database has them, as Debezium JSON.
+async fn source_rows(conn: &mut mysql_async::Conn, db: &str) -> BTreeMap<i64, Json> {
+    let rows: Vec<(i64, String, i64, Option<String>)> = conn
+        .query(format!(
+            "SELECT id, name, qty, CAST(price AS CHAR) FROM `{db}`.items"
+        ))
+        .await
+        .unwrap();
+    rows.into_iter()
+        .map(|(id, name, qty, price)| {
+            (
+                id,
+                json!({ "id": id, "name": name, "qty": qty, "price": price }),
+            )
+        })
+        .collect()
+}
+
+/// Compares every source row with the table, and the table's row count with the source's.
+async fn differences(
+    table: &tributary_tables::LocalTable,
+    expected: &BTreeMap<i64, Json>,
+) -> Vec<String> {
+    let mut diffs = Vec::new();
+    for (id, row) in expected {
+        match table.get(&json!({ "id": id })).await {
+            Ok(Some(got)) if &got == row => {}
+            other => diffs.push(format!("id {id}: expected {row}, got {other:?}")),
+        }
+    }
+    let all = table.scan(&Json::Null, 1_000_000).await.unwrap();
+    if all.len() != expected.len() {
+        diffs.push(format!(
+            "table has {} rows, source {}",
+            all.len(),
+            expected.len()
+        ));
+    }
+    diffs
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn materialized_state_equals_the_source_and_restarts_without_replay() {
+    let mut conn = root_conn().await;
+    let db = create_db(&mut conn, "tbl").await;
+    conn.query_drop(format!(
+        "CREATE TABLE `{db}`.items (id INT PRIMARY KEY, name VARCHAR(40), qty INT)"
+    ))
+    .await
+    .unwrap();
+    let setup = CaptureSetup::new(&db, &gtid_now(&mut conn).await);
+    let _capture = CaptureProcess::start(&setup.yaml());
+    // Mixed changes: inserts, updates, deletes, key changes, then a schema change.
+    let values: Vec<String> = (1..=300)
+        .map(|i| format!("({i}, 'item {i}', {i})"))
+        .collect();
+    conn.query_drop(format!(
+        "INSERT INTO `{db}`.items VALUES {}",
+        values.join(",")
+    ))
+    .await
+    .unwrap();
+    conn.query_drop(format!(
+        "UPDATE `{db}`.items SET qty = qty * 10 WHERE id % 3 = 0"
+    ))
+    .await
+    .unwrap();
+    conn.query_drop(format!("DELETE FROM `{db}`.items WHERE id % 7 = 0"))
+        .await
+        .unwrap();
+    conn.query_drop(format!(
+        "UPDATE `{db}`.items SET id = id + 1000 WHERE id <= 5"
+    ))
+    .await
+    .unwrap();
+    conn.query_drop(format!(
+        "ALTER TABLE `{db}`.items ADD COLUMN price DECIMAL(8,2) NULL"
+    ))
+    .await
+    .unwrap();
+    conn.query_drop(format!("UPDATE `{db}`.items SET price = id / 4"))
+        .await
+        .unwrap();
+    conn.query_drop(format!(
+        "INSERT INTO `{db}`.items VALUES (5000, 'late', 1, 9.99)"
+    ))
+    .await
+    .unwrap();
+    let expected = source_rows(&mut conn, &db).await;
+
+    let data = tempfile::tempdir().unwrap();
+    let yaml = tables_yaml(
+        data.path(),
+        &unique("grp"),
+        &[("items", &setup.topic("items"), "partitioned")],
+    );
+    let instance = Instance::start(&yaml).await;
+    instance.wait_serving(Duration::from_secs(60)).await;
+    let table = instance.table("items");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let diffs = differences(&table, &expected).await;
+        if diffs.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "table never matched the source: {:?}",
+            &diffs[..diffs.len().min(5)]
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert_eq!(
+        table.get(&json!({ "id": 7 })).await.unwrap(),
+        None,
+        "deleted rows are gone"
+    );
+    assert_eq!(
+        table.get(&json!({ "id": 1 })).await.unwrap(),
+        None,
+        "a changed key leaves nothing behind"
+    );
+    assert_eq!(
+        table.get(&json!(1001)).await.unwrap().unwrap()["price"],
+        "250.25",
+        "bare single-column keys work"
+    );
+    assert!(instance.metric("tributary_table_applied_records_total") > 0.0);
+    drop(table);
+    instance.stop().await;
+
+    // Restart on the same disk: nothing is re-read, and new changes still apply.
+    let instance = Instance::start(&yaml).await;
+    instance.wait_serving(Duration::from_secs(60)).await;
+    assert_eq!(
+        instance.metric("tributary_table_applied_records_total"),
+        0.0,
+        "a restart replays nothing"
+    );
+    conn.query_drop(format!("UPDATE `{db}`.items SET qty = -1 WHERE id = 5000"))
+        .await
+        .unwrap();
+    let table = instance.table("items");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while table.get(&json!({ "id": 5000 })).await.unwrap().unwrap()["qty"] != -1 {
+        assert!(
+            Instant::now() < deadline,
+            "the update after the restart never arrived"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(
+        instance.metric("tributary_table_applied_records_total"),
+        1.0,
+        "only the new change was applied"
+    );
+    let described = table.describe().await;
+    assert_eq!(described.key_columns, ["id"]);
+    assert_eq!(described.partitions.len(), 3);
+    assert!(described.partitions.iter().all(|p| p.ready));
+    drop(table);
+    instance.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sigkill_during_apply_reconsumes_at_most_one_batch() {
+    const KEYS: i64 = 50_000;
+    const BATCH: f64 = 500.0;
+    let topic = unique("upserts");
+    create_topic(&topic, 3).await;
+    // Every key twice: the second version must win.
+    let records: Vec<(Json, Option<Vec<u8>>)> = (0..2)
+        .flat_map(|version| {
+            (0..KEYS).map(move |id| {
+                (
+                    json!({ "id": id }),
+                    Some(format!(r#"{{"id":{id},"v":{version}}}"#).into_bytes()),
+                )
+            })
+        })
+        .collect();
+    let total = records.len() as f64;
+    produce(&topic, 3, &records).await;
+
+    let data = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let yaml = format!(
+        "{}metrics: {{ listen: '127.0.0.1:{port}' }}\n",
+        tables_yaml(data.path(), &unique("grp"), &[("kv", &topic, "global")])
+    );
+    let config = write_config(&yaml);
+    let run = || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_tributary"))
+            .args(["tables", "run", "--config"])
+            .arg(&config)
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let applied = |port| async move {
+        let (_, body) = try_http_get(port, "/metrics").await?;
+        Some(metric_sum(&body, "tributary_table_applied_records_total"))
+    };
+
+    let mut first = run();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        if applied(port).await.is_some_and(|n| n >= 20_000.0) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the first run never got going");
+    }
+    first.kill().unwrap();
+    first.wait().unwrap();
+
+    let store = Store::open_read_only(data.path()).unwrap();
+    let committed: f64 = (0..3)
+        .map(|p| store.stored_offset("kv", p).unwrap().map_or(0, |o| o + 1) as f64)
+        .sum();
+    drop(store);
+    assert!(
+        committed > 0.0 && committed < total,
+        "killed in the middle: {committed} of {total} committed"
+    );
+
+    let mut second = run();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut reapplied = 0.0;
+    while committed + reapplied < total {
+        assert!(
+            Instant::now() < deadline,
+            "the restart did not finish: {committed} + {reapplied} < {total}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        if let Some(n) = applied(port).await {
+            reapplied = n;
+        }
+    }
+    let overlap = committed + reapplied - total;
+    println!(
+        "committed before the kill: {committed}, applied after the restart: {reapplied}, re-consumed: {overlap}"
+    );
+    assert!(
+        (0.0..=BATCH).contains(&overlap),
+        "re-consumed {overlap} records; at most one batch ({BATCH}) allowed"
+    );
+    second.kill().unwrap();
+    second.wait().unwrap();
+
+    let store = Store::open_read_only(data.path()).unwrap();
+    let mut rows = 0;
+    for p in 0..3 {
+        for (_, raw) in store.scan_prefix("kv", p, b"", usize::MAX).unwrap() {
+            let row: Json = serde_json::from_slice(&raw).unwrap();
+            assert_eq!(row["v"], 1, "the last version wins: {row}");
+            rows += 1;
+        }
+    }
+    assert_eq!(rows, KEYS);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn partitions_move_between_instances_and_global_tables_stay_whole() {
+    let (split, whole) = (unique("split"), unique("whole"));
+    create_topic(&split, 3).await;
+    create_topic(&whole, 3).await;
+    let mut records: Vec<(Json, Option<Vec<u8>>)> = (0..300)
+        .map(|id| {
+            (
+                json!({ "id": id }),
+                Some(format!(r#"{{"id":{id}}}"#).into_bytes()),
+            )
+        })
+        .collect();
+    produce(&whole, 3, &records).await;
+    // A malformed record is skipped, not fatal.
+    records.push((json!({ "id": 999 }), Some(b"{not json".to_vec())));
+    produce(&split, 3, &records).await;
+
+    let group = unique("grp");
+    let specs = [
+        ("split", split.as_str(), "partitioned"),
+        ("whole", whole.as_str(), "global"),
+    ];
+    let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = Instance::start(&tables_yaml(dir_a.path(), &group, &specs)).await;
+    a.wait_serving(Duration::from_secs(60)).await;
+    assert_eq!(
+        a.table("split").describe().await.partitions.len(),
+        3,
+        "alone, A holds every partition"
+    );
+
+    let b = Instance::start(&tables_yaml(dir_b.path(), &group, &specs)).await;
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let ((pa, ra), (pb, rb)) = (held(&a).await, held(&b).await);
+        let mut all: Vec<i32> = pa.iter().chain(&pb).copied().collect();
+        all.sort();
+        if !pa.is_empty() && !pb.is_empty() && all == [0, 1, 2] && ra && rb {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no hand-over: A holds {pa:?}, B holds {pb:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    for id in 0..300 {
+        let key = json!({ "id": id });
+        let (from_a, from_b) = (
+            a.table("split").get(&key).await,
+            b.table("split").get(&key).await,
+        );
+        match (from_a, from_b) {
+            (Ok(Some(row)), Err(TableError::NotOwned { .. }))
+            | (Err(TableError::NotOwned { .. }), Ok(Some(row))) => {
+                assert_eq!(row, json!({ "id": id }));
+            }
+            other => panic!("key {id}: exactly one instance should answer, got {other:?}"),
+        }
+        for instance in [&a, &b] {
+            assert_eq!(
+                instance.table("whole").get(&key).await.unwrap(),
+                Some(json!({ "id": id })),
+                "global tables are whole"
+            );
+        }
+    }
+    // Each instance that materialized the malformed record's partition skipped it once.
+    let bad = a.metric("tributary_table_bad_records_total")
+        + b.metric("tributary_table_bad_records_total");
+    assert!(
+        (1.0..=2.0).contains(&bad),
+        "the malformed record was counted and skipped: {bad}"
+    );
+    let owner = if a.table("split").get(&json!({ "id": 999 })).await.is_ok() {
+        &a
+    } else {
+        &b
+    };
+    assert_eq!(
+        owner
+            .table("split")
+            .get(&json!({ "id": 999 }))
+            .await
+            .unwrap(),
+        None
+    );
+    a.stop().await;
+    b.stop().await;
+}
