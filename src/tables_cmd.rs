@@ -1,12 +1,18 @@
-//! `tributary tables …`: run the materialization of local tables.
+//! `tributary tables …`: materialize local tables; checkpoint and restore their store.
 
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
 
-use anyhow::Context as _;
+use anyhow::{Context as _, bail};
 use clap::Subcommand;
 use prometheus_client::registry::Registry;
-use tracing::info;
+use tokio_util::sync::CancellationToken;
+use tracing::{error, info};
+use tributary_tables::checkpoint;
+use tributary_tables::config::CheckpointConfig;
 use tributary_tables::materializer::Materializer;
+use tributary_tables::store::Store;
 use tributary_tables::{TablesConfig, TablesMetrics};
 
 use crate::{http, shutdown_on_signal};
@@ -20,17 +26,81 @@ pub(crate) enum TablesCommand {
         #[arg(long, short)]
         config: PathBuf,
     },
+    /// Checkpoint the store of a stopped instance (a running one checkpoints itself).
+    Checkpoint {
+        /// Tables configuration file (YAML).
+        #[arg(long, short)]
+        config: PathBuf,
+        /// Destination (default: `checkpoints.dir` of the config).
+        #[arg(long)]
+        to: Option<PathBuf>,
+    },
+    /// Fill an empty data directory from a checkpoint; `run` then replays only the tail.
+    Restore {
+        /// Tables configuration file (YAML).
+        #[arg(long, short)]
+        config: PathBuf,
+        /// Where checkpoints are (default: `checkpoints.dir` of the config).
+        #[arg(long)]
+        from: Option<PathBuf>,
+        /// Checkpoint name (default: the newest).
+        #[arg(long)]
+        checkpoint: Option<String>,
+    },
 }
 
 pub(crate) async fn run(command: TablesCommand) -> anyhow::Result<()> {
     match command {
         TablesCommand::Run { config } => materialize(config).await,
+        TablesCommand::Checkpoint { config, to } => {
+            let config = load(&config)?;
+            let dest = destination(&config, to)?;
+            let store = Store::open(&config.data_dir, &config.rocksdb).with_context(|| {
+                format!(
+                    "opening {} (is `tributary tables run` using it?)",
+                    config.data_dir.display()
+                )
+            })?;
+            let keep = config.checkpoints.as_ref().map_or(3, |c| c.keep);
+            let stats = checkpoint::create(&store, &config.data_dir, &dest, keep)?;
+            println!(
+                "{}: {} files copied ({} bytes), {} table files reused",
+                dest.join(&stats.name).display(),
+                stats.files_copied,
+                stats.bytes_copied,
+                stats.files_reused
+            );
+            Ok(())
+        }
+        TablesCommand::Restore {
+            config,
+            from,
+            checkpoint,
+        } => {
+            let config = load(&config)?;
+            let source = destination(&config, from)?;
+            let name = checkpoint::restore(&source, checkpoint.as_deref(), &config.data_dir)?;
+            println!("restored {name} into {}", config.data_dir.display());
+            Ok(())
+        }
+    }
+}
+
+fn load(path: &std::path::Path) -> anyhow::Result<TablesConfig> {
+    TablesConfig::load(path).with_context(|| format!("loading {}", path.display()))
+}
+
+fn destination(config: &TablesConfig, explicit: Option<PathBuf>) -> anyhow::Result<PathBuf> {
+    match explicit.or_else(|| config.checkpoints.as_ref().map(|c| c.dir.clone())) {
+        Some(dir) => Ok(dir),
+        None => {
+            bail!("no checkpoint directory: pass --to/--from or set checkpoints.dir in the config")
+        }
     }
 }
 
 async fn materialize(path: PathBuf) -> anyhow::Result<()> {
-    let config =
-        TablesConfig::load(&path).with_context(|| format!("loading {}", path.display()))?;
+    let config = load(&path)?;
     let mut registry = Registry::default();
     let metrics = TablesMetrics::register(&mut registry);
     let shutdown = shutdown_on_signal();
@@ -44,8 +114,45 @@ async fn materialize(path: PathBuf) -> anyhow::Result<()> {
     )
     .await?;
     info!(listen = %config.metrics.listen, tables = config.tables.len(), "materializing; metrics and health endpoints up");
+    let checkpoints = config.checkpoints.clone().map(|c| {
+        tokio::spawn(checkpoint_periodically(
+            materializer.store(),
+            config.data_dir.clone(),
+            c,
+            shutdown.clone(),
+        ))
+    });
     let result = materializer.join().await;
     shutdown.cancel();
     server.await.ok();
+    if let Some(task) = checkpoints {
+        task.await.ok();
+    }
     result.context("materializer stopped")
+}
+
+async fn checkpoint_periodically(
+    store: Arc<Store>,
+    data_dir: PathBuf,
+    config: CheckpointConfig,
+    shutdown: CancellationToken,
+) {
+    let mut ticks = tokio::time::interval(Duration::from_secs(config.interval_s));
+    ticks.tick().await; // the first tick is immediate
+    loop {
+        tokio::select! {
+            _ = ticks.tick() => {}
+            _ = shutdown.cancelled() => return,
+        }
+        let (store, data_dir, dest) = (store.clone(), data_dir.clone(), config.dir.clone());
+        let keep = config.keep;
+        let outcome =
+            tokio::task::spawn_blocking(move || checkpoint::create(&store, &data_dir, &dest, keep))
+                .await;
+        match outcome {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => error!(error = %e, "checkpoint failed; retrying at the next interval"),
+            Err(e) => error!(error = %e, "checkpoint task failed"),
+        }
+    }
 }

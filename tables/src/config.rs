@@ -33,9 +33,26 @@ pub struct TablesConfig {
     /// Most records applied in one atomic write batch.
     #[serde(default = "default_batch")]
     pub batch_max_records: usize,
+    /// Periodic checkpoints of the store (none when absent).
+    #[serde(default)]
+    pub checkpoints: Option<CheckpointConfig>,
     /// HTTP endpoint for `/metrics`, `/healthz`, `/readyz`.
     #[serde(default)]
     pub metrics: MetricsConfig,
+}
+
+/// Where and how often the running instance checkpoints its store.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CheckpointConfig {
+    /// Destination directory (e.g. a mounted volume); one per instance lineage.
+    pub dir: PathBuf,
+    /// Seconds between checkpoints.
+    #[serde(default = "default_checkpoint_interval")]
+    pub interval_s: u64,
+    /// Checkpoints kept; older ones and their unused files are deleted.
+    #[serde(default = "default_keep")]
+    pub keep: usize,
 }
 
 /// Kafka consumer settings.
@@ -150,6 +167,12 @@ fn default_bloom() -> f64 {
 fn default_write_buffer() -> usize {
     64
 }
+fn default_checkpoint_interval() -> u64 {
+    3600
+}
+fn default_keep() -> usize {
+    3
+}
 fn default_listen() -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], 9101))
 }
@@ -217,6 +240,17 @@ impl TablesConfig {
                 "rocksdb.write_buffer_mb",
                 "must be at least 1",
             ));
+        }
+        if let Some(c) = &self.checkpoints {
+            if c.interval_s == 0 {
+                return Err(ConfigError::new(
+                    "checkpoints.interval_s",
+                    "must be at least 1",
+                ));
+            }
+            if c.keep == 0 {
+                return Err(ConfigError::new("checkpoints.keep", "must be at least 1"));
+            }
         }
         if !(0.0..=64.0).contains(&self.rocksdb.bloom_filter_bits) {
             return Err(ConfigError::new(

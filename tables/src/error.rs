@@ -20,6 +20,14 @@ pub enum TableError {
         /// What is wrong with the key.
         problem: String,
     },
+    /// A file operation (checkpoints) failed.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file or directory.
+        path: std::path::PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
     /// The table is not known here.
     #[error("no table named {0}")]
     UnknownTable(String),

@@ -7,10 +7,12 @@
 //! - [`materializer`]: follows change topics into the store, resuming from stored offsets.
 //! - [`progress`]: held partitions and readiness.
 //! - [`local_table`]: [`LocalTable`], a [`Table`] over the store.
+//! - [`checkpoint`]: consistent, incremental checkpoints and restore.
 //! - [`config`], [`error`], [`metrics`].
 //!
 //! Remote tables (cache, rate limit, batching) are still to come.
 
+pub mod checkpoint;
 pub mod config;
 pub mod error;
 pub mod key_codec;

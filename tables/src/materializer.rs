@@ -52,6 +52,7 @@ struct Shared {
 
 /// The running materialization of every configured table.
 pub struct Materializer {
+    store: Arc<Store>,
     tables: Vec<Arc<LocalTable>>,
     progress: Arc<Progress>,
     workers: Vec<JoinHandle<Result<(), TableError>>>,
@@ -151,10 +152,16 @@ impl Materializer {
             )?);
         }
         Ok(Materializer {
+            store,
             tables,
             progress,
             workers,
         })
+    }
+
+    /// The store every table lives in.
+    pub fn store(&self) -> Arc<Store> {
+        self.store.clone()
     }
 
     /// The tables being materialized.

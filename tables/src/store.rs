@@ -237,6 +237,12 @@ impl Store {
         )
     }
 
+    /// Writes a consistent RocksDB checkpoint (hard links) into `dir`, which must not exist.
+    pub fn checkpoint(&self, dir: &Path) -> Result<(), TableError> {
+        rocksdb::checkpoint::Checkpoint::new(&self.db)?.create_checkpoint(dir)?;
+        Ok(())
+    }
+
     /// Starts an atomic batch.
     pub fn batch(&self) -> ApplyBatch<'_> {
         ApplyBatch {
