@@ -1,6 +1,7 @@
 //! `tributary`: the command line. It loads config, builds components and runs them;
 //! the work itself lives in the library crates.
 
+mod bench;
 mod http;
 mod tables_cmd;
 mod tail;
@@ -31,6 +32,11 @@ enum Command {
         #[arg(long, short)]
         config: PathBuf,
     },
+    /// Benchmarks that print a comparison table.
+    Bench {
+        #[command(subcommand)]
+        command: BenchCommand,
+    },
     /// Local tables materialized from change topics.
     Tables {
         #[command(subcommand)]
@@ -43,6 +49,12 @@ enum Command {
     },
     /// Print the records of a topic as JSON lines (key, value, partition, offset).
     Tail(tail::TailArgs),
+}
+
+#[derive(Subcommand)]
+enum BenchCommand {
+    /// Local tables vs MariaDB and Redis lookups; apply rate; restart-to-ready.
+    Tables(bench::tables::TablesBenchArgs),
 }
 
 #[tokio::main]
@@ -58,6 +70,9 @@ async fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Capture { config } => capture(config).await,
         Command::Tables { command } => tables_cmd::run(command).await,
+        Command::Bench {
+            command: BenchCommand::Tables(args),
+        } => bench::tables::run(args).await,
         Command::Validate { file } => validate(&file),
         Command::Tail(args) => tail::run(args).await,
     }

@@ -48,6 +48,9 @@ struct Shared {
     progress: Arc<Progress>,
     routes: Arc<Routes>,
     metrics: TablesMetrics,
+    /// A client of its own for topic ends: on a consuming client's connection the
+    /// request would queue behind a pending fetch (up to `fetch.wait.max.ms`).
+    watermarks: Arc<BaseConsumer>,
 }
 
 /// The running materialization of every configured table.
@@ -76,19 +79,19 @@ impl Materializer {
                 .topic_of_table
                 .insert(t.name.clone(), t.topic.clone());
         }
+        let watermarks: Arc<BaseConsumer> = Arc::new(consumer_config(config, None).create()?);
+        let topics: Vec<String> = config.tables.iter().map(|t| t.topic.clone()).collect();
+        let (stop, probe) = (shutdown.clone(), watermarks.clone());
+        let counts = tokio::task::spawn_blocking(move || partition_counts(&probe, &topics, &stop))
+            .await
+            .expect("metadata fetch does not panic")?;
         let shared = Shared {
             store: store.clone(),
             progress: progress.clone(),
             routes: Arc::new(routes),
             metrics: metrics.clone(),
+            watermarks,
         };
-
-        let probe: BaseConsumer = consumer_config(config, None).create()?;
-        let topics: Vec<String> = config.tables.iter().map(|t| t.topic.clone()).collect();
-        let stop = shutdown.clone();
-        let counts = tokio::task::spawn_blocking(move || partition_counts(&probe, &topics, &stop))
-            .await
-            .expect("metadata fetch does not panic")?;
 
         let tables = config
             .tables
@@ -174,8 +177,10 @@ impl Materializer {
         self.progress.clone()
     }
 
-    /// Waits for the consumer threads to stop (after shutdown) and returns the first error.
+    /// Waits for the consumer threads to stop (after shutdown), flushes the store so the
+    /// next start opens it without replaying its log, and returns the first error.
     pub async fn join(self) -> Result<(), TableError> {
+        let store = self.store;
         tokio::task::spawn_blocking(move || {
             let mut result = Ok(());
             for worker in self.workers {
@@ -184,7 +189,7 @@ impl Materializer {
                     result = outcome;
                 }
             }
-            result
+            result.and_then(|()| store.flush())
         })
         .await
         .expect("join does not panic")
@@ -361,7 +366,8 @@ impl<C: ConsumerContext + 'static> Worker<C> {
         for (table, partition) in self.shared.progress.missing_ends() {
             let topic = &self.shared.routes.topic_of_table[&table];
             match self
-                .consumer
+                .shared
+                .watermarks
                 .fetch_watermarks(topic, partition, Duration::from_secs(5))
             {
                 Ok((_, high)) => self.shared.progress.set_end(&table, partition, high),
@@ -429,10 +435,11 @@ impl<C: ConsumerContext + 'static> Worker<C> {
                     .ready
                     .get_or_create(&label)
                     .set(i64::from(progress.ready));
-                if let Ok((_, high)) =
-                    self.consumer
-                        .fetch_watermarks(topic, partition, Duration::from_secs(1))
-                {
+                if let Ok((_, high)) = self.shared.watermarks.fetch_watermarks(
+                    topic,
+                    partition,
+                    Duration::from_secs(1),
+                ) {
                     metrics
                         .lag_records
                         .get_or_create(&label)

@@ -15,15 +15,18 @@ pub struct PartitionProgress {
     pub ready: bool,
 }
 
+/// Held partitions per table: table name → partition → progress.
+type Held = BTreeMap<String, BTreeMap<i32, PartitionProgress>>;
+
 /// Held partitions of every table, shared by materializer threads and lookups.
 #[derive(Debug, Default)]
 pub struct Progress {
-    held: Mutex<BTreeMap<(String, i32), PartitionProgress>>,
+    held: Mutex<Held>,
     awaiting_group: AtomicBool,
 }
 
 impl Progress {
-    fn with<R>(&self, f: impl FnOnce(&mut BTreeMap<(String, i32), PartitionProgress>) -> R) -> R {
+    fn with<R>(&self, f: impl FnOnce(&mut Held) -> R) -> R {
         f(&mut self.held.lock().expect("progress lock"))
     }
 
@@ -39,21 +42,21 @@ impl Progress {
 
     /// A partition was assigned; applying resumes at `next_offset`.
     pub fn assign(&self, table: &str, partition: i32, next_offset: i64) {
+        let fresh = PartitionProgress {
+            next_offset,
+            end_at_assignment: None,
+            ready: false,
+        };
         self.with(|held| {
-            held.insert(
-                (table.to_owned(), partition),
-                PartitionProgress {
-                    next_offset,
-                    end_at_assignment: None,
-                    ready: false,
-                },
-            )
+            held.entry(table.to_owned())
+                .or_default()
+                .insert(partition, fresh)
         });
     }
 
     /// A partition was taken away.
     pub fn revoke(&self, table: &str, partition: i32) {
-        self.with(|held| held.remove(&(table.to_owned(), partition)));
+        self.with(|held| held.get_mut(table).and_then(|t| t.remove(&partition)));
     }
 
     /// Records the end of the topic as observed after assignment.
@@ -68,11 +71,12 @@ impl Progress {
 
     fn update(&self, table: &str, partition: i32, f: impl FnOnce(&mut PartitionProgress)) {
         self.with(|held| {
-            if let Some(p) = held.get_mut(&(table.to_owned(), partition)) {
+            if let Some(p) = held.get_mut(table).and_then(|t| t.get_mut(&partition)) {
                 f(p);
                 // Some brokers under-report the end (STACK.md: Tansu); being past it is fine.
-                if p.end_at_assignment.is_some_and(|end| p.next_offset >= end) {
+                if !p.ready && p.end_at_assignment.is_some_and(|end| p.next_offset >= end) {
                     p.ready = true;
+                    tracing::info!(%table, partition, next_offset = p.next_offset, "partition caught up");
                 }
             }
         });
@@ -80,39 +84,46 @@ impl Progress {
 
     /// Whether this instance holds the partition.
     pub fn holds(&self, table: &str, partition: i32) -> bool {
-        self.with(|held| held.contains_key(&(table.to_owned(), partition)))
+        self.with(|held| held.get(table).is_some_and(|t| t.contains_key(&partition)))
     }
 
     /// Held partitions of a table.
     pub fn of_table(&self, table: &str) -> Vec<(i32, PartitionProgress)> {
         self.with(|held| {
-            held.iter()
-                .filter(|((t, _), _)| t == table)
-                .map(|((_, p), s)| (*p, *s))
-                .collect()
+            held.get(table)
+                .map(|t| t.iter().map(|(p, s)| (*p, *s)).collect())
+                .unwrap_or_default()
         })
+    }
+
+    fn all(held: &Held) -> impl Iterator<Item = (&String, i32, &PartitionProgress)> {
+        held.iter()
+            .flat_map(|(table, parts)| parts.iter().map(move |(p, s)| (table, *p, s)))
     }
 
     /// Held partitions whose end has not been observed yet.
     pub fn missing_ends(&self) -> Vec<(String, i32)> {
         self.with(|held| {
-            held.iter()
-                .filter(|(_, s)| s.end_at_assignment.is_none())
-                .map(|(k, _)| k.clone())
+            Self::all(held)
+                .filter(|(_, _, s)| s.end_at_assignment.is_none())
+                .map(|(t, p, _)| (t.clone(), p))
                 .collect()
         })
     }
 
     /// Every held partition has caught up.
     pub fn all_ready(&self) -> bool {
-        self.with(|held| held.values().all(|p| p.ready))
+        self.with(|held| Self::all(held).all(|(_, _, s)| s.ready))
     }
 
     /// The group (if any) has assigned partitions, at least one partition is held,
     /// and every held partition has caught up.
     pub fn serving(&self) -> bool {
         !self.awaiting_group.load(Ordering::SeqCst)
-            && self.with(|held| !held.is_empty() && held.values().all(|p| p.ready))
+            && self.with(|held| {
+                let mut parts = Self::all(held).peekable();
+                parts.peek().is_some() && parts.all(|(_, _, s)| s.ready)
+            })
     }
 }
 

@@ -123,6 +123,16 @@ impl Store {
             .unwrap_or_default()
     }
 
+    /// Every (table, partition) present in the store.
+    fn all_partitions(&self) -> Vec<(String, i32)> {
+        self.partitions
+            .lock()
+            .expect("partition map lock")
+            .iter()
+            .flat_map(|(t, ps)| ps.iter().map(move |p| (t.clone(), *p)))
+            .collect()
+    }
+
     fn cf(
         &self,
         table: &str,
@@ -217,14 +227,7 @@ impl Store {
     /// Bytes on disk (SST files) and in memory (memtables + block cache).
     pub fn size_and_memory(&self) -> (u64, u64) {
         let sum = |property: &str| -> u64 {
-            let tables: Vec<(String, i32)> = self
-                .partitions
-                .lock()
-                .expect("partition map lock")
-                .iter()
-                .flat_map(|(t, ps)| ps.iter().map(move |p| (t.clone(), *p)))
-                .collect();
-            tables
+            self.all_partitions()
                 .iter()
                 .filter_map(|(t, p)| self.cf(t, *p))
                 .filter_map(|cf| self.db.property_int_value_cf(&cf, property).ok().flatten())
@@ -235,6 +238,16 @@ impl Store {
             sum("rocksdb.total-sst-files-size"),
             sum("rocksdb.cur-size-all-mem-tables") + cache,
         )
+    }
+
+    /// Flushes every memtable to table files, so the next open has no log to replay.
+    pub fn flush(&self) -> Result<(), TableError> {
+        for (table, partition) in self.all_partitions() {
+            if let Some(cf) = self.cf(&table, partition) {
+                self.db.flush_cf(&cf)?;
+            }
+        }
+        Ok(())
     }
 
     /// Writes a consistent RocksDB checkpoint (hard links) into `dir`, which must not exist.
