@@ -104,6 +104,7 @@ pub(crate) async fn run(args: TablesBenchArgs) -> anyhow::Result<()> {
 
     let table = materializer.tables()[0].clone();
     local_lookups(&table, n, args.local_lookups, 2).await?; // warm the block cache
+    let local_bytes = local_lookups(&table, n, args.local_lookups, 0).await?;
     let local_1 = local_lookups(&table, n, args.local_lookups, 1).await?;
     let local_2 = local_lookups(&table, n, args.local_lookups, 2).await?;
 
@@ -173,7 +174,14 @@ pub(crate) async fn run(args: TablesBenchArgs) -> anyhow::Result<()> {
     print_latency_table(
         &local_1,
         &[
-            &local_1, &local_2, &maria_1, &maria_16, &redis_1, &maria_rtt, &redis_rtt,
+            &local_bytes,
+            &local_1,
+            &local_2,
+            &maria_1,
+            &maria_16,
+            &redis_1,
+            &maria_rtt,
+            &redis_rtt,
         ],
     );
     println!(
@@ -260,12 +268,16 @@ async fn wait_applied(materializer: &Materializer, n: u64) {
     }
 }
 
+/// Local point gets from `threads` threads; `threads == 0` means one thread that
+/// takes the stored JSON bytes without decoding them.
 async fn local_lookups(
     table: &Arc<LocalTable>,
     rows: u64,
     lookups: usize,
     threads: u64,
 ) -> anyhow::Result<Series> {
+    let decode = threads > 0;
+    let threads = threads.max(1);
     let started = Instant::now();
     let workers: Vec<_> = (0..threads)
         .map(|t| {
@@ -276,9 +288,13 @@ async fn local_lookups(
                 for _ in 0..lookups / threads as usize {
                     let key = json!({ "id": keys.next(rows) });
                     let t0 = Instant::now();
-                    let found = futures::executor::block_on(table.get(&key))?;
+                    let found = if decode {
+                        futures::executor::block_on(table.get(&key))?.is_some()
+                    } else {
+                        table.get_json_bytes(&key)?.is_some()
+                    };
                     latencies.push(t0.elapsed());
-                    anyhow::ensure!(found.is_some(), "key {key} missing");
+                    anyhow::ensure!(found, "key {key} missing");
                 }
                 Ok(latencies)
             })
@@ -288,11 +304,12 @@ async fn local_lookups(
     for worker in workers {
         latencies.extend(worker.await??);
     }
-    Ok(Series::new(
-        format!("local get, {threads} thread(s)"),
-        latencies,
-        started.elapsed(),
-    ))
+    let name = if decode {
+        format!("local get, {threads} thread(s)")
+    } else {
+        "local get, JSON bytes, 1 thread".into()
+    };
+    Ok(Series::new(name, latencies, started.elapsed()))
 }
 
 async fn load_mariadb(pool: &mysql_async::Pool, n: u64) -> anyhow::Result<()> {
@@ -402,7 +419,11 @@ async fn redis_lookups(
         for _ in 0..lookups {
             let key = format!("tributary_bench:{}", keys.next(rows));
             let t0 = Instant::now();
-            let found = redis.get(&key)?;
+            // Decoded like the other series' rows: a JSON document the caller can use.
+            let found: Option<serde_json::Value> = redis
+                .get(&key)?
+                .map(|v| serde_json::from_slice(&v))
+                .transpose()?;
             latencies.push(t0.elapsed());
             anyhow::ensure!(found.is_some(), "{key} missing in Redis");
         }

@@ -9,6 +9,8 @@ use tributary_proto::partition::partition_for_key;
 
 use crate::error::TableError;
 use crate::key_codec;
+use prometheus_client::metrics::histogram::Histogram;
+
 use crate::metrics::{TableLabel, TablesMetrics};
 use crate::progress::Progress;
 use crate::store::Store;
@@ -21,8 +23,7 @@ pub struct LocalTable {
     partition_count: u32,
     store: Arc<Store>,
     progress: Arc<Progress>,
-    metrics: TablesMetrics,
-    label: TableLabel,
+    get_seconds: Histogram,
     key_columns: OnceLock<Vec<String>>,
 }
 
@@ -42,10 +43,12 @@ impl LocalTable {
             partition_count,
             store,
             progress,
-            metrics,
-            label: TableLabel {
-                table: name.to_owned(),
-            },
+            get_seconds: metrics
+                .get_seconds
+                .get_or_create(&TableLabel {
+                    table: name.to_owned(),
+                })
+                .clone(),
             key_columns: OnceLock::new(),
         }
     }
@@ -116,15 +119,51 @@ impl LocalTable {
         Ok(values)
     }
 
-    /// The partition Kafka's partitioner gives the record key of these values.
+    /// The partition Kafka's partitioner gives the record key of these values:
+    /// murmur2 of the key's compact JSON object, as the producer wrote it.
     fn partition_of(&self, columns: &[String], values: &[Value]) -> i32 {
-        let key: Map<String, Value> = columns
-            .iter()
-            .cloned()
-            .zip(values.iter().cloned())
-            .collect();
-        let bytes = serde_json::to_vec(&key).expect("a JSON object serializes");
+        let mut bytes = Vec::with_capacity(16 * columns.len() + 2);
+        bytes.push(b'{');
+        for (i, (column, value)) in columns.iter().zip(values).enumerate() {
+            if i > 0 {
+                bytes.push(b',');
+            }
+            serde_json::to_writer(&mut bytes, column).expect("writing to a Vec");
+            bytes.push(b':');
+            serde_json::to_writer(&mut bytes, value).expect("writing to a Vec");
+        }
+        bytes.push(b'}');
         partition_for_key(&bytes, self.partition_count)
+    }
+
+    /// Looks `key` up and hands the stored row bytes to `read`, timing the lookup.
+    fn lookup<R>(
+        &self,
+        key: &Value,
+        read: impl FnOnce(&[u8]) -> R,
+    ) -> Result<Option<R>, TableError> {
+        let started = Instant::now();
+        let Some(columns) = self.key_columns()? else {
+            return Ok(None); // nothing materialized yet
+        };
+        let values = self.key_values(columns, key, true)?;
+        let partition = self.partition_of(columns, &values);
+        if !self.progress.holds(&self.name, partition) {
+            return Err(TableError::NotOwned {
+                table: self.name.clone(),
+                partition,
+            });
+        }
+        let encoded = key_codec::encode(&values).map_err(|e| self.bad_key(e))?;
+        let row = self.store.get_with(&self.name, partition, &encoded, read)?;
+        self.get_seconds.observe(started.elapsed().as_secs_f64());
+        Ok(row)
+    }
+
+    /// The row of `key` as its stored JSON bytes, without decoding it (for callers
+    /// that pass JSON on, such as the lookup API).
+    pub fn get_json_bytes(&self, key: &Value) -> Result<Option<Vec<u8>>, TableError> {
+        self.lookup(key, <[u8]>::to_vec)
     }
 
     fn parse_row(&self, raw: &[u8]) -> Result<Value, TableError> {
@@ -142,29 +181,7 @@ impl Table for LocalTable {
     }
 
     async fn get(&self, key: &Value) -> Result<Option<Value>, TableError> {
-        let started = Instant::now();
-        let Some(columns) = self.key_columns()? else {
-            return Ok(None); // nothing materialized yet
-        };
-        let values = self.key_values(columns, key, true)?;
-        let partition = self.partition_of(columns, &values);
-        if !self.progress.holds(&self.name, partition) {
-            return Err(TableError::NotOwned {
-                table: self.name.clone(),
-                partition,
-            });
-        }
-        let encoded = key_codec::encode(&values).map_err(|e| self.bad_key(e))?;
-        let row = self
-            .store
-            .get(&self.name, partition, &encoded)?
-            .map(|raw| self.parse_row(&raw))
-            .transpose()?;
-        self.metrics
-            .get_seconds
-            .get_or_create(&self.label)
-            .observe(started.elapsed().as_secs_f64());
-        Ok(row)
+        self.lookup(key, |raw| self.parse_row(raw))?.transpose()
     }
 
     async fn scan(&self, prefix: &Value, limit: usize) -> Result<Vec<(Value, Value)>, TableError> {

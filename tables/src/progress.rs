@@ -1,7 +1,7 @@
 //! Which partitions an instance holds and how far each has got (readiness).
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
+use std::sync::RwLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Progress of one held partition.
@@ -21,13 +21,17 @@ type Held = BTreeMap<String, BTreeMap<i32, PartitionProgress>>;
 /// Held partitions of every table, shared by materializer threads and lookups.
 #[derive(Debug, Default)]
 pub struct Progress {
-    held: Mutex<Held>,
+    held: RwLock<Held>,
     awaiting_group: AtomicBool,
 }
 
 impl Progress {
     fn with<R>(&self, f: impl FnOnce(&mut Held) -> R) -> R {
-        f(&mut self.held.lock().expect("progress lock"))
+        f(&mut self.held.write().expect("progress lock"))
+    }
+
+    fn read<R>(&self, f: impl FnOnce(&Held) -> R) -> R {
+        f(&self.held.read().expect("progress lock"))
     }
 
     /// The instance joined a consumer group and waits for its first assignment.
@@ -84,12 +88,12 @@ impl Progress {
 
     /// Whether this instance holds the partition.
     pub fn holds(&self, table: &str, partition: i32) -> bool {
-        self.with(|held| held.get(table).is_some_and(|t| t.contains_key(&partition)))
+        self.read(|held| held.get(table).is_some_and(|t| t.contains_key(&partition)))
     }
 
     /// Held partitions of a table.
     pub fn of_table(&self, table: &str) -> Vec<(i32, PartitionProgress)> {
-        self.with(|held| {
+        self.read(|held| {
             held.get(table)
                 .map(|t| t.iter().map(|(p, s)| (*p, *s)).collect())
                 .unwrap_or_default()
@@ -103,7 +107,7 @@ impl Progress {
 
     /// Held partitions whose end has not been observed yet.
     pub fn missing_ends(&self) -> Vec<(String, i32)> {
-        self.with(|held| {
+        self.read(|held| {
             Self::all(held)
                 .filter(|(_, _, s)| s.end_at_assignment.is_none())
                 .map(|(t, p, _)| (t.clone(), p))
@@ -113,14 +117,14 @@ impl Progress {
 
     /// Every held partition has caught up.
     pub fn all_ready(&self) -> bool {
-        self.with(|held| Self::all(held).all(|(_, _, s)| s.ready))
+        self.read(|held| Self::all(held).all(|(_, _, s)| s.ready))
     }
 
     /// The group (if any) has assigned partitions, at least one partition is held,
     /// and every held partition has caught up.
     pub fn serving(&self) -> bool {
         !self.awaiting_group.load(Ordering::SeqCst)
-            && self.with(|held| {
+            && self.read(|held| {
                 let mut parts = Self::all(held).peekable();
                 parts.peek().is_some() && parts.all(|(_, _, s)| s.ready)
             })
