@@ -16,12 +16,11 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::time::Duration;
 
 use regex::Regex;
 use serde::Deserialize;
 
-use tributary_proto::config_text;
+use tributary_proto::config_text::{self, ConfigError, Validate};
 
 use crate::error::CaptureError;
 use crate::position::StartPosition;
@@ -173,26 +172,19 @@ fn default_metrics_listen() -> SocketAddr {
 impl CaptureConfig {
     /// Reads, interpolates, parses and validates a configuration file.
     pub fn load(path: &std::path::Path) -> Result<Self, CaptureError> {
-        let config: CaptureConfig = config_text::load_yaml(path)?;
-        config.validate()?;
-        Ok(config)
+        Ok(config_text::load(path)?)
     }
 
     /// Parses and validates configuration text.
     pub fn parse(text: &str) -> Result<Self, CaptureError> {
-        let config: CaptureConfig = config_text::parse_yaml(text)?;
-        config.validate()?;
-        Ok(config)
+        Ok(config_text::parse(text)?)
     }
+}
 
+impl Validate for CaptureConfig {
     /// Checks values serde cannot: names, ranges and patterns.
-    pub fn validate(&self) -> Result<(), CaptureError> {
-        let bad = |field: &str, problem: String| {
-            Err(CaptureError::Config {
-                field: field.to_owned(),
-                problem,
-            })
-        };
+    fn validate(&self) -> Result<(), ConfigError> {
+        let bad = |field: &str, problem: String| Err(ConfigError::new(field, problem));
         if self.server_name.is_empty()
             || !self
                 .server_name
@@ -249,11 +241,6 @@ impl CaptureConfig {
             }
         }
         Ok(())
-    }
-
-    /// The source's connection timeout.
-    pub fn connect_timeout(&self) -> Duration {
-        Duration::from_secs(self.source.connect_timeout_s)
     }
 }
 

@@ -24,6 +24,26 @@ impl ConfigError {
     }
 }
 
+/// A configuration that checks, after parsing, what serde cannot (ranges, names, patterns).
+pub trait Validate: DeserializeOwned {
+    /// The first problem found, naming its field.
+    fn validate(&self) -> Result<(), ConfigError>;
+}
+
+/// Reads, interpolates, parses and validates a configuration file.
+pub fn load<T: Validate>(path: &std::path::Path) -> Result<T, ConfigError> {
+    let config: T = load_yaml(path)?;
+    config.validate()?;
+    Ok(config)
+}
+
+/// Interpolates, parses and validates configuration text.
+pub fn parse<T: Validate>(text: &str) -> Result<T, ConfigError> {
+    let config: T = parse_yaml(text)?;
+    config.validate()?;
+    Ok(config)
+}
+
 /// Interpolates the environment, then parses YAML into `T`, naming the bad field on error.
 pub fn parse_yaml<T: DeserializeOwned>(text: &str) -> Result<T, ConfigError> {
     let text = interpolate_env(text)?;

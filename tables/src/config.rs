@@ -15,7 +15,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use serde::Deserialize;
-use tributary_proto::config_text::{self, ConfigError};
+use tributary_proto::config_text::{self, ConfigError, Validate};
 
 /// The whole file.
 #[derive(Debug, Clone, Deserialize)]
@@ -180,20 +180,18 @@ fn default_listen() -> SocketAddr {
 impl TablesConfig {
     /// Reads, interpolates, parses and validates a file.
     pub fn load(path: &std::path::Path) -> Result<Self, ConfigError> {
-        let config: TablesConfig = config_text::load_yaml(path)?;
-        config.validate()?;
-        Ok(config)
+        config_text::load(path)
     }
 
     /// Parses and validates text.
     pub fn parse(text: &str) -> Result<Self, ConfigError> {
-        let config: TablesConfig = config_text::parse_yaml(text)?;
-        config.validate()?;
-        Ok(config)
+        config_text::parse(text)
     }
+}
 
+impl Validate for TablesConfig {
     /// Checks what serde cannot.
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    fn validate(&self) -> Result<(), ConfigError> {
         if self.tables.is_empty() {
             return Err(ConfigError::new("tables", "declare at least one table"));
         }
