@@ -132,10 +132,9 @@ fn expected_json(kind: Expect, text: Option<String>) -> Json {
     }
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn every_type_family_round_trips() {
-    let mut conn = root_conn().await;
-    let db = create_db(&mut conn, "types").await;
+/// Creates the all-types table in a fresh database.
+async fn types_table(conn: &mut mysql_async::Conn) -> String {
+    let db = create_db(conn, "types").await;
     let columns: Vec<String> = TYPES
         .iter()
         .map(|(c, def, ..)| format!("`{c}` {def}"))
@@ -146,16 +145,11 @@ async fn every_type_family_round_trips() {
     ))
     .await
     .unwrap();
-    let setup = CaptureSetup::new(&db, &gtid_now(&mut conn).await);
-    let _capture = CaptureProcess::start(&setup.yaml());
-    conn.query_drop(format!(
-        "INSERT INTO `{db}`.t VALUES {}",
-        TYPE_ROWS.join(", ")
-    ))
-    .await
-    .unwrap();
+    db
+}
 
-    // Expected values, computed by the database itself from the stored rows.
+/// Checks each row's event (of kind `op`) against values the database computes from the stored rows.
+async fn check_type_events(conn: &mut mysql_async::Conn, db: &str, records: &[Record], op: &str) {
     let exprs: Vec<String> = TYPES
         .iter()
         .map(|(_, _, e, _)| format!("CAST({e} AS CHAR)"))
@@ -167,24 +161,148 @@ async fn every_type_family_round_trips() {
         ))
         .await
         .unwrap();
-    let records = read_topic(&setup.topic("t"), WAIT, |r| r.len() >= 2).await;
-    assert_eq!(records.len(), 2, "two inserts, two events");
+    assert_eq!(records.len(), rows.len(), "one event per row");
     for row in rows {
         let id: i64 = row.get(0).unwrap();
         let record = records
             .iter()
             .find(|r| r.key == json!({ "id": id }))
             .expect("an event per row");
-        let after = &record.value.as_ref().unwrap()["after"];
-        assert_eq!(record.value.as_ref().unwrap()["op"], "c");
+        let value = record.value.as_ref().unwrap();
+        assert_eq!(value["op"], op);
         for (i, (column, def, _, kind)) in TYPES.iter().enumerate() {
             let text: Option<String> = row.get(i + 1).unwrap();
-            let expected = expected_json(*kind, text);
             assert_eq!(
-                after[*column], expected,
+                value["after"][*column],
+                expected_json(*kind, text),
                 "row {id}, column {column} ({def})"
             );
         }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_type_family_round_trips() {
+    let mut conn = root_conn().await;
+    let db = types_table(&mut conn).await;
+    let setup = CaptureSetup::new(&db, &gtid_now(&mut conn).await);
+    let _capture = CaptureProcess::start(&setup.yaml());
+    conn.query_drop(format!(
+        "INSERT INTO `{db}`.t VALUES {}",
+        TYPE_ROWS.join(", ")
+    ))
+    .await
+    .unwrap();
+    let records = read_topic(&setup.topic("t"), WAIT, |r| r.len() >= 2).await;
+    check_type_events(&mut conn, &db, &records, "c").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_snapshot_maps_every_type_family_the_same_way() {
+    let mut conn = root_conn().await;
+    let db = types_table(&mut conn).await;
+    conn.query_drop(format!(
+        "INSERT INTO `{db}`.t VALUES {}",
+        TYPE_ROWS.join(", ")
+    ))
+    .await
+    .unwrap();
+    let setup = CaptureSetup::new(&db, "").with_snapshot(1);
+    let _capture = CaptureProcess::start(&setup.yaml());
+    let records = read_topic(&setup.topic("t"), WAIT, |r| r.len() >= 2).await;
+    check_type_events(&mut conn, &db, &records, "r").await;
+    let markers: Vec<&str> = records
+        .iter()
+        .map(|r| {
+            r.value.as_ref().unwrap()["source"]["snapshot"]
+                .as_str()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(
+        markers.iter().filter(|m| **m == "last").count(),
+        1,
+        "exactly one event is the snapshot's last: {markers:?}"
+    );
+    assert!(markers.iter().all(|m| *m == "true" || *m == "last"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn snapshot_then_stream_under_concurrent_writes_equals_the_table() {
+    const ROWS: i64 = 20_000;
+    let mut conn = root_conn().await;
+    let db = create_db(&mut conn, "seam").await;
+    conn.query_drop(format!("CREATE TABLE `{db}`.t (id INT PRIMARY KEY, v INT)"))
+        .await
+        .unwrap();
+    for start in (1..=ROWS).step_by(5000) {
+        let values: Vec<String> = (start..start + 5000)
+            .map(|id| format!("({id}, 0)"))
+            .collect();
+        conn.query_drop(format!("INSERT INTO `{db}`.t VALUES {}", values.join(",")))
+            .await
+            .unwrap();
+    }
+    let setup = CaptureSetup::new(&db, "").with_snapshot(500);
+    let capture = CaptureProcess::start(&setup.yaml());
+    // Writes while the snapshot runs and after it: updates, deletes, inserts.
+    for round in 1..=40i64 {
+        conn.query_drop(format!(
+            "UPDATE `{db}`.t SET v = {round} WHERE id % 40 = {}",
+            round % 40
+        ))
+        .await
+        .unwrap();
+        conn.query_drop(format!("DELETE FROM `{db}`.t WHERE id = {}", round * 401))
+            .await
+            .unwrap();
+        conn.query_drop(format!(
+            "INSERT INTO `{db}`.t VALUES ({}, {round})",
+            ROWS + round
+        ))
+        .await
+        .unwrap();
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    let rows: Vec<(i64, i64)> = conn
+        .query(format!("SELECT id, v FROM `{db}`.t"))
+        .await
+        .unwrap();
+    let expected: BTreeMap<i64, Json> = rows
+        .into_iter()
+        .map(|(id, v)| (id, json!({ "id": id, "v": v })))
+        .collect();
+    let target = expected.clone();
+    let records = read_topic(&setup.topic("t"), Duration::from_secs(120), move |r| {
+        replay_map(r) == target
+    })
+    .await;
+    let state = replay_map(&records);
+    assert_eq!(state.len(), expected.len(), "log:\n{}", capture.log());
+    for (id, row) in &expected {
+        assert_eq!(state.get(id), Some(row), "row {id}");
+    }
+    // Nothing doubled across the seam: streamed events all come after the snapshot's position.
+    let snapshot_at = records
+        .iter()
+        .filter_map(|r| r.value.as_ref())
+        .find(|v| v["op"] == "r")
+        .map(|v| {
+            (
+                v["source"]["file"].as_str().unwrap().to_owned(),
+                v["source"]["pos"].as_u64().unwrap(),
+            )
+        })
+        .expect("snapshot events");
+    for v in events(&records).into_iter().filter(|v| v["op"] != "r") {
+        let at = (
+            v["source"]["file"].as_str().unwrap().to_owned(),
+            v["source"]["pos"].as_u64().unwrap(),
+        );
+        assert!(
+            at >= snapshot_at,
+            "streamed event at {at:?} precedes the snapshot at {snapshot_at:?}"
+        );
     }
 }
 

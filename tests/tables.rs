@@ -156,9 +156,7 @@ async fn materialized_state_equals_the_source_and_restarts_without_replay() {
     ))
     .await
     .unwrap();
-    let setup = CaptureSetup::new(&db, &gtid_now(&mut conn).await);
-    let _capture = CaptureProcess::start(&setup.yaml());
-    // Mixed changes: inserts, updates, deletes, key changes, then a schema change.
+    // Existing rows, read by capture's snapshot…
     let values: Vec<String> = (1..=300)
         .map(|i| format!("({i}, 'item {i}', {i})"))
         .collect();
@@ -168,6 +166,9 @@ async fn materialized_state_equals_the_source_and_restarts_without_replay() {
     ))
     .await
     .unwrap();
+    let setup = CaptureSetup::new(&db, "").with_snapshot(100);
+    let _capture = CaptureProcess::start(&setup.yaml());
+    // …then mixed changes streamed from the binlog: updates, deletes, key changes, a schema change.
     conn.query_drop(format!(
         "UPDATE `{db}`.items SET qty = qty * 10 WHERE id % 3 = 0"
     ))

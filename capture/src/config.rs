@@ -44,6 +44,9 @@ pub struct CaptureConfig {
     /// How change topics are created.
     #[serde(default)]
     pub topics: TopicsConfig,
+    /// The initial snapshot of existing rows.
+    #[serde(default)]
+    pub snapshot: SnapshotConfig,
     /// Minimum interval between position commits, in milliseconds.
     #[serde(default = "default_checkpoint_interval_ms")]
     pub checkpoint_interval_ms: u64,
@@ -78,6 +81,44 @@ pub struct SourceConfig {
     /// Heartbeat interval the server sends while idle, in seconds (0 disables).
     #[serde(default = "default_heartbeat_s")]
     pub heartbeat_s: u64,
+}
+
+/// When capture reads the tables' existing rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SnapshotMode {
+    /// Snapshot when no position is stored, then stream.
+    #[default]
+    Initial,
+    /// Never snapshot: stream from the stored position or `source.start`.
+    Never,
+    /// Snapshot when no position is stored, then stop.
+    InitialOnly,
+}
+
+/// The initial snapshot.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SnapshotConfig {
+    /// When to snapshot.
+    #[serde(default)]
+    pub mode: SnapshotMode,
+    /// Rows read per query (primary-key order).
+    #[serde(default = "default_chunk_rows")]
+    pub chunk_rows: usize,
+}
+
+impl Default for SnapshotConfig {
+    fn default() -> Self {
+        SnapshotConfig {
+            mode: SnapshotMode::default(),
+            chunk_rows: default_chunk_rows(),
+        }
+    }
+}
+
+fn default_chunk_rows() -> usize {
+    10_000
 }
 
 /// Include or exclude patterns (regular expressions matched against the whole name).
@@ -213,6 +254,15 @@ impl Validate for CaptureConfig {
         }
         if self.topics.partitions == 0 {
             return bad("topics.partitions", "must be at least 1".into());
+        }
+        if self.snapshot.chunk_rows == 0 {
+            return bad("snapshot.chunk_rows", "must be at least 1".into());
+        }
+        if self.snapshot.mode != SnapshotMode::Never && self.source.start != StartPosition::Latest {
+            return bad(
+                "source.start",
+                "applies only with snapshot.mode: never (a snapshot starts streaming at its own position)".into(),
+            );
         }
         if self.checkpoint_interval_ms == 0 {
             return bad("checkpoint_interval_ms", "must be > 0".into());

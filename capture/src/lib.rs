@@ -1,7 +1,7 @@
 //! Capture: MySQL/MariaDB binlog → Kafka change topics.
 //!
 //! The path of a change, in order:
-//! [`source`] (connect, preflight) → [`binlog_reader`] (replication stream,
+//! [`source`] (connect, preflight) → [`snapshot`] (existing rows, once) → [`binlog_reader`] (replication stream,
 //! GTID/file position, TABLE_MAP → [`schema`], rows → [`row_decoder`]) →
 //! [`kafka_writer`] (Debezium JSON, murmur2 partition, ordered acknowledgement)
 //! → [`position_store`] (compacted `<server_name>.offsets`).
@@ -18,6 +18,7 @@ pub mod position;
 pub mod position_store;
 pub mod row_decoder;
 pub mod schema;
+pub mod snapshot;
 pub mod source;
 
 use std::time::Duration;
@@ -30,6 +31,7 @@ pub use error::CaptureError;
 pub use metrics::CaptureMetrics;
 
 use binlog_reader::{BinlogReader, ReaderItem, ReaderSetup};
+use config::SnapshotMode;
 use filter::TableFilter;
 use kafka_writer::KafkaWriter;
 use position::{BinlogPosition, StartPosition};
@@ -89,14 +91,30 @@ async fn run_once(
     let stored = writer.position_store().load().await?;
     let mut conn = source::connect(&config.source).await?;
     let info = source::preflight(&mut conn).await?;
-    let from = match stored {
-        Some(position) => {
+    drop(conn);
+    let from = match (stored, config.snapshot.mode) {
+        (Some(position), _) => {
             info!(%position, "resuming from the stored position");
             position
         }
-        None => start_position(&config.source.start, &mut conn, info.is_mariadb).await?,
+        (None, SnapshotMode::Never) => {
+            let mut conn = source::connect(&config.source).await?;
+            start_position(&config.source.start, &mut conn, info.is_mariadb).await?
+        }
+        (None, mode) => {
+            let Some(position) =
+                snapshot::run(config, &info, &mut writer, metrics, shutdown).await?
+            else {
+                return writer.close(CLOSE_TIMEOUT).await; // interrupted by shutdown
+            };
+            writer.commit(position.clone()).await?;
+            if mode == SnapshotMode::InitialOnly {
+                info!("snapshot.mode is initial_only: stopping after the snapshot");
+                return writer.close(CLOSE_TIMEOUT).await;
+            }
+            position
+        }
     };
-    drop(conn);
     let pool = mysql_async::Pool::new(source::opts(&config.source));
     let setup = ReaderSetup {
         source: &config.source,

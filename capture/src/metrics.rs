@@ -35,6 +35,10 @@ pub struct CaptureMetrics {
     pub committed_source_time_seconds: Gauge<f64, AtomicU64>,
     /// 1 while the binlog stream is open.
     pub streaming: Gauge,
+    /// Rows read so far by the snapshot, per table.
+    pub snapshot_rows_done: Family<TableLabel, Gauge>,
+    /// The server's row estimate of each table being snapshotted.
+    pub snapshot_rows_estimated: Family<TableLabel, Gauge>,
 }
 
 impl CaptureMetrics {

@@ -94,6 +94,12 @@ pub fn decode_value(kind: &ColumnKind, raw: Option<BinlogValue<'_>>) -> Result<V
                 *fsp,
             ))
         }
+        // Snapshots read TIMESTAMP through a UTC session as a date-time.
+        (ColumnKind::Timestamp { fsp }, MyValue::Date(y, mo, d, h, mi, s, us)) => {
+            let days = days_from_civil(i64::from(y), u32::from(mo), u32::from(d));
+            let secs = days * 86_400 + i64::from(h) * 3600 + i64::from(mi) * 60 + i64::from(s);
+            Value::String(iso_timestamp(secs, us, *fsp))
+        }
         (ColumnKind::Timestamp { fsp }, MyValue::Int(secs)) => {
             Value::String(iso_timestamp(secs, 0, *fsp))
         }

@@ -286,7 +286,7 @@ impl TableSchema {
             columns.push(ColumnSchema { name, kind });
         }
 
-        let mut key = if !meta.primary_key.is_empty() {
+        let key = if !meta.primary_key.is_empty() {
             meta.primary_key.clone()
         } else {
             fallback
@@ -299,19 +299,48 @@ impl TableSchema {
                 })
                 .unwrap_or_default()
         };
+        Ok(Self::assemble(db, table, columns, key))
+    }
+
+    /// The schema of a table as `information_schema` describes it now (snapshots).
+    /// Text columns are read in the connection's utf8mb4, whatever their charset.
+    pub fn from_info_columns(db: &str, table: &str, info: &[InfoColumn]) -> Self {
+        let columns = info
+            .iter()
+            .map(|c| ColumnSchema {
+                name: c.name.clone(),
+                kind: ColumnKind::of_snapshot_column(&c.column_type, c.charset.as_deref()),
+            })
+            .collect();
+        let key = info
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.primary)
+            .map(|(i, _)| i)
+            .collect();
+        Self::assemble(db.to_owned(), table.to_owned(), columns, key)
+    }
+
+    /// Completes a schema; a table without a primary key is keyed by all its columns.
+    fn assemble(
+        db: String,
+        table: String,
+        columns: Vec<ColumnSchema>,
+        mut key: Vec<usize>,
+    ) -> Self {
         if key.is_empty() {
-            key = (0..count).collect();
+            key = (0..columns.len()).collect();
         }
         let names: Arc<[String]> = columns.iter().map(|c| c.name.clone()).collect();
         let key_names = key.iter().map(|&i| names[i].clone()).collect();
-        Ok(TableSchema {
+        TableSchema {
             db,
             table,
             columns,
             names,
             key,
             key_names,
-        })
+        }
     }
 }
 
@@ -364,6 +393,60 @@ fn column_kind(
         MYSQL_TYPE_JSON => ColumnKind::Json,
         MYSQL_TYPE_GEOMETRY => ColumnKind::Geometry,
         _ => ColumnKind::Other,
+    }
+}
+
+impl ColumnKind {
+    /// How a column of a snapshot query maps, from its `information_schema.COLUMNS.COLUMN_TYPE`
+    /// (`int(10) unsigned`, `datetime(3)`, `binary(16)`, …). Query results carry text in the
+    /// connection's utf8mb4 and ENUM/SET as their labels, so those are text here.
+    pub fn of_snapshot_column(column_type: &str, charset: Option<&str>) -> ColumnKind {
+        let lower = column_type.to_ascii_lowercase();
+        let base = lower.split(['(', ' ']).next().unwrap_or_default();
+        let unsigned = lower.contains("unsigned");
+        let width = || -> Option<u32> {
+            let start = lower.find('(')? + 1;
+            lower[start..].split([')', ',']).next()?.trim().parse().ok()
+        };
+        let fsp = || width().unwrap_or(0) as u8;
+        match base {
+            "tinyint" | "bool" | "boolean" => ColumnKind::Int { unsigned, bytes: 1 },
+            "smallint" => ColumnKind::Int { unsigned, bytes: 2 },
+            "mediumint" => ColumnKind::Int { unsigned, bytes: 3 },
+            "int" | "integer" => ColumnKind::Int { unsigned, bytes: 4 },
+            "bigint" => ColumnKind::Int { unsigned, bytes: 8 },
+            "float" => ColumnKind::Float,
+            "double" | "real" => ColumnKind::Double,
+            "decimal" | "numeric" => ColumnKind::Decimal,
+            "year" => ColumnKind::Year,
+            "date" => ColumnKind::Date,
+            "time" => ColumnKind::Time,
+            "datetime" => ColumnKind::DateTime { fsp: fsp() },
+            "timestamp" => ColumnKind::Timestamp { fsp: fsp() },
+            "binary" => ColumnKind::Binary {
+                fixed_len: width().map(|w| w as usize),
+            },
+            "varbinary" | "tinyblob" | "blob" | "mediumblob" | "longblob" => {
+                ColumnKind::Binary { fixed_len: None }
+            }
+            "char" | "varchar" | "tinytext" | "text" | "mediumtext" | "longtext"
+                if charset == Some("binary") =>
+            {
+                ColumnKind::Binary { fixed_len: None }
+            }
+            "char" | "varchar" | "tinytext" | "text" | "mediumtext" | "longtext" => {
+                ColumnKind::Text(Charset::Utf8)
+            }
+            // Query results carry ENUM and SET as their labels.
+            "enum" | "set" => ColumnKind::Text(Charset::Utf8),
+            "bit" => ColumnKind::Bit {
+                bits: width().unwrap_or(1) as u16,
+            },
+            "json" => ColumnKind::Json,
+            "geometry" | "point" | "linestring" | "polygon" | "multipoint" | "multilinestring"
+            | "multipolygon" | "geometrycollection" => ColumnKind::Geometry,
+            _ => ColumnKind::Other,
+        }
     }
 }
 
@@ -428,6 +511,35 @@ mod tests {
     fn fixed_string_lengths() {
         assert_eq!(string_length(&[0xfe, 4]), 4); // BINARY(4)
         assert_eq!(string_length(&[0xee, 0x2c]), 300); // CHAR(300): high bits folded into byte 0
+    }
+
+    #[test]
+    fn kinds_from_information_schema() {
+        let kind = |t: &str| ColumnKind::of_snapshot_column(t, None);
+        assert_eq!(
+            kind("int(10) unsigned"),
+            ColumnKind::Int {
+                unsigned: true,
+                bytes: 4
+            }
+        );
+        assert_eq!(
+            kind("bigint(20)"),
+            ColumnKind::Int {
+                unsigned: false,
+                bytes: 8
+            }
+        );
+        assert_eq!(kind("datetime(3)"), ColumnKind::DateTime { fsp: 3 });
+        assert_eq!(kind("timestamp"), ColumnKind::Timestamp { fsp: 0 });
+        assert_eq!(kind("decimal(20,6)"), ColumnKind::Decimal);
+        assert_eq!(kind("binary(4)"), ColumnKind::Binary { fixed_len: Some(4) });
+        assert_eq!(kind("bit(12)"), ColumnKind::Bit { bits: 12 });
+        assert_eq!(kind("enum('s','m')"), ColumnKind::Text(Charset::Utf8));
+        assert_eq!(
+            ColumnKind::of_snapshot_column("varchar(10)", Some("latin1")),
+            ColumnKind::Text(Charset::Utf8)
+        );
     }
 
     #[test]

@@ -186,7 +186,15 @@ pub async fn info_columns(
     db: &str,
     table: &str,
 ) -> Result<Vec<InfoColumn>, CaptureError> {
-    let mut conn = pool.get_conn().await?;
+    info_columns_on(&mut pool.get_conn().await?, db, table).await
+}
+
+/// Columns of a table from `information_schema`, on a given connection.
+pub async fn info_columns_on(
+    conn: &mut Conn,
+    db: &str,
+    table: &str,
+) -> Result<Vec<InfoColumn>, CaptureError> {
     let rows: Vec<(String, String, Option<String>, String)> = conn
         .exec(
             "SELECT COLUMN_NAME, COLUMN_TYPE, CHARACTER_SET_NAME, COLUMN_KEY FROM information_schema.COLUMNS \

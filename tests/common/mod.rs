@@ -95,6 +95,7 @@ pub struct CaptureSetup {
     pub metrics_port: u16,
     pub server_id: u32,
     pub extra: String,
+    pub snapshot_chunk: Option<usize>,
 }
 
 impl CaptureSetup {
@@ -106,14 +107,33 @@ impl CaptureSetup {
             metrics_port: free_port(),
             server_id: unique_server_id(),
             extra: String::new(),
+            snapshot_chunk: None,
         }
+    }
+
+    /// Snapshot the existing rows first (in chunks of `chunk_rows`) instead of
+    /// streaming from `gtid`.
+    pub fn with_snapshot(mut self, chunk_rows: usize) -> Self {
+        self.snapshot_chunk = Some(chunk_rows);
+        self
     }
 
     pub fn yaml(&self) -> String {
         let (host, port) = mysql_host_port();
+        let (start, snapshot) = match self.snapshot_chunk {
+            Some(chunk) => (
+                String::new(),
+                format!("snapshot: {{ mode: initial, chunk_rows: {chunk} }}"),
+            ),
+            None => (
+                format!(", start: {{ gtid: '{}' }}", self.gtid),
+                "snapshot: { mode: never }".to_owned(),
+            ),
+        };
         format!(
             "server_name: {}\n\
-             source: {{ host: '{host}', port: {port}, user: tributary, password: tributary, server_id: {}, start: {{ gtid: '{}' }} }}\n\
+             source: {{ host: '{host}', port: {port}, user: tributary, password: tributary, server_id: {}{start} }}\n\
+             {snapshot}\n\
              include: {{ databases: ['{}'] }}\n\
              kafka: {{ brokers: '{}' }}\n\
              topics: {{ partitions: 3 }}\n\
@@ -121,7 +141,6 @@ impl CaptureSetup {
              metrics: {{ listen: '127.0.0.1:{}' }}\n{}",
             self.server_name,
             self.server_id,
-            self.gtid,
             self.db,
             brokers(),
             self.metrics_port,
