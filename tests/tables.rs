@@ -15,8 +15,8 @@ use prometheus_client::registry::Registry;
 use serde_json::{Value as Json, json};
 use tokio_util::sync::CancellationToken;
 use tributary_tables::materializer::Materializer;
-use tributary_tables::store::Store;
-use tributary_tables::{Table, TableError, TablesConfig, TablesMetrics};
+use tributary_tables::store::{ScanBounds, Store};
+use tributary_tables::{KeyRange, Table, TableError, TablesConfig, TablesMetrics};
 
 /// Partitions of the `split` table an instance holds, and whether all are ready.
 async fn held(instance: &Instance) -> (Vec<i32>, bool) {
@@ -136,7 +136,7 @@ async fn differences(
             other => diffs.push(format!("id {id}: expected {row}, got {other:?}")),
         }
     }
-    let all = table.scan(&Json::Null, 1_000_000).await.unwrap();
+    let all = table.scan(&KeyRange::all(), 1_000_000).await.unwrap();
     if all.len() != expected.len() {
         diffs.push(format!(
             "table has {} rows, source {}",
@@ -360,7 +360,10 @@ async fn sigkill_during_apply_reconsumes_at_most_one_batch() {
     let store = Store::open_read_only(data.path()).unwrap();
     let mut rows = 0;
     for p in 0..3 {
-        for (_, raw) in store.scan_prefix("kv", p, b"", usize::MAX).unwrap() {
+        for (_, raw) in store
+            .scan("kv", p, &ScanBounds::default(), usize::MAX)
+            .unwrap()
+        {
             let row: Json = serde_json::from_slice(&raw).unwrap();
             assert_eq!(row["v"], 1, "the last version wins: {row}");
             rows += 1;
@@ -506,11 +509,81 @@ async fn restore_from_a_checkpoint_plus_the_tail_equals_a_full_replay() {
         "the restored instance replays only the tail"
     );
     let (rows_b, rows_c) = (
-        b.table("t").scan(&Json::Null, 10_000).await.unwrap(),
-        c.table("t").scan(&Json::Null, 10_000).await.unwrap(),
+        b.table("t").scan(&KeyRange::all(), 10_000).await.unwrap(),
+        c.table("t").scan(&KeyRange::all(), 10_000).await.unwrap(),
     );
     assert_eq!(rows_b.len(), 2400);
     assert_eq!(rows_b, rows_c, "checkpoint + tail equals a full replay");
     b.stop().await;
     c.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn scans_by_key_prefix_and_range_over_a_composite_key() {
+    let topic = unique("composite");
+    create_topic(&topic, 3).await;
+    let records: Vec<(Json, Option<Vec<u8>>)> = ["eu", "us"]
+        .iter()
+        .flat_map(|region| {
+            (0..50).map(move |id| {
+                let key = json!({ "region": region, "id": id });
+                (
+                    key.clone(),
+                    Some(
+                        serde_json::to_vec(&json!({ "region": region, "id": id, "n": id * 2 }))
+                            .unwrap(),
+                    ),
+                )
+            })
+        })
+        .collect();
+    produce(&topic, 3, &records).await;
+    let dir = tempfile::tempdir().unwrap();
+    let instance = Instance::start(&tables_yaml(
+        dir.path(),
+        &unique("grp"),
+        &[("t", &topic, "global")],
+    ))
+    .await;
+    instance.wait_applied(100.0).await;
+    let table = instance.table("t");
+
+    let eu = table
+        .scan(&KeyRange::Prefix(json!({ "region": "eu" })), 1000)
+        .await
+        .unwrap();
+    let ids: Vec<i64> = eu.iter().map(|(k, _)| k["id"].as_i64().unwrap()).collect();
+    assert_eq!(ids, (0..50).collect::<Vec<_>>(), "one region, in key order");
+    assert!(
+        eu.iter()
+            .all(|(k, row)| k["region"] == "eu" && row["n"] == k["id"].as_i64().unwrap() * 2)
+    );
+
+    let range = KeyRange::Between {
+        from: Some(json!(["eu", 10])),
+        to: Some(json!(["eu", 20])),
+    };
+    let ids: Vec<i64> = table
+        .scan(&range, 1000)
+        .await
+        .unwrap()
+        .iter()
+        .map(|(k, _)| k["id"].as_i64().unwrap())
+        .collect();
+    assert_eq!(
+        ids,
+        (10..20).collect::<Vec<_>>(),
+        "from inclusive, to exclusive"
+    );
+
+    let limited = table.scan(&KeyRange::all(), 7).await.unwrap();
+    assert_eq!(limited.len(), 7);
+    assert_eq!(limited[0].0, json!({ "region": "eu", "id": 0 }));
+    let err = table
+        .scan(&KeyRange::Prefix(json!({ "id": 3 })), 10)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("leading key columns"), "{err}");
+    drop(table);
+    instance.stop().await;
 }

@@ -27,4 +27,4 @@ pub use config::TablesConfig;
 pub use error::TableError;
 pub use local_table::LocalTable;
 pub use metrics::TablesMetrics;
-pub use table::{Table, TableDescription};
+pub use table::{KeyRange, Table, TableDescription};

@@ -13,8 +13,9 @@ use prometheus_client::metrics::histogram::Histogram;
 
 use crate::metrics::{TableLabel, TablesMetrics};
 use crate::progress::Progress;
+use crate::store::ScanBounds;
 use crate::store::Store;
-use crate::table::{PartitionState, Table, TableDescription};
+use crate::table::{KeyRange, PartitionState, Table, TableDescription};
 
 /// A materialized table held (in whole or in part) by this instance.
 pub struct LocalTable {
@@ -184,19 +185,33 @@ impl Table for LocalTable {
         self.lookup(key, |raw| self.parse_row(raw))?.transpose()
     }
 
-    async fn scan(&self, prefix: &Value, limit: usize) -> Result<Vec<(Value, Value)>, TableError> {
+    async fn scan(
+        &self,
+        range: &KeyRange,
+        limit: usize,
+    ) -> Result<Vec<(Value, Value)>, TableError> {
         let Some(columns) = self.key_columns()? else {
             return Ok(Vec::new());
         };
-        let values = self.key_values(columns, prefix, false)?;
-        let encoded = key_codec::encode(&values).map_err(|e| self.bad_key(e))?;
+        let encode = |bound: &Value| -> Result<Vec<u8>, TableError> {
+            let values = self.key_values(columns, bound, false)?;
+            key_codec::encode(&values).map_err(|e| self.bad_key(e))
+        };
+        let bounds = match range {
+            KeyRange::Prefix(prefix) => ScanBounds {
+                prefix: encode(prefix)?,
+                ..ScanBounds::default()
+            },
+            KeyRange::Between { from, to } => ScanBounds {
+                prefix: Vec::new(),
+                from: from.as_ref().map(encode).transpose()?.unwrap_or_default(),
+                to: to.as_ref().map(encode).transpose()?,
+            },
+        };
         // Keys are spread over partitions by hash: merge the held partitions in key order.
         let mut rows = Vec::new();
         for (partition, _) in self.progress.of_table(&self.name) {
-            rows.extend(
-                self.store
-                    .scan_prefix(&self.name, partition, &encoded, limit)?,
-            );
+            rows.extend(self.store.scan(&self.name, partition, &bounds, limit)?);
         }
         rows.sort_by(|a, b| a.0.cmp(&b.0));
         rows.truncate(limit);

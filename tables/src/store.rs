@@ -34,6 +34,18 @@ pub struct Store {
     partitions: Mutex<BTreeMap<String, BTreeSet<i32>>>,
 }
 
+/// Which encoded keys a scan visits: those starting with `prefix`, from `from`
+/// (inclusive) up to `to` (exclusive).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ScanBounds {
+    /// Every visited key starts with these bytes (empty: any).
+    pub prefix: Vec<u8>,
+    /// First key visited (empty: the first row).
+    pub from: Vec<u8>,
+    /// First key not visited (`None`: no end).
+    pub to: Option<Vec<u8>>,
+}
+
 /// An encoded key and its stored row bytes.
 pub type StoredRow = (Vec<u8>, Vec<u8>);
 
@@ -196,29 +208,30 @@ impl Store {
         self.get_with(table, partition, key, <[u8]>::to_vec)
     }
 
-    /// Up to `limit` rows of a partition whose key starts with `prefix`, in key order.
-    pub fn scan_prefix(
+    /// Up to `limit` rows of a partition within `bounds`, in key order.
+    pub fn scan(
         &self,
         table: &str,
         partition: i32,
-        prefix: &[u8],
+        bounds: &ScanBounds,
         limit: usize,
     ) -> Result<Vec<StoredRow>, TableError> {
         let Some(cf) = self.cf(table, partition) else {
             return Ok(Vec::new());
         };
-        let start = if prefix.is_empty() {
-            &[0x01][..]
-        } else {
-            prefix
-        };
+        // Rows start at 0x01: metadata keys (0x00…) are never visited.
+        let start = [&[0x01][..], &bounds.prefix, &bounds.from]
+            .into_iter()
+            .max()
+            .expect("three candidates");
         let mut rows = Vec::new();
         for item in self
             .db
             .iterator_cf(&cf, IteratorMode::From(start, rocksdb::Direction::Forward))
         {
             let (key, value) = item?;
-            if !key.starts_with(prefix) || rows.len() >= limit {
+            let past_end = bounds.to.as_deref().is_some_and(|to| &key[..] >= to);
+            if !key.starts_with(&bounds.prefix) || past_end || rows.len() >= limit {
                 break;
             }
             rows.push((key.to_vec(), value.to_vec()));
@@ -378,8 +391,31 @@ mod tests {
             store.get("users", 2, b"\x06k2\x00\x01").unwrap().unwrap(),
             b"{\"a\":2}"
         );
-        let rows = store.scan_prefix("users", 2, b"", 10).unwrap();
+        let rows = store.scan("users", 2, &ScanBounds::default(), 10).unwrap();
         assert_eq!(rows.len(), 1, "metadata keys are not rows");
+        let mut batch = store.batch();
+        for k in [b"\x06a\x00\x01", b"\x06b\x00\x01", b"\x06c\x00\x01"] {
+            batch.upsert("users", 2, k, b"{}").unwrap();
+        }
+        batch.commit().unwrap();
+        let bounds = ScanBounds {
+            from: b"\x06b".to_vec(),
+            to: Some(b"\x06k".to_vec()),
+            ..ScanBounds::default()
+        };
+        let keys: Vec<Vec<u8>> = store
+            .scan("users", 2, &bounds, 10)
+            .unwrap()
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect();
+        assert_eq!(
+            keys,
+            [b"\x06b\x00\x01".to_vec(), b"\x06c\x00\x01".to_vec()],
+            "from is inclusive, to exclusive"
+        );
+        let limited = store.scan("users", 2, &ScanBounds::default(), 2).unwrap();
+        assert_eq!(limited.len(), 2);
         drop(store);
         let read_only = Store::open_read_only(dir.path()).unwrap();
         assert_eq!(read_only.stored_offset("users", 2).unwrap(), Some(42));

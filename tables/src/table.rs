@@ -42,6 +42,28 @@ pub struct TableDescription {
     pub partitions: Vec<PartitionState>,
 }
 
+/// Which rows a scan returns. Bounds are leading key values, given like keys:
+/// an object of leading key columns, an array of leading values, or a bare value.
+#[derive(Debug, Clone, PartialEq)]
+pub enum KeyRange {
+    /// Rows whose leading key columns equal these values (`null`: every row).
+    Prefix(Value),
+    /// Rows with `from <= key < to` in key order (`None`: unbounded).
+    Between {
+        /// Lower bound, inclusive.
+        from: Option<Value>,
+        /// Upper bound, exclusive.
+        to: Option<Value>,
+    },
+}
+
+impl KeyRange {
+    /// Every row.
+    pub fn all() -> Self {
+        KeyRange::Prefix(Value::Null)
+    }
+}
+
 /// A table rows can be looked up in.
 #[async_trait]
 pub trait Table: Send + Sync {
@@ -60,9 +82,9 @@ pub trait Table: Send + Sync {
         Ok(rows)
     }
 
-    /// Up to `limit` `(key, row)` pairs whose leading key columns equal `prefix`
-    /// (an object or array of leading key values; `null` scans everything), in key order.
-    async fn scan(&self, prefix: &Value, limit: usize) -> Result<Vec<(Value, Value)>, TableError>;
+    /// Up to `limit` `(key, row)` pairs within `range`, in key order.
+    async fn scan(&self, range: &KeyRange, limit: usize)
+    -> Result<Vec<(Value, Value)>, TableError>;
 
     /// What the table holds and how far it has got.
     async fn describe(&self) -> TableDescription;
