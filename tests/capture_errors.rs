@@ -267,3 +267,106 @@ async fn a_start_position_inside_a_transaction_is_refused() {
         .await
         .unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_purged_position_is_named_and_when_needed_resnapshots() {
+    let server =
+        tokio::task::spawn_blocking(|| PrivateMariaDb::start(&["--binlog-row-metadata=FULL"]))
+            .await
+            .unwrap();
+    let mut conn = server.root_conn().await;
+    conn.query_drop("CREATE DATABASE shop; CREATE TABLE shop.t (id INT PRIMARY KEY); INSERT INTO shop.t VALUES (1), (2)")
+        .await
+        .unwrap();
+    let setup = CaptureSetup::new("shop", "").with_snapshot(100);
+    let yaml = setup.yaml().replace(
+        &format!("port: {}", mysql_host_port().1),
+        &format!("port: {}", server.port),
+    );
+    let topic = setup.topic("t");
+
+    // Capture, stop gracefully (the position is stored), then purge the binlog past it.
+    let capture = CaptureProcess::start(&yaml);
+    conn.query_drop("INSERT INTO shop.t VALUES (3)")
+        .await
+        .unwrap();
+    assert_eq!(
+        read_topic(&topic, Duration::from_secs(60), |r| r.len() >= 3)
+            .await
+            .len(),
+        3
+    );
+    let (ok, log) = tokio::task::spawn_blocking(move || capture.terminate(Duration::from_secs(30)))
+        .await
+        .unwrap();
+    assert!(ok, "{log}");
+    conn.query_drop("INSERT INTO shop.t VALUES (4); FLUSH BINARY LOGS")
+        .await
+        .unwrap();
+    let status: mysql_async::Row = conn
+        .query_first("SHOW MASTER STATUS")
+        .await
+        .unwrap()
+        .unwrap();
+    let newest: String = status.get(0).unwrap();
+    // A binlog still in use is not purged: the stopped capture's dump thread may
+    // linger until it notices the closed socket, and MariaDB keeps a file until its
+    // binlog checkpoint is written. Retry until only the newest file is left.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let dumps: Vec<u64> = conn
+            .query("SELECT ID FROM information_schema.PROCESSLIST WHERE COMMAND = 'Binlog Dump'")
+            .await
+            .unwrap();
+        for id in dumps {
+            conn.query_drop(format!("KILL {id}")).await.ok();
+        }
+        conn.query_drop(format!("PURGE BINARY LOGS TO '{newest}'"))
+            .await
+            .unwrap();
+        let logs: Vec<mysql_async::Row> = conn.query("SHOW BINARY LOGS").await.unwrap();
+        if logs.len() == 1 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "older binlogs were never purged"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    let never = yaml.replace("mode: initial", "mode: never");
+    tokio::task::spawn_blocking(move || {
+        capture_fails_with(&never, "is no longer available on the server")
+    })
+    .await
+    .unwrap();
+
+    let _capture = CaptureProcess::start(&yaml.replace("mode: initial", "mode: when_needed"));
+    conn.query_drop("INSERT INTO shop.t VALUES (5)")
+        .await
+        .unwrap();
+    let records = read_topic(&topic, Duration::from_secs(60), |r| {
+        let ids: std::collections::BTreeSet<i64> =
+            r.iter().filter_map(|r| r.key["id"].as_i64()).collect();
+        ids.len() == 5
+    })
+    .await;
+    let ids: std::collections::BTreeSet<i64> = records
+        .iter()
+        .filter_map(|r| r.key["id"].as_i64())
+        .collect();
+    assert_eq!(
+        ids,
+        (1..=5).collect(),
+        "the new snapshot recovers row 4, lost with the purged binlog, and streaming goes on"
+    );
+    let row4 = records
+        .iter()
+        .find(|r| r.key["id"] == 4)
+        .unwrap()
+        .value
+        .as_ref()
+        .unwrap();
+    assert_eq!(row4["op"], "r", "row 4 comes from the new snapshot");
+}

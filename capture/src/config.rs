@@ -94,6 +94,8 @@ pub enum SnapshotMode {
     Never,
     /// Snapshot when no position is stored, then stop.
     InitialOnly,
+    /// Like `initial`, and snapshot again when the stored position is no longer in the binlog.
+    WhenNeeded,
 }
 
 /// The initial snapshot.

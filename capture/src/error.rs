@@ -26,7 +26,7 @@ pub enum CaptureError {
     },
     /// The stored position is no longer in the server's binlog.
     #[error(
-        "binlog position {position} is no longer available on the server ({detail}); events after it are lost to this capture. Recover by re-snapshotting: delete the stored position (topic `{offsets_topic}`) and restart with `source.start: latest`, then re-read the tables (snapshot)"
+        "binlog position {position} is no longer available on the server ({detail}); the changes after it are lost to this capture. Recover with a new snapshot: set snapshot.mode: when_needed and restart (it re-reads the tables and continues from there), or delete the stored position (topic `{offsets_topic}`) and restart with snapshot.mode: initial"
     )]
     PositionLost {
         /// The position capture tried to resume from.

@@ -47,14 +47,23 @@ pub async fn run(
     shutdown: CancellationToken,
 ) -> Result<(), CaptureError> {
     let mut delay = Duration::from_millis(250);
+    let mut resnapshot = false;
     loop {
         let mut progressed = false;
-        match run_once(&config, &metrics, &shutdown, &mut progressed).await {
+        match run_once(&config, &metrics, &shutdown, resnapshot, &mut progressed).await {
             Ok(()) => return Ok(()),
+            Err(e @ CaptureError::PositionLost { .. })
+                if config.snapshot.mode == SnapshotMode::WhenNeeded && !resnapshot =>
+            {
+                metrics.error(error_kind(&e));
+                warn!(error = %e, "snapshot.mode is when_needed: taking a new snapshot");
+                resnapshot = true;
+            }
             Err(e) if e.is_transient() && !shutdown.is_cancelled() => {
                 metrics.error(error_kind(&e));
                 if progressed {
                     delay = Duration::from_millis(250);
+                    resnapshot = false; // the new snapshot's position has been committed since
                 }
                 warn!(error = %e, retry_in = ?delay, "capture interrupted; reconnecting");
                 tokio::select! {
@@ -85,10 +94,16 @@ async fn run_once(
     config: &CaptureConfig,
     metrics: &CaptureMetrics,
     shutdown: &CancellationToken,
+    resnapshot: bool,
     progressed: &mut bool,
 ) -> Result<(), CaptureError> {
     let mut writer = KafkaWriter::connect(config, metrics.clone()).await?;
-    let stored = writer.position_store().load().await?;
+    // A lost position is replaced by a new snapshot's (snapshot.mode: when_needed).
+    let stored = if resnapshot {
+        None
+    } else {
+        writer.position_store().load().await?
+    };
     let mut conn = source::connect(&config.source).await?;
     let info = source::preflight(&mut conn).await?;
     drop(conn);
