@@ -658,3 +658,83 @@ async fn resumes_after_a_graceful_stop_across_a_binlog_rotation_without_duplicat
     ids.sort();
     assert_eq!(ids, [1, 2, 3, 4, 5, 6], "{records:?}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn schema_changes_mid_stream_are_recorded_and_later_rows_take_the_new_shape() {
+    let mut conn = root_conn().await;
+    let db = create_db(&mut conn, "ddl").await;
+    conn.query_drop(format!("CREATE TABLE `{db}`.t (id INT PRIMARY KEY, a INT)"))
+        .await
+        .unwrap();
+    let setup = CaptureSetup::new(&db, &gtid_now(&mut conn).await);
+    let _capture = CaptureProcess::start(&setup.yaml());
+    let statements = [
+        format!("INSERT INTO `{db}`.t VALUES (1, 10)"),
+        format!("ALTER TABLE `{db}`.t ADD COLUMN b VARCHAR(10) DEFAULT 'x'"),
+        format!("INSERT INTO `{db}`.t VALUES (2, 20, 'y')"),
+        format!("ALTER TABLE `{db}`.t DROP COLUMN a"),
+        format!("INSERT INTO `{db}`.t VALUES (3, 'z')"),
+        format!("RENAME TABLE `{db}`.t TO `{db}`.t2"),
+        format!("INSERT INTO `{db}`.t2 VALUES (4, 'w')"),
+    ];
+    for sql in &statements {
+        conn.query_drop(sql).await.unwrap();
+    }
+    let t = read_topic(&setup.topic("t"), WAIT, |r| r.len() >= 3).await;
+    let after = |records: &[Record], id: i64| {
+        records
+            .iter()
+            .find(|r| r.key["id"] == id)
+            .unwrap()
+            .value
+            .as_ref()
+            .unwrap()["after"]
+            .clone()
+    };
+    assert_eq!(after(&t, 1), json!({ "id": 1, "a": 10 }));
+    assert_eq!(after(&t, 2), json!({ "id": 2, "a": 20, "b": "y" }));
+    assert_eq!(after(&t, 3), json!({ "id": 3, "b": "z" }));
+    let t2 = read_topic(&setup.topic("t2"), WAIT, |r| !r.is_empty()).await;
+    assert_eq!(
+        after(&t2, 4),
+        json!({ "id": 4, "b": "w" }),
+        "a renamed table is captured under its new name"
+    );
+
+    let history_topic = format!("{}.schema-history", setup.server_name);
+    let ddl_of = |r: &Record| {
+        r.value.as_ref().unwrap()["ddl"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let history = read_topic(&history_topic, WAIT, move |r| {
+        r.iter()
+            .filter(|r| ddl_of(r).contains("RENAME TABLE"))
+            .count()
+            >= 1
+    })
+    .await;
+    let ours: Vec<&Json> = history
+        .iter()
+        .filter_map(|r| r.value.as_ref())
+        .filter(|v| v["ddl"].as_str().unwrap().contains(&db))
+        .collect();
+    let ddls: Vec<&str> = ours.iter().map(|v| v["ddl"].as_str().unwrap()).collect();
+    assert_eq!(
+        ddls,
+        [
+            statements[1].as_str(),
+            statements[3].as_str(),
+            statements[5].as_str()
+        ],
+        "every DDL, in order"
+    );
+    for v in ours {
+        assert!(
+            v["position"]["pos"].as_u64().unwrap() > 0
+                && v["position"]["gtid"].as_str().unwrap().starts_with("0-1-"),
+            "{v}"
+        );
+    }
+}

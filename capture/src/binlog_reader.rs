@@ -32,6 +32,19 @@ pub enum ReaderItem {
     Change(Box<ChangeEvent>),
     /// A transaction committed: everything before this is complete, resume from here.
     Commit(BinlogPosition),
+    /// A DDL statement, for the schema-history topic.
+    SchemaChange(SchemaChange),
+}
+
+/// A DDL statement and where it is in the binlog.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SchemaChange {
+    /// The statement's default database (may be empty).
+    pub db: String,
+    /// The statement as the server logged it.
+    pub ddl: String,
+    /// Binlog file, position after the statement, and its GTID.
+    pub position: BinlogPosition,
 }
 
 /// MariaDB event types that mysql_common does not decode.
@@ -211,6 +224,19 @@ impl BinlogReader {
                 } else {
                     // DDL: schemas come from the next TABLE_MAP; drop the fallback cache.
                     self.tables.clear();
+                    let db = query.schema().into_owned();
+                    if self.filter.records_ddl_of(&db) {
+                        self.out.push_back(ReaderItem::SchemaChange(SchemaChange {
+                            db,
+                            ddl: sql.to_owned(),
+                            position: BinlogPosition {
+                                file: self.file.clone(),
+                                pos: u64::from(header.log_pos()),
+                                gtid: self.pending_gtid.map(|(d, s, n)| format!("{d}-{s}-{n}")),
+                                ts_ms: i64::from(header.timestamp()) * 1000,
+                            },
+                        }));
+                    }
                     if self.trx.as_ref().is_none_or(|t| t.standalone) {
                         self.commit(&event);
                     }

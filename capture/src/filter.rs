@@ -34,6 +34,16 @@ impl TableFilter {
         }
     }
 
+    /// Whether a DDL statement run with default database `db` goes to the schema history:
+    /// when `db` may hold captured tables, or is empty (statements that name their tables).
+    pub fn records_ddl_of(&self, db: &str) -> bool {
+        let any = |rules: &[Regex]| rules.iter().any(|r| r.is_match(db));
+        db.is_empty()
+            || (!SYSTEM_SCHEMAS.contains(&db)
+                && (self.include_dbs.is_empty() || any(&self.include_dbs))
+                && !any(&self.exclude_dbs))
+    }
+
     /// Whether changes to `db.table` are captured.
     pub fn captures(&self, db: &str, table: &str) -> bool {
         if SYSTEM_SCHEMAS.contains(&db) {
@@ -76,5 +86,7 @@ mod tests {
         let all = TableFilter::new(&Patterns::default(), &Patterns::default());
         assert!(all.captures("anything", "t"));
         assert!(!all.captures("information_schema", "TABLES"));
+        assert!(f.records_ddl_of("shop") && f.records_ddl_of(""));
+        assert!(!f.records_ddl_of("other") && !f.records_ddl_of("mysql"));
     }
 }

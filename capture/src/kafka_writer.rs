@@ -22,6 +22,7 @@ use tributary_proto::debezium_json::{encode_key, encode_value};
 use tributary_proto::partition::partition_for_key;
 use tributary_proto::{ChangeEvent, Op};
 
+use crate::binlog_reader::SchemaChange;
 use crate::config::{CaptureConfig, KafkaConfig, TopicsConfig};
 use crate::error::CaptureError;
 use crate::metrics::{CaptureMetrics, TableLabel};
@@ -53,6 +54,8 @@ pub struct KafkaWriter {
     acker: JoinHandle<Result<(), CaptureError>>,
     store: PositionStore,
     metrics: CaptureMetrics,
+    history_topic: String,
+    history_ready: bool,
 }
 
 /// The librdkafka producer settings capture uses.
@@ -97,9 +100,11 @@ impl KafkaWriter {
             )),
             store,
             metrics,
+            history_topic: format!("{}.schema-history", config.server_name),
+            history_ready: false,
         };
         writer
-            .ensure_topic(&offsets_topic(&config.server_name), 1)
+            .ensure_topic(&offsets_topic(&config.server_name), 1, "compact")
             .await?;
         Ok(writer)
     }
@@ -114,7 +119,9 @@ impl KafkaWriter {
         let table_key = (event.source.db.clone(), event.source.table.clone());
         if !self.topics.contains_key(&table_key) {
             let name = topic_name(&self.server_name, &event.source.db, &event.source.table);
-            let partitions = self.ensure_topic(&name, self.topics_cfg.partitions).await?;
+            let partitions = self
+                .ensure_topic(&name, self.topics_cfg.partitions, "compact")
+                .await?;
             let label = TableLabel {
                 table: format!("{}.{}", event.source.db, event.source.table),
             };
@@ -149,6 +156,31 @@ impl KafkaWriter {
         }
         self.metrics.events.get_or_create(&topic.label).inc();
         Ok(())
+    }
+
+    /// Appends a DDL statement to `<server_name>.schema-history` (kept forever, one partition).
+    pub async fn send_schema_change(&mut self, change: &SchemaChange) -> Result<(), CaptureError> {
+        if !self.history_ready {
+            self.ensure_topic(&self.history_topic.clone(), 1, "delete")
+                .await?;
+            self.history_ready = true;
+        }
+        let key =
+            serde_json::to_vec(&serde_json::json!({ "server": self.server_name })).expect("json");
+        let value = serde_json::to_vec(&serde_json::json!({
+            "source": { "server": self.server_name },
+            "position": { "file": change.position.file, "pos": change.position.pos, "gtid": change.position.gtid },
+            "ts_ms": change.position.ts_ms,
+            "databaseName": change.db,
+            "ddl": change.ddl,
+        }))
+        .expect("json");
+        let record = FutureRecord::to(&self.history_topic)
+            .key(key.as_slice())
+            .payload(value.as_slice())
+            .partition(0);
+        let delivery = self.produce(record).await?;
+        self.queue(Pending::Delivery(delivery)).await
     }
 
     /// Marks a committed transaction: `position` is stored once everything before it is acknowledged.
@@ -198,14 +230,22 @@ impl KafkaWriter {
         Ok(())
     }
 
-    /// Creates `name` (compacted) if missing; returns its partition count.
-    async fn ensure_topic(&mut self, name: &str, partitions: u32) -> Result<u32, CaptureError> {
+    /// Creates `name` with `cleanup.policy` = `cleanup` if missing; returns its partition count.
+    async fn ensure_topic(
+        &mut self,
+        name: &str,
+        partitions: u32,
+        cleanup: &str,
+    ) -> Result<u32, CaptureError> {
         let mut topic = NewTopic::new(
             name,
             partitions as i32,
             TopicReplication::Fixed(i32::from(self.topics_cfg.replication_factor)),
         )
-        .set("cleanup.policy", "compact");
+        .set("cleanup.policy", cleanup);
+        if cleanup == "delete" {
+            topic = topic.set("retention.ms", "-1");
+        }
         for (k, v) in &self.topics_cfg.config {
             topic = topic.set(k, v);
         }

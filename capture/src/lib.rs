@@ -168,6 +168,7 @@ async fn stream(
                 let lag = (event.ts_ms - event.source.ts_ms).max(0) as f64 / 1000.0;
                 metrics.last_event_lag_seconds.set(lag);
             }
+            Some(ReaderItem::SchemaChange(change)) => writer.send_schema_change(&change).await?,
             Some(ReaderItem::Commit(position)) => {
                 writer.commit(position).await?;
                 *progressed = true;
