@@ -370,3 +370,52 @@ async fn a_purged_position_is_named_and_when_needed_resnapshots() {
         .unwrap();
     assert_eq!(row4["op"], "r", "row 4 comes from the new snapshot");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn capture_resumes_by_itself_after_the_database_crashes() {
+    let mut server = tokio::task::spawn_blocking(|| PrivateMariaDb::start(&[]))
+        .await
+        .unwrap();
+    let mut conn = server.root_conn().await;
+    conn.query_drop("CREATE DATABASE shop; CREATE TABLE shop.t (id INT PRIMARY KEY)")
+        .await
+        .unwrap();
+    let setup = CaptureSetup::new("shop", "").with_snapshot(100);
+    let yaml = setup.yaml().replace(
+        &format!("port: {}", mysql_host_port().1),
+        &format!("port: {}", server.port),
+    );
+    let capture = CaptureProcess::start(&yaml);
+    let topic = setup.topic("t");
+    conn.query_drop("INSERT INTO shop.t VALUES (1)")
+        .await
+        .unwrap();
+    assert_eq!(
+        read_topic(&topic, Duration::from_secs(60), |r| !r.is_empty())
+            .await
+            .len(),
+        1
+    );
+    drop(conn);
+
+    let server = tokio::task::spawn_blocking(move || {
+        server.crash_and_restart(Duration::from_secs(2));
+        server
+    })
+    .await
+    .unwrap();
+    let mut conn = server.root_conn().await;
+    conn.query_drop("INSERT INTO shop.t VALUES (2), (3)")
+        .await
+        .unwrap();
+    let records = read_topic(&topic, Duration::from_secs(60), |r| r.len() >= 3).await;
+    let ids: std::collections::BTreeSet<i64> = records
+        .iter()
+        .filter_map(|r| r.key["id"].as_i64())
+        .collect();
+    assert_eq!(ids, [1, 2, 3].into(), "log:\n{}", capture.log());
+    assert!(
+        capture.log().contains("reconnecting"),
+        "the loss was noticed and retried"
+    );
+}

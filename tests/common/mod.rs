@@ -366,6 +366,7 @@ impl Drop for PrivateBroker {
 pub struct PrivateMariaDb {
     dir: PathBuf,
     child: Child,
+    args: Vec<String>,
     pub port: u16,
 }
 
@@ -380,7 +381,6 @@ impl PrivateMariaDb {
     pub fn start_on(port: u16, args: &[&str]) -> Self {
         let dir = std::env::temp_dir().join(unique("tributary-mariadb"));
         std::fs::create_dir_all(&dir).unwrap();
-        let data = dir.join("data");
         let status = Command::new("mariadb-install-db")
             .args([
                 "--no-defaults",
@@ -388,14 +388,32 @@ impl PrivateMariaDb {
                 "--auth-root-authentication-method=normal",
                 "--skip-test-db",
             ])
-            .arg(format!("--datadir={}", data.display()))
+            .arg(format!("--datadir={}", dir.join("data").display()))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .status()
             .unwrap();
         assert!(status.success(), "mariadb-install-db failed");
-        let socket = dir.join("mysqld.sock");
-        let child = Command::new("mariadbd")
+        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        let child = Self::spawn(&dir, port, &args);
+        let server = PrivateMariaDb {
+            dir,
+            child,
+            args,
+            port,
+        };
+        server.wait_until_up(
+            "CREATE USER IF NOT EXISTS 'root'@'127.0.0.1' IDENTIFIED BY ''; \
+             GRANT ALL ON *.* TO 'root'@'127.0.0.1' WITH GRANT OPTION; \
+             CREATE USER IF NOT EXISTS 'tributary'@'127.0.0.1' IDENTIFIED BY 'tributary'; \
+             GRANT SELECT, RELOAD, REPLICATION SLAVE, BINLOG MONITOR ON *.* TO 'tributary'@'127.0.0.1';",
+        );
+        server
+    }
+
+    fn spawn(dir: &std::path::Path, port: u16, args: &[String]) -> Child {
+        let data = dir.join("data");
+        Command::new("mariadbd")
             .args([
                 "--no-defaults",
                 "--user=root",
@@ -403,7 +421,7 @@ impl PrivateMariaDb {
                 "--server-id=1",
             ])
             .arg(format!("--datadir={}", data.display()))
-            .arg(format!("--socket={}", socket.display()))
+            .arg(format!("--socket={}", dir.join("mysqld.sock").display()))
             .arg(format!("--port={port}"))
             .arg(format!("--log-bin={}", data.join("binlog").display()))
             .arg(format!("--log-error={}", dir.join("mysqld.err").display()))
@@ -416,21 +434,23 @@ impl PrivateMariaDb {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .unwrap();
-        let server = PrivateMariaDb { dir, child, port };
+            .unwrap()
+    }
+
+    /// Runs `sql` over the socket once the server answers.
+    fn wait_until_up(&self, sql: &str) {
         let deadline = Instant::now() + Duration::from_secs(30);
-        let sql = "CREATE USER IF NOT EXISTS 'root'@'127.0.0.1' IDENTIFIED BY ''; \
-                   GRANT ALL ON *.* TO 'root'@'127.0.0.1' WITH GRANT OPTION; \
-                   CREATE USER IF NOT EXISTS 'tributary'@'127.0.0.1' IDENTIFIED BY 'tributary'; \
-                   GRANT SELECT, RELOAD, REPLICATION SLAVE, BINLOG MONITOR ON *.* TO 'tributary'@'127.0.0.1';";
         loop {
             let out = Command::new("mariadb")
                 .args(["--no-defaults", "-uroot", "-e", sql])
-                .arg(format!("--socket={}", socket.display()))
+                .arg(format!(
+                    "--socket={}",
+                    self.dir.join("mysqld.sock").display()
+                ))
                 .output()
                 .unwrap();
             if out.status.success() {
-                return server;
+                return;
             }
             assert!(
                 Instant::now() < deadline,
@@ -439,6 +459,16 @@ impl PrivateMariaDb {
             );
             std::thread::sleep(Duration::from_millis(200));
         }
+    }
+
+    /// Kills the server (no clean shutdown), leaves it down for `down`, then starts it
+    /// again on the same data and port.
+    pub fn crash_and_restart(&mut self, down: Duration) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+        std::thread::sleep(down);
+        self.child = Self::spawn(&self.dir, self.port, &self.args);
+        self.wait_until_up("SELECT 1");
     }
 
     /// A root connection to this server, session time zone UTC.
