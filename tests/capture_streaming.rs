@@ -738,3 +738,47 @@ async fn schema_changes_mid_stream_are_recorded_and_later_rows_take_the_new_shap
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_idle_source_sends_heartbeats_with_its_position() {
+    let server = tokio::task::spawn_blocking(|| PrivateMariaDb::start(&[]))
+        .await
+        .unwrap();
+    let mut conn = server.root_conn().await;
+    conn.query_drop("CREATE DATABASE shop; CREATE TABLE shop.t (id INT PRIMARY KEY)")
+        .await
+        .unwrap();
+    let setup = CaptureSetup::new("shop", "").with_snapshot(100);
+    let yaml = setup
+        .yaml()
+        .replace(
+            &format!("port: {}", mysql_host_port().1),
+            &format!("port: {}", server.port),
+        )
+        .replace(
+            &format!("server_id: {}", setup.server_id),
+            &format!("server_id: {}, heartbeat_s: 1", setup.server_id),
+        );
+    let capture = CaptureProcess::start(&yaml);
+    // Nothing happens on the source; heartbeats still arrive, each with the current position.
+    let topic = format!("{}.heartbeat", setup.server_name);
+    let beats = read_topic(&topic, Duration::from_secs(30), |r| r.len() >= 2).await;
+    assert!(
+        beats.len() >= 2,
+        "heartbeats while idle; log:\n{}",
+        capture.log()
+    );
+    let (file, _): (String, u64) = {
+        let status: mysql_async::Row = conn
+            .query_first("SHOW MASTER STATUS")
+            .await
+            .unwrap()
+            .unwrap();
+        (status.get(0).unwrap(), status.get(1).unwrap())
+    };
+    for beat in &beats {
+        let value = beat.value.as_ref().unwrap();
+        assert_eq!(value["position"]["file"], file.as_str());
+        assert!(value["position"]["pos"].as_u64().unwrap() > 4, "{value}");
+    }
+}

@@ -34,6 +34,8 @@ pub enum ReaderItem {
     Commit(BinlogPosition),
     /// A DDL statement, for the schema-history topic.
     SchemaChange(SchemaChange),
+    /// The server is idle; the position between transactions, for the heartbeat topic.
+    Heartbeat(BinlogPosition),
 }
 
 /// A DDL statement and where it is in the binlog.
@@ -243,6 +245,14 @@ impl BinlogReader {
                 }
             }
             EventData::XidEvent(_) => self.commit(&event),
+            EventData::HeartbeatEvent if self.trx.is_none() => {
+                self.out.push_back(ReaderItem::Heartbeat(BinlogPosition {
+                    file: self.file.clone(),
+                    pos: u64::from(header.log_pos()),
+                    gtid: (!self.gtid.is_empty()).then(|| self.gtid.to_string()),
+                    ts_ms: now_ms(),
+                }));
+            }
             EventData::TableMapEvent(tme) => {
                 let table_id = tme.table_id();
                 let same = self

@@ -54,8 +54,37 @@ pub struct KafkaWriter {
     acker: JoinHandle<Result<(), CaptureError>>,
     store: PositionStore,
     metrics: CaptureMetrics,
-    history_topic: String,
-    history_ready: bool,
+    /// Bits of the [`SideTopic`]s already created.
+    side_topics_ready: u8,
+}
+
+/// Topics capture writes besides the change topics.
+#[derive(Clone, Copy)]
+enum SideTopic {
+    /// Every DDL statement with its position, kept forever.
+    SchemaHistory,
+    /// Liveness and position while the source is idle; only the latest matters.
+    Heartbeat,
+}
+
+impl SideTopic {
+    fn name(self, server_name: &str) -> String {
+        match self {
+            SideTopic::SchemaHistory => format!("{server_name}.schema-history"),
+            SideTopic::Heartbeat => format!("{server_name}.heartbeat"),
+        }
+    }
+
+    fn cleanup_policy(self) -> &'static str {
+        match self {
+            SideTopic::SchemaHistory => "delete",
+            SideTopic::Heartbeat => "compact",
+        }
+    }
+
+    fn bit(self) -> u8 {
+        1 << self as u8
+    }
 }
 
 /// The librdkafka producer settings capture uses.
@@ -100,8 +129,7 @@ impl KafkaWriter {
             )),
             store,
             metrics,
-            history_topic: format!("{}.schema-history", config.server_name),
-            history_ready: false,
+            side_topics_ready: 0,
         };
         writer
             .ensure_topic(&offsets_topic(&config.server_name), 1, "compact")
@@ -160,22 +188,43 @@ impl KafkaWriter {
 
     /// Appends a DDL statement to `<server_name>.schema-history` (kept forever, one partition).
     pub async fn send_schema_change(&mut self, change: &SchemaChange) -> Result<(), CaptureError> {
-        if !self.history_ready {
-            self.ensure_topic(&self.history_topic.clone(), 1, "delete")
-                .await?;
-            self.history_ready = true;
-        }
-        let key =
-            serde_json::to_vec(&serde_json::json!({ "server": self.server_name })).expect("json");
-        let value = serde_json::to_vec(&serde_json::json!({
+        let value = serde_json::json!({
             "source": { "server": self.server_name },
             "position": { "file": change.position.file, "pos": change.position.pos, "gtid": change.position.gtid },
             "ts_ms": change.position.ts_ms,
             "databaseName": change.db,
             "ddl": change.ddl,
-        }))
-        .expect("json");
-        let record = FutureRecord::to(&self.history_topic)
+        });
+        self.send_to_side_topic(SideTopic::SchemaHistory, &value)
+            .await
+    }
+
+    /// Writes a heartbeat (`<server_name>.heartbeat`) and commits its position, so an idle
+    /// source still advances the stored position and consumers see capture is alive.
+    pub async fn send_heartbeat(&mut self, position: BinlogPosition) -> Result<(), CaptureError> {
+        let value = serde_json::json!({
+            "ts_ms": position.ts_ms,
+            "position": { "file": position.file, "pos": position.pos, "gtid": position.gtid },
+        });
+        self.send_to_side_topic(SideTopic::Heartbeat, &value)
+            .await?;
+        self.commit(position).await
+    }
+
+    async fn send_to_side_topic(
+        &mut self,
+        side: SideTopic,
+        value: &serde_json::Value,
+    ) -> Result<(), CaptureError> {
+        let topic = side.name(&self.server_name);
+        if self.side_topics_ready & side.bit() == 0 {
+            self.ensure_topic(&topic, 1, side.cleanup_policy()).await?;
+            self.side_topics_ready |= side.bit();
+        }
+        let key =
+            serde_json::to_vec(&serde_json::json!({ "server": self.server_name })).expect("json");
+        let value = serde_json::to_vec(value).expect("json");
+        let record = FutureRecord::to(&topic)
             .key(key.as_slice())
             .payload(value.as_slice())
             .partition(0);

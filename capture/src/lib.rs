@@ -169,6 +169,7 @@ async fn stream(
                 metrics.last_event_lag_seconds.set(lag);
             }
             Some(ReaderItem::SchemaChange(change)) => writer.send_schema_change(&change).await?,
+            Some(ReaderItem::Heartbeat(position)) => writer.send_heartbeat(position).await?,
             Some(ReaderItem::Commit(position)) => {
                 writer.commit(position).await?;
                 *progressed = true;
