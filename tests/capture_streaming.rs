@@ -782,3 +782,81 @@ async fn an_idle_source_sends_heartbeats_with_its_position() {
         assert!(value["position"]["pos"].as_u64().unwrap() > 4, "{value}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn exactly_once_commits_events_with_their_positions() {
+    let mut conn = root_conn().await;
+    let db = create_db(&mut conn, "eos").await;
+    conn.query_drop(format!("CREATE TABLE `{db}`.t (id INT PRIMARY KEY)"))
+        .await
+        .unwrap();
+    let mut setup = CaptureSetup::new(&db, &gtid_now(&mut conn).await);
+    setup.extra = "delivery: exactly_once\n".into();
+    let topic = setup.topic("t");
+    let capture = CaptureProcess::start(&setup.yaml());
+    conn.query_drop(format!("INSERT INTO `{db}`.t VALUES (1), (2)"))
+        .await
+        .unwrap();
+    conn.query_drop(format!("INSERT INTO `{db}`.t VALUES (3)"))
+        .await
+        .unwrap();
+    assert_eq!(
+        read_topic(&topic, WAIT, |r| r.len() >= 3).await.len(),
+        3,
+        "log:\n{}",
+        capture.log()
+    );
+    let (ok, log) = tokio::task::spawn_blocking(move || capture.terminate(Duration::from_secs(30)))
+        .await
+        .unwrap();
+    assert!(ok, "{log}");
+    conn.query_drop(format!("INSERT INTO `{db}`.t VALUES (4)"))
+        .await
+        .unwrap();
+    let _capture = CaptureProcess::start(&setup.yaml());
+    conn.query_drop(format!("INSERT INTO `{db}`.t VALUES (5)"))
+        .await
+        .unwrap();
+    let records = read_topic(&topic, WAIT, |r| r.len() >= 5).await;
+    let settled = read_topic(&topic, Duration::from_secs(3), |r| r.len() > 5).await;
+    let mut ids: Vec<i64> = settled
+        .iter()
+        .map(|r| r.key["id"].as_i64().unwrap())
+        .collect();
+    ids.sort();
+    assert_eq!(ids, [1, 2, 3, 4, 5], "each change once: {records:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_second_exactly_once_instance_fences_the_first() {
+    let mut conn = root_conn().await;
+    let db = create_db(&mut conn, "fence").await;
+    conn.query_drop(format!("CREATE TABLE `{db}`.t (id INT PRIMARY KEY)"))
+        .await
+        .unwrap();
+    let mut first = CaptureSetup::new(&db, &gtid_now(&mut conn).await);
+    first.extra = "delivery: exactly_once\n".into();
+    let topic = first.topic("t");
+    let a = CaptureProcess::start(&first.yaml());
+    conn.query_drop(format!("INSERT INTO `{db}`.t VALUES (1)"))
+        .await
+        .unwrap();
+    assert_eq!(read_topic(&topic, WAIT, |r| !r.is_empty()).await.len(), 1);
+    // The same datastream (server_name) started again, as a second replica.
+    let mut second = CaptureSetup::new(&db, &first.gtid);
+    second.server_name = first.server_name.clone();
+    second.extra = first.extra.clone();
+    let _b = CaptureProcess::start(&second.yaml());
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    conn.query_drop(format!("INSERT INTO `{db}`.t VALUES (2)"))
+        .await
+        .unwrap();
+    let (ok, log) = tokio::task::spawn_blocking(move || a.wait_exit(Duration::from_secs(60)))
+        .await
+        .unwrap();
+    assert!(!ok, "the fenced instance stops");
+    assert!(
+        log.contains("took over its Kafka transactions (fenced)"),
+        "log:\n{log}"
+    );
+}

@@ -46,6 +46,11 @@ pub enum CaptureError {
         /// What went wrong.
         detail: String,
     },
+    /// Another capture of the same datastream took over (`delivery: exactly_once`).
+    #[error(
+        "another capture instance of this datastream (same server_name) took over its Kafka transactions (fenced); only one may run at a time"
+    )]
+    Fenced,
     /// A database or broker cannot be reached (retried with backoff).
     #[error("{endpoint} is unreachable: {detail}")]
     Unreachable {
@@ -59,7 +64,7 @@ pub enum CaptureError {
     Database(#[from] mysql_async::Error),
     /// A Kafka operation failed (retried when transient).
     #[error("kafka: {0}")]
-    Kafka(#[from] rdkafka::error::KafkaError),
+    Kafka(rdkafka::error::KafkaError),
     /// A stored position could not be read back.
     #[error("stored position in topic {topic} is unreadable: {detail}")]
     BadStoredPosition {
@@ -75,6 +80,16 @@ impl From<tributary_proto::config_text::ConfigError> for CaptureError {
         CaptureError::Config {
             field: e.field,
             problem: e.problem,
+        }
+    }
+}
+
+impl From<rdkafka::error::KafkaError> for CaptureError {
+    fn from(e: rdkafka::error::KafkaError) -> Self {
+        use rdkafka::types::RDKafkaErrorCode::{Fenced, InvalidProducerEpoch, ProducerFenced};
+        match e.rdkafka_error_code() {
+            Some(Fenced | ProducerFenced | InvalidProducerEpoch) => CaptureError::Fenced,
+            _ => CaptureError::Kafka(e),
         }
     }
 }

@@ -8,7 +8,7 @@
 //! repeat events, never skip one.
 
 use std::collections::HashMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rdkafka::ClientConfig;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
@@ -23,7 +23,7 @@ use tributary_proto::partition::partition_for_key;
 use tributary_proto::{ChangeEvent, Op};
 
 use crate::binlog_reader::SchemaChange;
-use crate::config::{CaptureConfig, KafkaConfig, TopicsConfig};
+use crate::config::{CaptureConfig, Delivery, KafkaConfig, TopicsConfig};
 use crate::error::CaptureError;
 use crate::metrics::{CaptureMetrics, TableLabel};
 use crate::position::BinlogPosition;
@@ -56,6 +56,17 @@ pub struct KafkaWriter {
     metrics: CaptureMetrics,
     /// Bits of the [`SideTopic`]s already created.
     side_topics_ready: u8,
+    /// Kafka transactions, with `delivery: exactly_once`.
+    transactions: Option<Transactions>,
+}
+
+/// The state of Kafka transactions (`delivery: exactly_once`).
+struct Transactions {
+    open: bool,
+    last_commit: Instant,
+    interval: Duration,
+    /// The newest position written in the open transaction.
+    position: Option<BinlogPosition>,
 }
 
 /// Topics capture writes besides the change topics.
@@ -107,7 +118,27 @@ impl KafkaWriter {
         config: &CaptureConfig,
         metrics: CaptureMetrics,
     ) -> Result<Self, CaptureError> {
-        let producer: FutureProducer = producer_config(&config.kafka).create()?;
+        let mut producer_config = producer_config(&config.kafka);
+        let transactions = (config.delivery == Delivery::ExactlyOnce).then(|| {
+            producer_config.set(
+                "transactional.id",
+                format!("tributary-capture.{}", config.server_name),
+            );
+            Transactions {
+                open: false,
+                last_commit: Instant::now(),
+                interval: Duration::from_millis(config.checkpoint_interval_ms),
+                position: None,
+            }
+        });
+        let producer: FutureProducer = producer_config.create()?;
+        if transactions.is_some() {
+            // Fences any earlier producer of this datastream.
+            let p = producer.clone();
+            tokio::task::spawn_blocking(move || p.init_transactions(Duration::from_secs(30)))
+                .await
+                .expect("init_transactions does not panic")?;
+        }
         let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
             .set("bootstrap.servers", &config.kafka.brokers)
             .create()?;
@@ -130,6 +161,7 @@ impl KafkaWriter {
             store,
             metrics,
             side_topics_ready: 0,
+            transactions,
         };
         writer
             .ensure_topic(&offsets_topic(&config.server_name), 1, "compact")
@@ -144,6 +176,7 @@ impl KafkaWriter {
 
     /// Queues one change event (and a tombstone after a delete).
     pub async fn send(&mut self, event: &ChangeEvent) -> Result<(), CaptureError> {
+        self.begin_transaction()?;
         let table_key = (event.source.db.clone(), event.source.table.clone());
         if !self.topics.contains_key(&table_key) {
             let name = topic_name(&self.server_name, &event.source.db, &event.source.table);
@@ -216,6 +249,7 @@ impl KafkaWriter {
         side: SideTopic,
         value: &serde_json::Value,
     ) -> Result<(), CaptureError> {
+        self.begin_transaction()?;
         let topic = side.name(&self.server_name);
         if self.side_topics_ready & side.bit() == 0 {
             self.ensure_topic(&topic, 1, side.cleanup_policy()).await?;
@@ -234,14 +268,57 @@ impl KafkaWriter {
 
     /// Marks a committed transaction: `position` is stored once everything before it is acknowledged.
     pub async fn commit(&mut self, position: BinlogPosition) -> Result<(), CaptureError> {
-        self.queue(Pending::Commit(position)).await
+        let Some(txn) = &mut self.transactions else {
+            return self.queue(Pending::Commit(position)).await;
+        };
+        // Exactly once: the position goes into the same transaction as its events.
+        let due = txn.last_commit.elapsed() >= txn.interval;
+        txn.position = Some(position.clone());
+        self.begin_transaction()?;
+        self.store.save(&position).await?;
+        if due {
+            self.commit_transaction().await?;
+        }
+        Ok(())
+    }
+
+    fn begin_transaction(&mut self) -> Result<(), CaptureError> {
+        if let Some(txn) = &mut self.transactions
+            && !txn.open
+        {
+            self.producer.begin_transaction()?;
+            txn.open = true;
+        }
+        Ok(())
+    }
+
+    async fn commit_transaction(&mut self) -> Result<(), CaptureError> {
+        let Some(txn) = &mut self.transactions else {
+            return Ok(());
+        };
+        if !txn.open {
+            return Ok(());
+        }
+        let producer = self.producer.clone();
+        tokio::task::spawn_blocking(move || producer.commit_transaction(Duration::from_secs(60)))
+            .await
+            .expect("commit_transaction does not panic")?;
+        txn.open = false;
+        txn.last_commit = Instant::now();
+        if let Some(position) = txn.position.take() {
+            self.metrics
+                .committed_source_time_seconds
+                .set(position.ts_ms as f64 / 1000.0);
+        }
+        Ok(())
     }
 
     /// Waits (up to `timeout`) for outstanding deliveries and stores the last safe position.
-    pub async fn close(self, timeout: Duration) -> Result<(), CaptureError> {
+    pub async fn close(mut self, timeout: Duration) -> Result<(), CaptureError> {
+        let committed = self.commit_transaction().await;
         drop(self.pending);
         let mut acker = self.acker;
-        match tokio::time::timeout(timeout, &mut acker).await {
+        let acknowledged = match tokio::time::timeout(timeout, &mut acker).await {
             Ok(result) => result.expect("acknowledger does not panic"),
             Err(_) => {
                 acker.abort();
@@ -251,7 +328,8 @@ impl KafkaWriter {
                 );
                 Ok(())
             }
-        }
+        };
+        committed.and(acknowledged)
     }
 
     async fn produce(

@@ -49,7 +49,7 @@ impl PositionStore {
         self.producer
             .send(record, Duration::from_secs(30))
             .await
-            .map_err(|(e, _)| CaptureError::Kafka(e))?;
+            .map_err(|(e, _)| CaptureError::from(e))?;
         debug!(%position, "position stored");
         Ok(())
     }
@@ -77,19 +77,28 @@ impl PositionStore {
         tpl.add_partition_offset(&self.topic, 0, Offset::Beginning)?;
         consumer.assign(&tpl)?;
         let mut newest = None;
-        let mut last_offset = -1;
         let deadline = Instant::now() + Duration::from_secs(30);
-        // Read to the high watermark, then keep reading until the topic is idle:
-        // some brokers (Tansu) under-report the high watermark.
+        // Read until the consumer's position reaches the high watermark (the position, unlike
+        // the last record's offset, moves past transaction markers), then until the topic
+        // is idle: some brokers (Tansu) under-report the high watermark.
+        let next_offset = || -> Result<i64, CaptureError> {
+            let position = consumer.position()?;
+            Ok(
+                match position.find_partition(&self.topic, 0).map(|e| e.offset()) {
+                    Some(Offset::Offset(n)) => n,
+                    _ => 0,
+                },
+            )
+        };
         loop {
-            let idle_wait = if last_offset + 1 >= high {
+            let caught_up = next_offset()? >= high;
+            let idle_wait = if caught_up {
                 Duration::from_millis(300)
             } else {
-                Duration::from_secs(5)
+                Duration::from_secs(1)
             };
             match consumer.poll(idle_wait) {
                 Some(Ok(msg)) => {
-                    last_offset = msg.offset();
                     if msg.key() == Some(self.key.as_slice())
                         && let Some(payload) = msg.payload()
                     {
@@ -103,12 +112,13 @@ impl PositionStore {
                     }
                 }
                 Some(Err(e)) => return Err(e.into()),
-                None if last_offset + 1 >= high => break,
+                None if caught_up || next_offset()? >= high => break,
                 None if Instant::now() > deadline => {
                     return Err(CaptureError::BadStoredPosition {
                         topic: self.topic.clone(),
                         detail: format!(
-                            "read stopped at offset {last_offset} before the end ({high})"
+                            "read stopped at offset {} before the end ({high})",
+                            next_offset()?
                         ),
                     });
                 }
