@@ -5,6 +5,7 @@
 mod common;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
@@ -859,4 +860,127 @@ async fn a_second_exactly_once_instance_fences_the_first() {
         log.contains("took over its Kafka transactions (fenced)"),
         "log:\n{log}"
     );
+}
+
+/// xorshift64: reproducible "random" moments; the seed is printed.
+fn next_random(state: &mut u64) -> u64 {
+    *state ^= *state << 13;
+    *state ^= *state >> 7;
+    *state ^= *state << 17;
+    *state
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn twenty_sigkills_during_snapshot_and_streaming_lose_nothing() {
+    const PER_TABLE: i64 = 34_000;
+    const TABLES: [&str; 3] = ["a", "b", "c"];
+    let mut conn = root_conn().await;
+    let db = create_db(&mut conn, "kills").await;
+    for t in TABLES {
+        conn.query_drop(format!(
+            "CREATE TABLE `{db}`.{t} (id INT PRIMARY KEY, v INT)"
+        ))
+        .await
+        .unwrap();
+        for start in (1..=PER_TABLE).step_by(8500) {
+            let values: Vec<String> = (start..start + 8500)
+                .map(|id| format!("({id}, 0)"))
+                .collect();
+            conn.query_drop(format!(
+                "INSERT INTO `{db}`.{t} VALUES {}",
+                values.join(",")
+            ))
+            .await
+            .unwrap();
+        }
+    }
+    let mut seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64
+        | 1;
+    println!("seed {seed}");
+    let setup = CaptureSetup::new(&db, "").with_snapshot(2000);
+
+    // Mixed changes across the tables for the whole run.
+    let writer_db = db.clone();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer_stop = stop.clone();
+    let mut writer_seed = seed;
+    let writer = tokio::spawn(async move {
+        let mut conn = root_conn().await;
+        let mut next_id = PER_TABLE + 1;
+        while !writer_stop.load(std::sync::atomic::Ordering::Relaxed) {
+            let t = TABLES[(next_random(&mut writer_seed) % 3) as usize];
+            let id = (next_random(&mut writer_seed) % PER_TABLE as u64) as i64 + 1;
+            let sql = match next_random(&mut writer_seed) % 3 {
+                0 => format!(
+                    "UPDATE `{writer_db}`.{t} SET v = v + 1 WHERE id BETWEEN {id} AND {}",
+                    id + 50
+                ),
+                1 => format!("DELETE FROM `{writer_db}`.{t} WHERE id = {id}"),
+                _ => {
+                    next_id += 1;
+                    format!("INSERT INTO `{writer_db}`.{t} VALUES ({next_id}, 1)")
+                }
+            };
+            conn.query_drop(sql).await.unwrap();
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    });
+
+    let mut capture = CaptureProcess::start(&setup.yaml());
+    for _ in 0..20 {
+        tokio::time::sleep(Duration::from_millis(300 + next_random(&mut seed) % 2200)).await;
+        capture.kill();
+        capture = CaptureProcess::start(&setup.yaml());
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    writer.await.unwrap();
+
+    for t in TABLES {
+        let rows: Vec<(i64, i64)> = conn
+            .query(format!("SELECT id, v FROM `{db}`.{t}"))
+            .await
+            .unwrap();
+        let expected: BTreeMap<i64, Json> = rows
+            .into_iter()
+            .map(|(id, v)| (id, json!({ "id": id, "v": v })))
+            .collect();
+        let target = expected.clone();
+        // Replays incrementally: the topic holds every repeated snapshot.
+        let mut replayed = 0;
+        let mut state = BTreeMap::new();
+        let records = read_topic(&setup.topic(t), Duration::from_secs(180), move |records| {
+            apply_records(&mut state, &records[replayed..]);
+            replayed = records.len();
+            state == target
+        })
+        .await;
+        let mut state = BTreeMap::new();
+        apply_records(&mut state, &records);
+        assert_eq!(
+            state.len(),
+            expected.len(),
+            "table {t}: rows (seed printed above)"
+        );
+        for (id, row) in &expected {
+            assert_eq!(state.get(id), Some(row), "table {t}, row {id}");
+        }
+    }
+}
+
+/// Applies records, in arrival order per partition, to a map keyed by id.
+fn apply_records(state: &mut BTreeMap<i64, Json>, records: &[Record]) {
+    for r in records {
+        let id = r.key["id"].as_i64().unwrap();
+        match r.value.as_ref().map(|v| &v["after"]) {
+            Some(after) if !after.is_null() => {
+                state.insert(id, after.clone());
+            }
+            _ => {
+                state.remove(&id);
+            }
+        }
+    }
 }

@@ -236,6 +236,7 @@ impl BinlogReader {
                                 pos: u64::from(header.log_pos()),
                                 gtid: self.pending_gtid.map(|(d, s, n)| format!("{d}-{s}-{n}")),
                                 ts_ms: i64::from(header.timestamp()) * 1000,
+                                ..Default::default()
                             },
                         }));
                     }
@@ -251,6 +252,7 @@ impl BinlogReader {
                     pos: u64::from(header.log_pos()),
                     gtid: (!self.gtid.is_empty()).then(|| self.gtid.to_string()),
                     ts_ms: now_ms(),
+                    ..Default::default()
                 }));
             }
             EventData::TableMapEvent(tme) => {
@@ -326,6 +328,7 @@ impl BinlogReader {
             pos: u64::from(header.log_pos()),
             gtid: (!self.gtid.is_empty()).then(|| self.gtid.to_string()),
             ts_ms: i64::from(header.timestamp()) * 1000,
+            ..Default::default()
         }));
     }
 

@@ -282,6 +282,13 @@ impl KafkaWriter {
         Ok(())
     }
 
+    /// Stores `position` right away, before anything else is sent (snapshot start markers).
+    pub async fn store_now(&mut self, position: &BinlogPosition) -> Result<(), CaptureError> {
+        self.begin_transaction()?;
+        self.store.save(position).await?;
+        self.commit_transaction().await
+    }
+
     fn begin_transaction(&mut self) -> Result<(), CaptureError> {
         if let Some(txn) = &mut self.transactions
             && !txn.open

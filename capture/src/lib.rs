@@ -108,7 +108,12 @@ async fn run_once(
     let info = source::preflight(&mut conn).await?;
     drop(conn);
     let from = match (stored, config.snapshot.mode) {
-        (Some(position), _) => {
+        (Some(position), mode) if !position.snapshot_incomplete || mode == SnapshotMode::Never => {
+            if position.snapshot_incomplete {
+                warn!(
+                    "the last snapshot did not complete and snapshot.mode is never: tables may lack rows"
+                );
+            }
             info!(%position, "resuming from the stored position");
             position
         }
@@ -116,9 +121,9 @@ async fn run_once(
             let mut conn = source::connect(&config.source).await?;
             start_position(&config.source.start, &mut conn, info.is_mariadb).await?
         }
-        (None, mode) => {
+        (interrupted, mode) => {
             let Some(position) =
-                snapshot::run(config, &info, &mut writer, metrics, shutdown).await?
+                snapshot::run(config, &info, &mut writer, metrics, shutdown, interrupted).await?
             else {
                 return writer.close(CLOSE_TIMEOUT).await; // interrupted by shutdown
             };
@@ -199,12 +204,14 @@ async fn start_position(
             pos: 4,
             gtid: Some(gtid.clone()),
             ts_ms: 0,
+            ..Default::default()
         },
         StartPosition::Binlog { file, pos } => BinlogPosition {
             file: file.clone(),
             pos: *pos,
             gtid: None,
             ts_ms: 0,
+            ..Default::default()
         },
     };
     info!(%position, ?start, "no stored position; starting from the configured start");

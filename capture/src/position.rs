@@ -6,7 +6,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 /// A position in the source's binlog, recorded after a committed transaction.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BinlogPosition {
     /// Binlog file name.
     pub file: String,
@@ -18,6 +18,11 @@ pub struct BinlogPosition {
     /// Commit time of the transaction on the source, in milliseconds since the epoch.
     #[serde(default)]
     pub ts_ms: i64,
+    /// Stored when a snapshot starts, at the snapshot's position: until the snapshot
+    /// completes, a restart snapshots again and then streams from here, so that rows
+    /// the interrupted snapshot already sent but that were deleted since are deleted.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub snapshot_incomplete: bool,
 }
 
 impl fmt::Display for BinlogPosition {

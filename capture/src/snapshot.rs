@@ -30,13 +30,16 @@ use crate::schema::TableSchema;
 use crate::source::{self, ServerInfo};
 
 /// Reads every captured table; returns the position streaming continues from,
-/// or `None` when `shutdown` interrupted it.
+/// or `None` when `shutdown` interrupted it. `interrupted` is the stored start of an
+/// earlier snapshot that did not complete: streaming then continues from there, so
+/// that rows it sent which were deleted before this snapshot get their delete.
 pub async fn run(
     config: &CaptureConfig,
     info: &ServerInfo,
     writer: &mut KafkaWriter,
     metrics: &CaptureMetrics,
     shutdown: &CancellationToken,
+    interrupted: Option<BinlogPosition>,
 ) -> Result<Option<BinlogPosition>, CaptureError> {
     let mut conn = source::connect(&config.source).await?;
     conn.query_drop("SET time_zone = '+00:00'").await?;
@@ -52,6 +55,26 @@ pub async fn run(
         .filter(|(db, table, _)| filter.captures(db, table))
         .collect();
     info!(%position, tables = tables.len(), "snapshot started");
+    // Stored before any row is sent: if this snapshot is cut short, the next one
+    // streams from the earliest snapshot start (see `interrupted`).
+    let stream_from = match interrupted {
+        Some(earlier) => {
+            info!(%earlier, "an earlier snapshot did not complete: streaming will start at its position");
+            BinlogPosition {
+                snapshot_incomplete: false,
+                ..earlier
+            }
+        }
+        None => {
+            writer
+                .store_now(&BinlogPosition {
+                    snapshot_incomplete: true,
+                    ..position.clone()
+                })
+                .await?;
+            position.clone()
+        }
+    };
     let started = Instant::now();
     let mut snapshot = Snapshot {
         config,
@@ -93,8 +116,8 @@ pub async fn run(
     }
     snapshot.finish(writer).await?;
     conn.query_drop("COMMIT").await?;
-    info!(%position, seconds = started.elapsed().as_secs_f64(), "snapshot complete; streaming from its position");
-    Ok(Some(position))
+    info!(%position, %stream_from, seconds = started.elapsed().as_secs_f64(), "snapshot complete");
+    Ok(Some(stream_from))
 }
 
 /// Starts the snapshot transaction and returns the binlog position it sees.
@@ -126,6 +149,7 @@ async fn begin(conn: &mut Conn, info: &ServerInfo) -> Result<BinlogPosition, Cap
                 pos,
                 gtid: gtid.filter(|g| !g.is_empty()),
                 ts_ms: 0,
+                ..Default::default()
             });
         }
         conn.query_drop("ROLLBACK").await?;

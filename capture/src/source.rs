@@ -156,6 +156,7 @@ pub async fn current_position(
         pos,
         gtid,
         ts_ms: 0,
+        ..Default::default()
     })
 }
 
@@ -177,6 +178,7 @@ pub async fn earliest_position(
         pos: 4,
         gtid: None,
         ts_ms: 0,
+        ..Default::default()
     })
 }
 

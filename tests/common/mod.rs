@@ -246,7 +246,7 @@ pub struct Record {
 pub async fn read_topic(
     topic: &str,
     timeout: Duration,
-    done: impl Fn(&[Record]) -> bool + Send + 'static,
+    done: impl FnMut(&[Record]) -> bool + Send + 'static,
 ) -> Vec<Record> {
     read_topic_from(&brokers(), topic, timeout, done).await
 }
@@ -256,7 +256,7 @@ pub async fn read_topic_from(
     brokers: &str,
     topic: &str,
     timeout: Duration,
-    done: impl Fn(&[Record]) -> bool + Send + 'static,
+    mut done: impl FnMut(&[Record]) -> bool + Send + 'static,
 ) -> Vec<Record> {
     let topic = topic.to_owned();
     let brokers = brokers.to_owned();
