@@ -77,15 +77,11 @@ fn capture_fails_with(yaml: &str, expected: &str) {
 #[test]
 fn a_server_without_binlog_is_refused() {
     // The machine's own MariaDB on 3306 runs without a binlog.
-    let mut setup = CaptureSetup::new("test", "0-1-1");
-    setup.extra = String::new();
-    let yaml = setup
-        .yaml()
-        .replace(&format!("port: {}", mysql_host_port().1), "port: 3306")
-        .replace(
-            "user: tributary, password: tributary",
-            "user: root, password: ''",
-        );
+    let setup = CaptureSetup::new("test", "0-1-1");
+    let yaml = setup.yaml_on(3306).replace(
+        "user: tributary, password: tributary",
+        "user: root, password: ''",
+    );
     capture_fails_with(&yaml, "the binary log is disabled (log_bin=OFF)");
 }
 
@@ -127,10 +123,7 @@ async fn missing_grants_are_named() {
 async fn statement_binlog_format_is_refused() {
     let server = PrivateMariaDb::start(&["--binlog-format=STATEMENT"]);
     let setup = CaptureSetup::new("test", "0-1-1");
-    let yaml = setup.yaml().replace(
-        &format!("port: {}", mysql_host_port().1),
-        &format!("port: {}", server.port),
-    );
+    let yaml = setup.yaml_on(server.port);
     tokio::task::spawn_blocking(move || {
         capture_fails_with(&yaml, "binlog_format is STATEMENT, capture needs ROW")
     })
@@ -142,16 +135,10 @@ async fn statement_binlog_format_is_refused() {
 async fn an_unreachable_database_is_retried_until_it_appears() {
     let port = free_port();
     let setup = CaptureSetup::new("shop", "0-1-1");
-    let yaml = setup
-        .yaml()
-        .replace(
-            &format!("port: {}", mysql_host_port().1),
-            &format!("port: {port}"),
-        )
-        .replace(
-            "start: { gtid: '0-1-1' }",
-            "start: latest, connect_timeout_s: 2",
-        );
+    let yaml = setup.yaml_on(port).replace(
+        "start: { gtid: '0-1-1' }",
+        "start: latest, connect_timeout_s: 2",
+    );
     let capture = CaptureProcess::start(&yaml);
     tokio::time::sleep(Duration::from_secs(3)).await;
     let log = capture.log();
@@ -279,10 +266,7 @@ async fn a_purged_position_is_named_and_when_needed_resnapshots() {
         .await
         .unwrap();
     let setup = CaptureSetup::new("shop", "").with_snapshot(100);
-    let yaml = setup.yaml().replace(
-        &format!("port: {}", mysql_host_port().1),
-        &format!("port: {}", server.port),
-    );
+    let yaml = setup.yaml_on(server.port);
     let topic = setup.topic("t");
 
     // Capture, stop gracefully (the position is stored), then purge the binlog past it.
@@ -381,10 +365,7 @@ async fn capture_resumes_by_itself_after_the_database_crashes() {
         .await
         .unwrap();
     let setup = CaptureSetup::new("shop", "").with_snapshot(100);
-    let yaml = setup.yaml().replace(
-        &format!("port: {}", mysql_host_port().1),
-        &format!("port: {}", server.port),
-    );
+    let yaml = setup.yaml_on(server.port);
     let capture = CaptureProcess::start(&yaml);
     let topic = setup.topic("t");
     conn.query_drop("INSERT INTO shop.t VALUES (1)")

@@ -595,10 +595,7 @@ async fn names_and_types_from_information_schema_without_full_row_metadata() {
     .await
     .unwrap();
     let setup = CaptureSetup::new("shop", &gtid_now(&mut conn).await);
-    let yaml = setup.yaml().replace(
-        &format!("port: {}", mysql_host_port().1),
-        &format!("port: {}", server.port),
-    );
+    let yaml = setup.yaml_on(server.port);
     let capture = CaptureProcess::start(&yaml);
     conn.query_drop(
         "INSERT INTO shop.t VALUES (4294967295, 18446744073709551615, 'm', 'x,y', 'café', X'01FF', 'ünï 😀')",
@@ -750,16 +747,10 @@ async fn an_idle_source_sends_heartbeats_with_its_position() {
         .await
         .unwrap();
     let setup = CaptureSetup::new("shop", "").with_snapshot(100);
-    let yaml = setup
-        .yaml()
-        .replace(
-            &format!("port: {}", mysql_host_port().1),
-            &format!("port: {}", server.port),
-        )
-        .replace(
-            &format!("server_id: {}", setup.server_id),
-            &format!("server_id: {}, heartbeat_s: 1", setup.server_id),
-        );
+    let yaml = setup.yaml_on(server.port).replace(
+        &format!("server_id: {}", setup.server_id),
+        &format!("server_id: {}, heartbeat_s: 1", setup.server_id),
+    );
     let capture = CaptureProcess::start(&yaml);
     // Nothing happens on the source; heartbeats still arrive, each with the current position.
     let topic = format!("{}.heartbeat", setup.server_name);

@@ -148,6 +148,14 @@ impl CaptureSetup {
         )
     }
 
+    /// [`Self::yaml`] pointing at another MariaDB on 127.0.0.1 (a [`PrivateMariaDb`]).
+    pub fn yaml_on(&self, port: u16) -> String {
+        self.yaml().replace(
+            &format!("port: {}", mysql_host_port().1),
+            &format!("port: {port}"),
+        )
+    }
+
     pub fn topic(&self, table: &str) -> String {
         format!("{}.{}.{}", self.server_name, self.db, table)
     }
