@@ -102,8 +102,11 @@ async fn capture(path: PathBuf) -> anyhow::Result<()> {
         let metrics = metrics.clone();
         move || metrics.streaming.get() == 1
     };
-    let server = http::serve(config.metrics.listen, registry, ready, shutdown.clone()).await?;
-    info!(listen = %config.metrics.listen, "metrics and health endpoints up");
+    let listen = config
+        .metrics
+        .listen_or(tributary_capture::config::DEFAULT_HTTP_PORT);
+    let server = http::serve(listen, registry, ready, shutdown.clone()).await?;
+    info!(%listen, "metrics and health endpoints up");
     let result = tributary_capture::run(config, metrics, shutdown.clone()).await;
     shutdown.cancel();
     server.await.ok();

@@ -106,14 +106,17 @@ async fn materialize(path: PathBuf) -> anyhow::Result<()> {
     let shutdown = shutdown_on_signal();
     let materializer = Materializer::start(&config, metrics, shutdown.clone()).await?;
     let progress = materializer.progress();
+    let listen = config
+        .metrics
+        .listen_or(tributary_tables::config::DEFAULT_HTTP_PORT);
     let server = http::serve(
-        config.metrics.listen,
+        listen,
         registry,
         move || progress.serving(),
         shutdown.clone(),
     )
     .await?;
-    info!(listen = %config.metrics.listen, tables = config.tables.len(), "materializing; metrics and health endpoints up");
+    info!(listen = %listen, tables = config.tables.len(), "materializing; metrics and health endpoints up");
     let checkpoints = config.checkpoints.clone().map(|c| {
         tokio::spawn(checkpoint_periodically(
             materializer.store(),

@@ -15,12 +15,11 @@
 //! ```
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
 
 use regex::Regex;
 use serde::Deserialize;
 
-use tributary_proto::config_text::{self, ConfigError, Validate};
+use tributary_proto::config_text::{self, ConfigError, HttpConfig, Validate};
 
 use crate::error::CaptureError;
 use crate::position::StartPosition;
@@ -55,7 +54,7 @@ pub struct CaptureConfig {
     pub checkpoint_interval_ms: u64,
     /// HTTP endpoint for `/metrics`, `/healthz` and `/readyz`.
     #[serde(default)]
-    pub metrics: MetricsConfig,
+    pub metrics: HttpConfig,
 }
 
 /// Connection to the source database.
@@ -190,23 +189,6 @@ impl Default for TopicsConfig {
     }
 }
 
-/// The HTTP endpoint for metrics and health.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct MetricsConfig {
-    /// Listen address, e.g. `0.0.0.0:9100`.
-    #[serde(default = "default_metrics_listen")]
-    pub listen: SocketAddr,
-}
-
-impl Default for MetricsConfig {
-    fn default() -> Self {
-        MetricsConfig {
-            listen: default_metrics_listen(),
-        }
-    }
-}
-
 fn default_checkpoint_interval_ms() -> u64 {
     1000
 }
@@ -225,9 +207,9 @@ fn default_partitions() -> u32 {
 fn default_replication() -> u16 {
     1
 }
-fn default_metrics_listen() -> SocketAddr {
-    SocketAddr::from(([127, 0, 0, 1], 9100))
-}
+
+/// Default port of the HTTP endpoint.
+pub const DEFAULT_HTTP_PORT: u16 = 9100;
 
 impl CaptureConfig {
     /// Reads, interpolates, parses and validates a configuration file.

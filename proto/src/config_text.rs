@@ -24,6 +24,23 @@ impl ConfigError {
     }
 }
 
+/// The HTTP endpoint of a component (`/metrics`, `/healthz`, `/readyz`).
+#[derive(Debug, Clone, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HttpConfig {
+    /// Listen address, e.g. `0.0.0.0:9100`; each component has its own default port.
+    #[serde(default)]
+    pub listen: Option<std::net::SocketAddr>,
+}
+
+impl HttpConfig {
+    /// The listen address, or 127.0.0.1 on `default_port`.
+    pub fn listen_or(&self, default_port: u16) -> std::net::SocketAddr {
+        self.listen
+            .unwrap_or_else(|| std::net::SocketAddr::from(([127, 0, 0, 1], default_port)))
+    }
+}
+
 /// A configuration that checks, after parsing, what serde cannot (ranges, names, patterns).
 pub trait Validate: DeserializeOwned {
     /// The first problem found, naming its field.

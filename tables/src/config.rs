@@ -11,11 +11,10 @@
 //! ```
 
 use std::collections::{BTreeMap, HashSet};
-use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use serde::Deserialize;
-use tributary_proto::config_text::{self, ConfigError, Validate};
+use tributary_proto::config_text::{self, ConfigError, HttpConfig, Validate};
 
 /// The whole file.
 #[derive(Debug, Clone, Deserialize)]
@@ -38,7 +37,7 @@ pub struct TablesConfig {
     pub checkpoints: Option<CheckpointConfig>,
     /// HTTP endpoint for `/metrics`, `/healthz`, `/readyz`.
     #[serde(default)]
-    pub metrics: MetricsConfig,
+    pub metrics: HttpConfig,
 }
 
 /// Where and how often the running instance checkpoints its store.
@@ -135,23 +134,6 @@ pub struct LocalTableConfig {
     pub mode: TableMode,
 }
 
-/// The HTTP endpoint.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct MetricsConfig {
-    /// Listen address.
-    #[serde(default = "default_listen")]
-    pub listen: SocketAddr,
-}
-
-impl Default for MetricsConfig {
-    fn default() -> Self {
-        MetricsConfig {
-            listen: default_listen(),
-        }
-    }
-}
-
 fn default_batch() -> usize {
     1000
 }
@@ -173,9 +155,9 @@ fn default_checkpoint_interval() -> u64 {
 fn default_keep() -> usize {
     3
 }
-fn default_listen() -> SocketAddr {
-    SocketAddr::from(([127, 0, 0, 1], 9101))
-}
+
+/// Default port of the HTTP endpoint.
+pub const DEFAULT_HTTP_PORT: u16 = 9101;
 
 impl TablesConfig {
     /// Reads, interpolates, parses and validates a file.
