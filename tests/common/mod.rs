@@ -403,6 +403,15 @@ impl PrivateMariaDb {
             .unwrap();
         assert!(status.success(), "mariadb-install-db failed");
         let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        // Users exist before the server accepts connections (a capture may be waiting).
+        std::fs::write(
+            dir.join("init.sql"),
+            "CREATE USER IF NOT EXISTS 'root'@'127.0.0.1' IDENTIFIED BY '';\n\
+             GRANT ALL ON *.* TO 'root'@'127.0.0.1' WITH GRANT OPTION;\n\
+             CREATE USER IF NOT EXISTS 'tributary'@'127.0.0.1' IDENTIFIED BY 'tributary';\n\
+             GRANT SELECT, RELOAD, REPLICATION SLAVE, BINLOG MONITOR ON *.* TO 'tributary'@'127.0.0.1';\n",
+        )
+        .unwrap();
         let child = Self::spawn(&dir, port, &args);
         let server = PrivateMariaDb {
             dir,
@@ -410,12 +419,7 @@ impl PrivateMariaDb {
             args,
             port,
         };
-        server.wait_until_up(
-            "CREATE USER IF NOT EXISTS 'root'@'127.0.0.1' IDENTIFIED BY ''; \
-             GRANT ALL ON *.* TO 'root'@'127.0.0.1' WITH GRANT OPTION; \
-             CREATE USER IF NOT EXISTS 'tributary'@'127.0.0.1' IDENTIFIED BY 'tributary'; \
-             GRANT SELECT, RELOAD, REPLICATION SLAVE, BINLOG MONITOR ON *.* TO 'tributary'@'127.0.0.1';",
-        );
+        server.wait_until_up();
         server
     }
 
@@ -433,6 +437,7 @@ impl PrivateMariaDb {
             .arg(format!("--port={port}"))
             .arg(format!("--log-bin={}", data.join("binlog").display()))
             .arg(format!("--log-error={}", dir.join("mysqld.err").display()))
+            .arg(format!("--init-file={}", dir.join("init.sql").display()))
             .args([
                 "--binlog-format=ROW",
                 "--binlog-row-image=FULL",
@@ -445,12 +450,12 @@ impl PrivateMariaDb {
             .unwrap()
     }
 
-    /// Runs `sql` over the socket once the server answers.
-    fn wait_until_up(&self, sql: &str) {
+    /// Waits until the server answers on its socket.
+    fn wait_until_up(&self) {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             let out = Command::new("mariadb")
-                .args(["--no-defaults", "-uroot", "-e", sql])
+                .args(["--no-defaults", "-uroot", "-e", "SELECT 1"])
                 .arg(format!(
                     "--socket={}",
                     self.dir.join("mysqld.sock").display()
@@ -476,7 +481,7 @@ impl PrivateMariaDb {
         self.child.wait().unwrap();
         std::thread::sleep(down);
         self.child = Self::spawn(&self.dir, self.port, &self.args);
-        self.wait_until_up("SELECT 1");
+        self.wait_until_up();
     }
 
     /// A root connection to this server, session time zone UTC.
