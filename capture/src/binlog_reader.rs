@@ -60,7 +60,8 @@ struct OpenTransaction {
     id: String,
     standalone: bool,
     events: u64,
-    per_table: HashMap<(String, String), u64>,
+    /// Events so far per table (by table id, which names one table within a transaction).
+    per_table: HashMap<u64, u64>,
 }
 
 struct CachedTable {
@@ -407,10 +408,7 @@ impl BinlogReader {
             };
             for change in row_changes(&schema, op, before, after) {
                 trx.events += 1;
-                let table_order = trx
-                    .per_table
-                    .entry((schema.db.clone(), schema.table.clone()))
-                    .or_insert(0);
+                let table_order = trx.per_table.entry(table_id).or_insert(0);
                 *table_order += 1;
                 self.out.push_back(ReaderItem::Change(Box::new(ChangeEvent {
                     transaction: Some(TransactionInfo {

@@ -49,7 +49,8 @@ pub struct KafkaWriter {
     admin: AdminClient<DefaultClientContext>,
     server_name: String,
     topics_cfg: TopicsConfig,
-    topics: HashMap<(String, String), TopicInfo>,
+    /// Change topics by database, then table.
+    topics: HashMap<String, HashMap<String, TopicInfo>>,
     pending: mpsc::Sender<Pending>,
     acker: JoinHandle<Result<(), CaptureError>>,
     store: PositionStore,
@@ -177,17 +178,21 @@ impl KafkaWriter {
     /// Queues one change event (and a tombstone after a delete).
     pub async fn send(&mut self, event: &ChangeEvent) -> Result<(), CaptureError> {
         self.begin_transaction()?;
-        let table_key = (event.source.db.clone(), event.source.table.clone());
-        if !self.topics.contains_key(&table_key) {
-            let name = topic_name(&self.server_name, &event.source.db, &event.source.table);
+        let (db, table) = (&event.source.db, &event.source.table);
+        if !self
+            .topics
+            .get(db)
+            .is_some_and(|tables| tables.contains_key(table))
+        {
+            let name = topic_name(&self.server_name, db, table);
             let partitions = self
                 .ensure_topic(&name, self.topics_cfg.partitions, "compact")
                 .await?;
             let label = TableLabel {
-                table: format!("{}.{}", event.source.db, event.source.table),
+                table: format!("{db}.{table}"),
             };
-            self.topics.insert(
-                table_key.clone(),
+            self.topics.entry(db.clone()).or_default().insert(
+                table.clone(),
                 TopicInfo {
                     name,
                     partitions,
@@ -195,7 +200,7 @@ impl KafkaWriter {
                 },
             );
         }
-        let topic = &self.topics[&table_key];
+        let topic = &self.topics[db][table];
         let key = encode_key(event);
         let value = encode_value(event);
         let partition = partition_for_key(&key, topic.partitions);

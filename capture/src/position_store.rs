@@ -34,11 +34,6 @@ impl PositionStore {
         }
     }
 
-    /// The topic positions are stored in.
-    pub fn topic(&self) -> &str {
-        &self.topic
-    }
-
     /// Stores a position and waits until the broker has it.
     pub async fn save(&self, position: &BinlogPosition) -> Result<(), CaptureError> {
         let value = serde_json::to_vec(position).expect("a position serializes");

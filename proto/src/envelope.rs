@@ -72,16 +72,6 @@ pub struct Row {
     pub values: Vec<Value>,
 }
 
-impl Row {
-    /// The value of the named column, if the row has it.
-    pub fn get(&self, column: &str) -> Option<&Value> {
-        self.columns
-            .iter()
-            .position(|c| c == column)
-            .map(|i| &self.values[i])
-    }
-}
-
 /// `source`: where in the source database the change came from.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct SourceInfo {

@@ -342,8 +342,8 @@ struct Worker<C: ConsumerContext + 'static> {
     consumer: BaseConsumer<C>,
     shared: Shared,
     batch_max: usize,
-    /// Key columns already recorded per (table, partition).
-    known_keys: HashMap<(String, i32), Vec<String>>,
+    /// Key columns already recorded per table and partition.
+    known_keys: HashMap<String, HashMap<i32, Vec<String>>>,
 }
 
 impl<C: ConsumerContext + 'static> Worker<C> {
@@ -378,9 +378,10 @@ impl<C: ConsumerContext + 'static> Worker<C> {
 
     /// Polls up to one batch of records and applies them atomically with their offsets.
     fn apply_batch(&mut self) -> Result<(), TableError> {
-        let store = self.shared.store.clone();
+        let (store, routes) = (self.shared.store.clone(), self.shared.routes.clone());
         let mut batch = store.batch();
-        let mut last: BTreeMap<(String, i32), (i64, u64)> = BTreeMap::new();
+        // (table, partition) → (last offset, records): table names borrowed from the routes.
+        let mut last: BTreeMap<(&str, i32), (i64, u64)> = BTreeMap::new();
         let mut timeout = Duration::from_millis(100);
         for _ in 0..self.batch_max {
             let msg = match self.consumer.poll(timeout) {
@@ -392,10 +393,10 @@ impl<C: ConsumerContext + 'static> Worker<C> {
                 Some(Ok(msg)) => msg,
             };
             timeout = Duration::ZERO;
-            let Some(table) = self.shared.routes.table_of_topic.get(msg.topic()).cloned() else {
+            let Some(table) = routes.table_of_topic.get(msg.topic()) else {
                 continue;
             };
-            if let Err(reason) = apply_record(&mut self.known_keys, &mut batch, &table, &msg)? {
+            if let Err(reason) = apply_record(&mut self.known_keys, &mut batch, table, &msg)? {
                 self.shared
                     .metrics
                     .bad_records
@@ -405,7 +406,9 @@ impl<C: ConsumerContext + 'static> Worker<C> {
                     .inc();
                 warn!(%table, topic = msg.topic(), partition = msg.partition(), offset = msg.offset(), %reason, "skipping a record that cannot be applied");
             }
-            let entry = last.entry((table, msg.partition())).or_insert((0, 0));
+            let entry = last
+                .entry((table.as_str(), msg.partition()))
+                .or_insert((0, 0));
             *entry = (msg.offset(), entry.1 + 1);
         }
         if last.is_empty() {
@@ -456,7 +459,7 @@ impl<C: ConsumerContext + 'static> Worker<C> {
 /// Adds one record to the batch. The outer error is a storage failure (fatal); the
 /// inner one a record that cannot be applied (skipped).
 fn apply_record(
-    known_keys: &mut HashMap<(String, i32), Vec<String>>,
+    known_keys: &mut HashMap<String, HashMap<i32, Vec<String>>>,
     batch: &mut ApplyBatch<'_>,
     table: &str,
     msg: &BorrowedMessage<'_>,
@@ -477,10 +480,12 @@ fn apply_record(
         Ok(encoded) => encoded,
         Err(e) => return Ok(Err(format!("key: {e}"))),
     };
-    let slot = (table.to_owned(), partition);
-    if known_keys.get(&slot) != Some(&columns) {
+    if known_keys.get(table).and_then(|t| t.get(&partition)) != Some(&columns) {
         batch.key_columns(table, partition, &columns)?;
-        known_keys.insert(slot, columns);
+        known_keys
+            .entry(table.to_owned())
+            .or_default()
+            .insert(partition, columns);
     }
     let Some(payload) = msg.payload() else {
         batch.delete(table, partition, &encoded)?;

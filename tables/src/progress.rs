@@ -115,11 +115,6 @@ impl Progress {
         })
     }
 
-    /// Every held partition has caught up.
-    pub fn all_ready(&self) -> bool {
-        self.read(|held| Self::all(held).all(|(_, _, s)| s.ready))
-    }
-
     /// The group (if any) has assigned partitions, at least one partition is held,
     /// and every held partition has caught up.
     pub fn serving(&self) -> bool {
@@ -140,12 +135,12 @@ mod tests {
         let p = Progress::default();
         assert!(!p.serving(), "nothing held yet");
         p.assign("t", 0, 10);
-        assert!(!p.all_ready());
+        assert!(!p.of_table("t").iter().all(|(_, s)| s.ready));
         p.set_end("t", 0, 20);
         p.applied("t", 0, 15);
-        assert!(!p.all_ready());
+        assert!(!p.of_table("t").iter().all(|(_, s)| s.ready));
         p.applied("t", 0, 25); // past an under-reported end
-        assert!(p.all_ready());
+        assert!(p.of_table("t").iter().all(|(_, s)| s.ready));
         assert!(p.serving());
         p.await_group();
         assert!(!p.serving(), "a group assignment is pending");
@@ -153,7 +148,7 @@ mod tests {
         assert!(p.serving());
         p.assign("t", 1, 0);
         p.set_end("t", 1, 0); // empty partition: ready at once
-        assert!(p.all_ready());
+        assert!(p.of_table("t").iter().all(|(_, s)| s.ready));
         p.revoke("t", 0);
         assert!(!p.holds("t", 0));
         assert_eq!(p.of_table("t").len(), 1);

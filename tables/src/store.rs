@@ -288,6 +288,7 @@ impl Store {
         ApplyBatch {
             store: self,
             batch: WriteBatch::default(),
+            cfs: Vec::new(),
         }
     }
 }
@@ -296,17 +297,28 @@ impl Store {
 pub struct ApplyBatch<'a> {
     store: &'a Store,
     batch: WriteBatch,
+    /// Column families this batch writes to (a handful), found once per batch.
+    cfs: Vec<(String, i32, std::sync::Arc<rocksdb::BoundColumnFamily<'a>>)>,
 }
 
 impl<'a> ApplyBatch<'a> {
     fn cf(
-        &self,
+        &mut self,
         table: &str,
         partition: i32,
     ) -> Result<std::sync::Arc<rocksdb::BoundColumnFamily<'a>>, TableError> {
+        if let Some((_, _, cf)) = self
+            .cfs
+            .iter()
+            .find(|(t, p, _)| t == table && *p == partition)
+        {
+            return Ok(cf.clone());
+        }
         let store: &'a Store = self.store;
         store.ensure_partition(table, partition)?;
-        Ok(store.cf(table, partition).expect("just ensured"))
+        let cf = store.cf(table, partition).expect("just ensured");
+        self.cfs.push((table.to_owned(), partition, cf.clone()));
+        Ok(cf)
     }
 
     /// Stores (replaces) a row.
