@@ -2,6 +2,7 @@
 //! the work itself lives in the library crates.
 
 mod bench;
+mod enrich_cmd;
 mod http;
 mod tables_cmd;
 mod tail;
@@ -32,6 +33,8 @@ enum Command {
         #[arg(long, short)]
         config: PathBuf,
     },
+    /// Run enrichment jobs: join event streams against tables into enriched topics.
+    Enrich(enrich_cmd::EnrichArgs),
     /// Benchmarks that print a comparison table.
     Bench {
         #[command(subcommand)]
@@ -42,7 +45,7 @@ enum Command {
         #[command(subcommand)]
         command: tables_cmd::TablesCommand,
     },
-    /// Check a configuration file (capture or tables) and name the first bad field.
+    /// Check a configuration file (capture, tables or jobs) and name the first bad field.
     Validate {
         /// Configuration file (YAML).
         file: PathBuf,
@@ -70,6 +73,7 @@ async fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Capture { config } => capture(config).await,
         Command::Tables { command } => tables_cmd::run(command).await,
+        Command::Enrich(args) => enrich_cmd::run(args).await,
         Command::Bench {
             command: BenchCommand::Tables(args),
         } => bench::tables::run(args).await,
@@ -78,10 +82,13 @@ async fn main() -> anyhow::Result<()> {
     }
 }
 
-/// Validates a capture or tables configuration, told apart by their top-level keys.
+/// Validates a capture, tables or job configuration, told apart by their top-level keys.
 fn validate(file: &std::path::Path) -> anyhow::Result<()> {
     let doc: serde_json::Value = tributary_proto::config_text::load_yaml(file)?;
-    if doc.get("tables").is_some() {
+    if doc.get("jobs").is_some() {
+        tributary_enricher::EnrichConfig::load(file)
+            .with_context(|| format!("{} is not a valid job file", file.display()))?;
+    } else if doc.get("tables").is_some() {
         TablesConfig::load(file)
             .with_context(|| format!("{} is not a valid tables config", file.display()))?;
     } else {

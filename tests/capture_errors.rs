@@ -66,7 +66,7 @@ fn validate_names_the_bad_field() {
 }
 
 fn capture_fails_with(yaml: &str, expected: &str) {
-    let (ok, log) = CaptureProcess::start(yaml).wait_exit(Duration::from_secs(60));
+    let (ok, log) = TributaryProcess::capture(yaml).wait_exit(Duration::from_secs(60));
     assert!(!ok, "capture must exit with an error; log:\n{log}");
     assert!(
         log.contains(expected),
@@ -139,7 +139,7 @@ async fn an_unreachable_database_is_retried_until_it_appears() {
         "start: { gtid: '0-1-1' }",
         "start: latest, connect_timeout_s: 2",
     );
-    let capture = CaptureProcess::start(&yaml);
+    let capture = TributaryProcess::capture(&yaml);
     tokio::time::sleep(Duration::from_secs(3)).await;
     let log = capture.log();
     assert!(
@@ -190,7 +190,7 @@ async fn an_unreachable_broker_is_waited_for() {
     let yaml = setup
         .yaml()
         .replace(&brokers(), &format!("127.0.0.1:{port}"));
-    let capture = CaptureProcess::start(&yaml);
+    let capture = TributaryProcess::capture(&yaml);
     conn.query_drop(format!("INSERT INTO `{db}`.t VALUES (1)"))
         .await
         .unwrap();
@@ -270,7 +270,7 @@ async fn a_purged_position_is_named_and_when_needed_resnapshots() {
     let topic = setup.topic("t");
 
     // Capture, stop gracefully (the position is stored), then purge the binlog past it.
-    let capture = CaptureProcess::start(&yaml);
+    let capture = TributaryProcess::capture(&yaml);
     conn.query_drop("INSERT INTO shop.t VALUES (3)")
         .await
         .unwrap();
@@ -326,7 +326,7 @@ async fn a_purged_position_is_named_and_when_needed_resnapshots() {
     .await
     .unwrap();
 
-    let _capture = CaptureProcess::start(&yaml.replace("mode: initial", "mode: when_needed"));
+    let _capture = TributaryProcess::capture(&yaml.replace("mode: initial", "mode: when_needed"));
     conn.query_drop("INSERT INTO shop.t VALUES (5)")
         .await
         .unwrap();
@@ -366,7 +366,7 @@ async fn capture_resumes_by_itself_after_the_database_crashes() {
         .unwrap();
     let setup = CaptureSetup::new("shop", "").with_snapshot(100);
     let yaml = setup.yaml_on(server.port);
-    let capture = CaptureProcess::start(&yaml);
+    let capture = TributaryProcess::capture(&yaml);
     let topic = setup.topic("t");
     conn.query_drop("INSERT INTO shop.t VALUES (1)")
         .await

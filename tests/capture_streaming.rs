@@ -187,7 +187,7 @@ async fn every_type_family_round_trips() {
     let mut conn = root_conn().await;
     let db = types_table(&mut conn).await;
     let setup = CaptureSetup::new(&db, &gtid_now(&mut conn).await);
-    let _capture = CaptureProcess::start(&setup.yaml());
+    let _capture = TributaryProcess::capture(&setup.yaml());
     conn.query_drop(format!(
         "INSERT INTO `{db}`.t VALUES {}",
         TYPE_ROWS.join(", ")
@@ -209,7 +209,7 @@ async fn the_snapshot_maps_every_type_family_the_same_way() {
     .await
     .unwrap();
     let setup = CaptureSetup::new(&db, "").with_snapshot(1);
-    let _capture = CaptureProcess::start(&setup.yaml());
+    let _capture = TributaryProcess::capture(&setup.yaml());
     let records = read_topic(&setup.topic("t"), WAIT, |r| r.len() >= 2).await;
     check_type_events(&mut conn, &db, &records, "r").await;
     let markers: Vec<&str> = records
@@ -245,7 +245,7 @@ async fn snapshot_then_stream_under_concurrent_writes_equals_the_table() {
             .unwrap();
     }
     let setup = CaptureSetup::new(&db, "").with_snapshot(500);
-    let capture = CaptureProcess::start(&setup.yaml());
+    let capture = TributaryProcess::capture(&setup.yaml());
     // Writes while the snapshot runs and after it: updates, deletes, inserts.
     for round in 1..=40i64 {
         conn.query_drop(format!(
@@ -317,7 +317,7 @@ async fn inserts_updates_deletes_and_tombstones() {
     .await
     .unwrap();
     let setup = CaptureSetup::new(&db, &gtid_now(&mut conn).await);
-    let _capture = CaptureProcess::start(&setup.yaml());
+    let _capture = TributaryProcess::capture(&setup.yaml());
     for sql in [
         "INSERT INTO `DB`.users VALUES (1, 'ann', 10)",
         "UPDATE `DB`.users SET score = 11 WHERE id = 1",
@@ -406,7 +406,7 @@ async fn a_transaction_keeps_its_id_and_order() {
         .await
         .unwrap();
     let setup = CaptureSetup::new(&db, &gtid_now(&mut conn).await);
-    let _capture = CaptureProcess::start(&setup.yaml());
+    let _capture = TributaryProcess::capture(&setup.yaml());
     conn.query_drop(format!(
         "BEGIN; INSERT INTO `{db}`.a VALUES (1), (2), (3); UPDATE `{db}`.b SET v = 1 WHERE id = 1; COMMIT"
     ))
@@ -456,7 +456,7 @@ async fn include_and_exclude_patterns() {
     }
     let mut setup = CaptureSetup::new(&db, &gtid_now(&mut conn).await);
     setup.extra = format!("exclude: {{ tables: ['{db}\\.secret', '{db}\\.audit_.*'] }}\n");
-    let _capture = CaptureProcess::start(&setup.yaml());
+    let _capture = TributaryProcess::capture(&setup.yaml());
     for t in ["secret", "audit_1", "public"] {
         conn.query_drop(format!("INSERT INTO `{db}`.{t} VALUES (1)"))
             .await
@@ -483,7 +483,7 @@ async fn sigkill_during_a_load_skips_nothing() {
     .await
     .unwrap();
     let setup = CaptureSetup::new(&db, &gtid_now(&mut conn).await);
-    let mut capture = CaptureProcess::start(&setup.yaml());
+    let mut capture = TributaryProcess::capture(&setup.yaml());
 
     // The load: inserts in batches, with updates and deletes of earlier rows along the way.
     let load_db = db.clone();
@@ -518,7 +518,7 @@ async fn sigkill_during_a_load_skips_nothing() {
         !loader.is_finished(),
         "the kill happened in the middle of the load"
     );
-    let _restarted = CaptureProcess::start(&setup.yaml());
+    let _restarted = TributaryProcess::capture(&setup.yaml());
     loader.await.unwrap();
 
     // Final state of the database, and of the topic replayed into a map keyed by PK.
@@ -596,7 +596,7 @@ async fn names_and_types_from_information_schema_without_full_row_metadata() {
     .unwrap();
     let setup = CaptureSetup::new("shop", &gtid_now(&mut conn).await);
     let yaml = setup.yaml_on(server.port);
-    let capture = CaptureProcess::start(&yaml);
+    let capture = TributaryProcess::capture(&yaml);
     conn.query_drop(
         "INSERT INTO shop.t VALUES (4294967295, 18446744073709551615, 'm', 'x,y', 'café', X'01FF', 'ünï 😀')",
     )
@@ -625,7 +625,7 @@ async fn resumes_after_a_graceful_stop_across_a_binlog_rotation_without_duplicat
         .unwrap();
     let setup = CaptureSetup::new(&db, &gtid_now(&mut conn).await);
     let topic = setup.topic("t");
-    let capture = CaptureProcess::start(&setup.yaml());
+    let capture = TributaryProcess::capture(&setup.yaml());
     conn.query_drop(format!("INSERT INTO `{db}`.t VALUES (1), (2)"))
         .await
         .unwrap();
@@ -642,7 +642,7 @@ async fn resumes_after_a_graceful_stop_across_a_binlog_rotation_without_duplicat
     conn.query_drop(format!("INSERT INTO `{db}`.t VALUES (4), (5)"))
         .await
         .unwrap();
-    let _capture = CaptureProcess::start(&setup.yaml());
+    let _capture = TributaryProcess::capture(&setup.yaml());
     conn.query_drop(format!("INSERT INTO `{db}`.t VALUES (6)"))
         .await
         .unwrap();
@@ -665,7 +665,7 @@ async fn schema_changes_mid_stream_are_recorded_and_later_rows_take_the_new_shap
         .await
         .unwrap();
     let setup = CaptureSetup::new(&db, &gtid_now(&mut conn).await);
-    let _capture = CaptureProcess::start(&setup.yaml());
+    let _capture = TributaryProcess::capture(&setup.yaml());
     let statements = [
         format!("INSERT INTO `{db}`.t VALUES (1, 10)"),
         format!("ALTER TABLE `{db}`.t ADD COLUMN b VARCHAR(10) DEFAULT 'x'"),
@@ -751,7 +751,7 @@ async fn an_idle_source_sends_heartbeats_with_its_position() {
         &format!("server_id: {}", setup.server_id),
         &format!("server_id: {}, heartbeat_s: 1", setup.server_id),
     );
-    let capture = CaptureProcess::start(&yaml);
+    let capture = TributaryProcess::capture(&yaml);
     // Nothing happens on the source; heartbeats still arrive, each with the current position.
     let topic = format!("{}.heartbeat", setup.server_name);
     let beats = read_topic(&topic, Duration::from_secs(30), |r| r.len() >= 2).await;
@@ -785,7 +785,7 @@ async fn exactly_once_commits_events_with_their_positions() {
     let mut setup = CaptureSetup::new(&db, &gtid_now(&mut conn).await);
     setup.extra = "delivery: exactly_once\n".into();
     let topic = setup.topic("t");
-    let capture = CaptureProcess::start(&setup.yaml());
+    let capture = TributaryProcess::capture(&setup.yaml());
     conn.query_drop(format!("INSERT INTO `{db}`.t VALUES (1), (2)"))
         .await
         .unwrap();
@@ -805,7 +805,7 @@ async fn exactly_once_commits_events_with_their_positions() {
     conn.query_drop(format!("INSERT INTO `{db}`.t VALUES (4)"))
         .await
         .unwrap();
-    let _capture = CaptureProcess::start(&setup.yaml());
+    let _capture = TributaryProcess::capture(&setup.yaml());
     conn.query_drop(format!("INSERT INTO `{db}`.t VALUES (5)"))
         .await
         .unwrap();
@@ -829,7 +829,7 @@ async fn a_second_exactly_once_instance_fences_the_first() {
     let mut first = CaptureSetup::new(&db, &gtid_now(&mut conn).await);
     first.extra = "delivery: exactly_once\n".into();
     let topic = first.topic("t");
-    let a = CaptureProcess::start(&first.yaml());
+    let a = TributaryProcess::capture(&first.yaml());
     conn.query_drop(format!("INSERT INTO `{db}`.t VALUES (1)"))
         .await
         .unwrap();
@@ -838,7 +838,7 @@ async fn a_second_exactly_once_instance_fences_the_first() {
     let mut second = CaptureSetup::new(&db, &first.gtid);
     second.server_name = first.server_name.clone();
     second.extra = first.extra.clone();
-    let _b = CaptureProcess::start(&second.yaml());
+    let _b = TributaryProcess::capture(&second.yaml());
     tokio::time::sleep(Duration::from_secs(3)).await;
     conn.query_drop(format!("INSERT INTO `{db}`.t VALUES (2)"))
         .await
@@ -920,11 +920,11 @@ async fn twenty_sigkills_during_snapshot_and_streaming_lose_nothing() {
         }
     });
 
-    let mut capture = CaptureProcess::start(&setup.yaml());
+    let mut capture = TributaryProcess::capture(&setup.yaml());
     for _ in 0..20 {
         tokio::time::sleep(Duration::from_millis(300 + next_random(&mut seed) % 2200)).await;
         capture.kill();
-        capture = CaptureProcess::start(&setup.yaml());
+        capture = TributaryProcess::capture(&setup.yaml());
     }
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     writer.await.unwrap();

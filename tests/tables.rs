@@ -167,7 +167,7 @@ async fn materialized_state_equals_the_source_and_restarts_without_replay() {
     .await
     .unwrap();
     let setup = CaptureSetup::new(&db, "").with_snapshot(100);
-    let _capture = CaptureProcess::start(&setup.yaml());
+    let _capture = TributaryProcess::capture(&setup.yaml());
     // …then mixed changes streamed from the binlog: updates, deletes, key changes, a schema change.
     conn.query_drop(format!(
         "UPDATE `{db}`.items SET qty = qty * 10 WHERE id % 3 = 0"

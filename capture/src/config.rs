@@ -227,20 +227,7 @@ impl Validate for CaptureConfig {
     /// Checks values serde cannot: names, ranges and patterns.
     fn validate(&self) -> Result<(), ConfigError> {
         let bad = |field: &str, problem: String| Err(ConfigError::new(field, problem));
-        if self.server_name.is_empty()
-            || !self
-                .server_name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-        {
-            return bad(
-                "server_name",
-                format!(
-                    "{:?} must be non-empty and use only letters, digits, '_' and '-'",
-                    self.server_name
-                ),
-            );
-        }
+        config_text::check_name("server_name", &self.server_name)?;
         if self.source.host.is_empty() {
             return bad("source.host", "must not be empty".into());
         }

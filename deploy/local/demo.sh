@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The end-to-end demo: starts the local stack, creates a small `shop` database,
 # runs `tributary capture`, makes inserts/updates/deletes and prints the change
-# events that arrive in Kafka.
+# events that arrive in Kafka; then runs an enrichment job that joins the
+# captured orders with the captured users (a local table) and prints the
+# enriched orders.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 "$repo_root/deploy/local/up.sh"
@@ -16,6 +18,7 @@ DROP DATABASE IF EXISTS shop;
 CREATE DATABASE shop;
 CREATE TABLE shop.users (id INT PRIMARY KEY, name VARCHAR(50), email VARCHAR(100), tier ENUM('free','pro'));
 CREATE TABLE shop.products (sku VARCHAR(20) PRIMARY KEY, title VARCHAR(100), price DECIMAL(10,2));
+CREATE TABLE shop.orders (id INT PRIMARY KEY, user_id INT, sku VARCHAR(20), quantity INT);
 SQL
 
 demo_dir="$TRIBUTARY_STACK_DIR/demo"
@@ -61,6 +64,37 @@ echo "[demo] change events in $server.shop.products:"
 "$bin" tail --brokers "$TRIBUTARY_KAFKA_BROKERS" --topic "$server.shop.products" --max 1 --idle-timeout 10
 echo "[demo] capture metrics:"
 curl -fs "http://127.0.0.1:$port/metrics" | grep '^tributary_capture_events_total' || true
-kill -TERM $capture_pid
-wait $capture_pid || true
-echo "[demo] done; capture log: $demo_dir/capture.log"
+
+echo "[demo] enrichment: orders (change topic) joined with users (local table from CDC)"
+enrich_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+cat >"$demo_dir/tables.yaml" <<YAML
+data_dir: $demo_dir/tables-$server
+kafka: { brokers: $TRIBUTARY_KAFKA_BROKERS }
+tables:
+  - { name: users, topic: $server.shop.users, mode: global }
+YAML
+cat >"$demo_dir/jobs.yaml" <<YAML
+kafka: { brokers: $TRIBUTARY_KAFKA_BROKERS }
+tables: tables.yaml
+metrics: { listen: 127.0.0.1:$enrich_port }
+jobs:
+  - name: orders-enriched
+    input: { topics: [$server.shop.orders], format: change }
+    joins:
+      - { table: users, key: user_id, select: [name, tier], rename: { name: customer }, into: user }
+    output: { topic: $server.orders.enriched, key: id }
+    dead_letter: { topic: $server.orders.dlq }
+YAML
+"$bin" validate "$demo_dir/jobs.yaml"
+sql <<'SQL'
+INSERT INTO shop.orders VALUES (100, 2, 'SKU-1', 1), (101, 1, 'SKU-1', 3), (102, 2, 'SKU-1', 2);
+SQL
+"$bin" enrich --config "$demo_dir/jobs.yaml" 2>"$demo_dir/enrich.log" &
+enrich_pid=$!
+trap 'kill $capture_pid $enrich_pid 2>/dev/null || true' EXIT
+echo "[demo] enriched orders in $server.orders.enriched (user 1 was deleted: user is null):"
+"$bin" tail --brokers "$TRIBUTARY_KAFKA_BROKERS" --topic "$server.orders.enriched" --max 3 --idle-timeout 30
+curl -fs "http://127.0.0.1:$enrich_port/metrics" | grep -E '^tributary_enrich_(events_(in|out)|join_lookups)_total' || true
+kill -TERM $enrich_pid $capture_pid
+wait $enrich_pid $capture_pid || true
+echo "[demo] done; logs: $demo_dir/capture.log, $demo_dir/enrich.log"

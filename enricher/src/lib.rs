@@ -1,3 +1,228 @@
-//! Tributary enricher: stream–table join jobs declared in config files.
+//! Tributary enricher: jobs, declared in config files, that join event streams
+//! against tables and write enriched events.
 //!
-//! Not built yet: see the issue "Enricher: stream–table join jobs".
+//! - [`config`]: the job file (validated; errors name the field).
+//! - [`field_path`]: field paths into events and the keys they make.
+//! - [`pipeline`]: what a job does to one record (joins, projection, dead letters).
+//! - [`job`]: the consume → enrich → produce loop of one job, at-least-once.
+//! - [`bounds`]: bounded runs (`--from` / `--until`) that stop by themselves.
+//! - [`error`], [`metrics`].
+//!
+//! [`run`] starts the local tables the jobs join (partitioned tables follow the
+//! jobs' input partitions), checks co-partitioning, and runs every job.
+
+pub mod bounds;
+pub mod config;
+pub mod error;
+pub mod field_path;
+pub mod job;
+pub mod metrics;
+pub mod pipeline;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rdkafka::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use tokio_util::sync::CancellationToken;
+use tracing::error;
+use tributary_tables::config::TableMode;
+use tributary_tables::materializer::Materializer;
+use tributary_tables::progress::Progress;
+use tributary_tables::{Follower, Table, TablesMetrics};
+
+pub use bounds::Bounds;
+pub use config::{EnrichConfig, Loaded};
+pub use error::EnrichError;
+pub use job::JobSummary;
+pub use metrics::EnrichMetrics;
+
+use crate::job::{JobSetup, TableGate};
+use crate::pipeline::Pipeline;
+
+/// What the HTTP endpoint's readiness looks at.
+#[derive(Clone, Default)]
+pub struct Readiness {
+    progress: Option<Arc<Progress>>,
+}
+
+impl Readiness {
+    /// Every held table partition has caught up.
+    pub fn ready(&self) -> bool {
+        self.progress.as_ref().is_none_or(|p| p.serving())
+    }
+}
+
+/// Runs every job of `loaded` until `shutdown` (or, bounded, until each reaches
+/// its end); `started` receives the readiness probe once tables are open.
+pub async fn run(
+    loaded: Loaded,
+    bounds: Option<Bounds>,
+    metrics: EnrichMetrics,
+    table_metrics: TablesMetrics,
+    started: impl FnOnce(Readiness),
+    shutdown: CancellationToken,
+) -> Result<Vec<JobSummary>, EnrichError> {
+    let Loaded { config, tables } = loaded;
+    let follower = Follower::default();
+    // Tables stop after the jobs have drained.
+    let tables_stop = CancellationToken::new();
+    let materializer = match &tables {
+        Some(tables) => Some(
+            Materializer::start_following(
+                tables,
+                table_metrics,
+                tables_stop.clone(),
+                follower.clone(),
+            )
+            .await?,
+        ),
+        None => None,
+    };
+    started(Readiness {
+        progress: materializer.as_ref().map(Materializer::progress),
+    });
+    let result = run_jobs(
+        &config,
+        tables.as_ref(),
+        materializer.as_ref(),
+        &follower,
+        bounds,
+        &metrics,
+        shutdown,
+    )
+    .await;
+    tables_stop.cancel();
+    if let Some(materializer) = materializer {
+        materializer.join().await?;
+    }
+    result
+}
+
+async fn run_jobs(
+    config: &EnrichConfig,
+    tables: Option<&tributary_tables::TablesConfig>,
+    materializer: Option<&Materializer>,
+    follower: &Follower,
+    bounds: Option<Bounds>,
+    metrics: &EnrichMetrics,
+    shutdown: CancellationToken,
+) -> Result<Vec<JobSummary>, EnrichError> {
+    let local: Vec<Arc<dyn Table>> = materializer
+        .map(|m| {
+            m.tables()
+                .iter()
+                .map(|t| t.clone() as Arc<dyn Table>)
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut table_partitions = HashMap::new();
+    for table in &local {
+        table_partitions.insert(
+            table.name().to_owned(),
+            table.describe().await.partition_count,
+        );
+    }
+    let counts = input_partitions(config).await?;
+    let mut handles = Vec::new();
+    let jobs_stop = shutdown.child_token();
+    for job in &config.jobs {
+        let inputs: Vec<(String, u32)> = job
+            .input
+            .topics
+            .iter()
+            .map(|t| {
+                counts
+                    .get(t)
+                    .map(|c| (t.clone(), *c))
+                    .ok_or_else(|| EnrichError::NoSuchTopic {
+                        job: job.name.clone(),
+                        topic: t.clone(),
+                    })
+            })
+            .collect::<Result<_, _>>()?;
+        let (mut copartitioned, mut global) = (Vec::new(), Vec::new());
+        for join in &job.joins {
+            let count = table_partitions[&join.table];
+            match EnrichConfig::table_mode(tables, &join.table) {
+                TableMode::Global => global.push((join.table.clone(), count)),
+                TableMode::Partitioned => {
+                    if let Some((topic, n)) = inputs.iter().find(|(_, n)| *n != count) {
+                        return Err(EnrichError::NotCoPartitioned {
+                            job: job.name.clone(),
+                            topic: topic.clone(),
+                            topic_partitions: *n,
+                            table: join.table.clone(),
+                            table_partitions: count,
+                        });
+                    }
+                    copartitioned.push(join.table.clone());
+                }
+            }
+        }
+        let gate = materializer.map(|m| TableGate {
+            progress: m.progress(),
+            copartitioned: copartitioned.clone(),
+            global,
+        });
+        let setup = JobSetup {
+            pipeline: Arc::new(Pipeline::new(job, &local, config.max_event_bytes, metrics)),
+            config: job.clone(),
+            kafka: config.kafka.clone(),
+            inputs,
+            concurrency: config.concurrency,
+            grace: Duration::from_secs(config.shutdown_grace_s),
+            gate,
+            follower: (!copartitioned.is_empty()).then(|| follower.clone()),
+            metrics: metrics.clone(),
+        };
+        let stop = jobs_stop.clone();
+        handles.push(tokio::spawn(async move {
+            let result = job::run(setup, bounds, stop.clone()).await;
+            if result.is_err() {
+                stop.cancel(); // one failed job stops the others
+            }
+            result
+        }));
+    }
+    let mut summaries = Vec::new();
+    let mut first_error = None;
+    for handle in handles {
+        match handle.await.expect("job tasks do not panic") {
+            Ok(summary) => summaries.push(summary),
+            Err(e) => {
+                error!(error = %e, "job failed");
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    first_error.map_or(Ok(summaries), Err)
+}
+
+/// Partition counts of every input topic (absent topics are left out).
+async fn input_partitions(config: &EnrichConfig) -> Result<HashMap<String, u32>, EnrichError> {
+    let client: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", &config.kafka.brokers)
+        .create()?;
+    let topics: Vec<String> = config
+        .jobs
+        .iter()
+        .flat_map(|j| j.input.topics.iter().cloned())
+        .collect();
+    tokio::task::spawn_blocking(move || {
+        let mut counts = HashMap::new();
+        for topic in topics {
+            let metadata = client.fetch_metadata(Some(&topic), Duration::from_secs(10))?;
+            if let Some(t) = metadata.topics().first()
+                && t.error().is_none()
+                && !t.partitions().is_empty()
+            {
+                counts.insert(topic, t.partitions().len() as u32);
+            }
+        }
+        Ok(counts)
+    })
+    .await
+    .expect("metadata fetch does not panic")
+}

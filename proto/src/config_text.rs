@@ -41,6 +41,22 @@ impl HttpConfig {
     }
 }
 
+/// Checks that a name (of a server, table or job) is usable in topic names,
+/// metric labels and file names: non-empty, letters, digits, '_' and '-'.
+pub fn check_name(field: impl Into<String>, name: &str) -> Result<(), ConfigError> {
+    if name.is_empty()
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    {
+        return Err(ConfigError::new(
+            field,
+            format!("{name:?} must be non-empty and use only letters, digits, '_' and '-'"),
+        ));
+    }
+    Ok(())
+}
+
 /// A configuration that checks, after parsing, what serde cannot (ranges, names, patterns).
 pub trait Validate: DeserializeOwned {
     /// The first problem found, naming its field.

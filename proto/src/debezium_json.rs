@@ -113,6 +113,34 @@ pub fn encode_value(event: &ChangeEvent) -> Vec<u8> {
     serde_json::to_vec(&envelope).expect("an envelope always serializes")
 }
 
+/// The row a change record leaves behind: `after` for `c`/`r`/`u`, `None` for a
+/// delete or a JSON `null` (tombstone), and a plain JSON object without `op` as
+/// itself (topics of plain upserts). Debezium's `{"schema", "payload"}` wrapper
+/// is unwrapped. The error says what is wrong with the record.
+pub fn row_after(value: serde_json::Value) -> Result<Option<serde_json::Value>, String> {
+    use serde_json::Value;
+    let mut value = match value {
+        Value::Object(mut map) if map.contains_key("schema") && map.contains_key("payload") => {
+            map.remove("payload").unwrap_or(Value::Null)
+        }
+        other => other,
+    };
+    match &mut value {
+        Value::Null => Ok(None),
+        Value::Object(map) => match map.get("op").and_then(Value::as_str) {
+            Some("d") => Ok(None),
+            Some("c" | "r" | "u") => match map.remove("after") {
+                Some(after @ Value::Object(_)) => Ok(Some(after)),
+                _ => Err("change event without an `after` object".into()),
+            },
+            Some(other) => Err(format!("unknown op {other:?}")),
+            None if map.contains_key("op") => Err("`op` is not a string".into()),
+            None => Ok(Some(value)),
+        },
+        _ => Err("value is neither a JSON object nor null".into()),
+    }
+}
+
 /// Decodes a key and an envelope written by [`encode_key`] and [`encode_value`]
 /// (or by Debezium's MySQL connector with schemas off).
 pub fn decode(key: &[u8], value: &[u8]) -> Result<ChangeEvent, CodecError> {

@@ -179,20 +179,7 @@ impl Validate for TablesConfig {
         }
         let (mut names, mut topics) = (HashSet::new(), HashSet::new());
         for (i, t) in self.tables.iter().enumerate() {
-            if t.name.is_empty()
-                || !t
-                    .name
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-            {
-                return Err(ConfigError::new(
-                    format!("tables[{i}].name"),
-                    format!(
-                        "{:?} must be non-empty and use only letters, digits, '_' and '-'",
-                        t.name
-                    ),
-                ));
-            }
+            config_text::check_name(format!("tables[{i}].name"), &t.name)?;
             if !names.insert(&t.name) {
                 return Err(ConfigError::new(
                     format!("tables[{i}].name"),

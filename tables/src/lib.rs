@@ -5,6 +5,7 @@
 //! - [`store`]: the RocksDB store: one column family per (table, partition), offsets
 //!   written in the same batch as the rows.
 //! - [`materializer`]: follows change topics into the store, resuming from stored offsets.
+//! - [`follower`]: partitions of partitioned tables chosen by an owner (an enricher job).
 //! - [`progress`]: held partitions and readiness.
 //! - [`local_table`]: [`LocalTable`], a [`Table`] over the store.
 //! - [`checkpoint`]: consistent, incremental checkpoints and restore.
@@ -15,6 +16,7 @@
 pub mod checkpoint;
 pub mod config;
 pub mod error;
+pub mod follower;
 pub mod key_codec;
 pub mod local_table;
 pub mod materializer;
@@ -25,6 +27,7 @@ pub mod table;
 
 pub use config::TablesConfig;
 pub use error::TableError;
+pub use follower::Follower;
 pub use local_table::LocalTable;
 pub use metrics::TablesMetrics;
 pub use table::{KeyRange, Table, TableDescription};

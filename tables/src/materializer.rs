@@ -1,8 +1,10 @@
 //! Follows change topics into the store.
 //!
-//! One thread per consumer: a group consumer for `partitioned` tables (the group
-//! splits partitions between instances) and an assigned consumer for `global`
-//! tables (every partition). On assignment a partition resumes right after the
+//! One thread per consumer: a consumer for `partitioned` tables and an assigned
+//! consumer for `global` tables (every partition). Partitioned tables are split
+//! between instances by the tables' consumer group ([`Materializer::start`]), or
+//! follow the partitions an owner names through a [`Follower`]
+//! ([`Materializer::start_following`]: an enricher job's input partitions). On assignment a partition resumes right after the
 //! offset stored in RocksDB, so an instance that keeps its disk re-reads
 //! nothing. Records are applied in `WriteBatch`es of up to `batch_max_records`,
 //! each carrying the offsets it covers. Record values may be Tributary/Debezium
@@ -10,7 +12,7 @@
 //! tombstones delete. A record that cannot be applied is logged, counted and
 //! skipped: bad data never stops a table.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -22,9 +24,11 @@ use rdkafka::{ClientConfig, ClientContext, Message, Offset, TopicPartitionList};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
+use tributary_proto::debezium_json;
 
 use crate::config::{TableMode, TablesConfig};
 use crate::error::TableError;
+use crate::follower::Follower;
 use crate::key_codec;
 use crate::local_table::LocalTable;
 use crate::metrics::{PartitionLabel, TableLabel, TablesMetrics};
@@ -62,11 +66,32 @@ pub struct Materializer {
 }
 
 impl Materializer {
-    /// Opens the store, waits for the topics to exist and starts the consumer threads.
+    /// Opens the store, waits for the topics to exist and starts the consumer
+    /// threads; `partitioned` tables join the tables' consumer group.
     pub async fn start(
         config: &TablesConfig,
         metrics: TablesMetrics,
         shutdown: CancellationToken,
+    ) -> Result<Self, TableError> {
+        Self::start_with(config, metrics, shutdown, None).await
+    }
+
+    /// Like [`Materializer::start`], but `partitioned` tables hold exactly the
+    /// partitions wanted through `follower` (none until told).
+    pub async fn start_following(
+        config: &TablesConfig,
+        metrics: TablesMetrics,
+        shutdown: CancellationToken,
+        follower: Follower,
+    ) -> Result<Self, TableError> {
+        Self::start_with(config, metrics, shutdown, Some(follower)).await
+    }
+
+    async fn start_with(
+        config: &TablesConfig,
+        metrics: TablesMetrics,
+        shutdown: CancellationToken,
+        follower: Option<Follower>,
     ) -> Result<Self, TableError> {
         let store = Arc::new(Store::open(&config.data_dir, &config.rocksdb)?);
         let progress = Arc::new(Progress::default());
@@ -117,7 +142,25 @@ impl Materializer {
                 .map(|t| t.topic.as_str())
         };
         let partitioned: Vec<&str> = of_mode(TableMode::Partitioned).collect();
-        if !partitioned.is_empty() {
+        if !partitioned.is_empty()
+            && let Some(follower) = follower
+        {
+            let consumer: BaseConsumer = consumer_config(config, None).create()?;
+            info!(topics = ?partitioned, "partitioned tables follow their owners' partitions");
+            let follow = Follow {
+                follower,
+                topics: partitioned.iter().map(|t| (*t).to_owned()).collect(),
+                held: BTreeSet::new(),
+            };
+            workers.push(spawn_worker(
+                "tables-following",
+                consumer,
+                shared.clone(),
+                config.batch_max_records,
+                Some(follow),
+                shutdown.clone(),
+            )?);
+        } else if !partitioned.is_empty() {
             let context = GroupContext {
                 shared: shared.clone(),
             };
@@ -132,6 +175,7 @@ impl Materializer {
                 consumer,
                 shared.clone(),
                 config.batch_max_records,
+                None,
                 shutdown.clone(),
             )?);
         }
@@ -151,6 +195,7 @@ impl Materializer {
                 consumer,
                 shared,
                 config.batch_max_records,
+                None,
                 shutdown,
             )?);
         }
@@ -298,13 +343,7 @@ impl ConsumerContext for GroupContext {
             RDKafkaRespErr::RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS => {
                 for element in tpl.elements() {
                     if let Some(table) = self.shared.routes.table_of_topic.get(element.topic()) {
-                        self.shared.progress.revoke(table, element.partition());
-                        self.shared
-                            .metrics
-                            .ready
-                            .get_or_create(&PartitionLabel::new(table, element.partition()))
-                            .set(0);
-                        info!(%table, partition = element.partition(), "partition revoked");
+                        release(&self.shared, table, element.partition());
                     }
                 }
                 if let Err(e) = consumer.unassign() {
@@ -316,17 +355,30 @@ impl ConsumerContext for GroupContext {
     }
 }
 
+/// Stops holding a partition (its rows stay on disk for a later hand-back).
+fn release(shared: &Shared, table: &str, partition: i32) {
+    shared.progress.revoke(table, partition);
+    shared
+        .metrics
+        .ready
+        .get_or_create(&PartitionLabel::new(table, partition))
+        .set(0);
+    info!(%table, partition, "partition released");
+}
+
 fn spawn_worker<C: ConsumerContext + 'static>(
     name: &str,
     consumer: BaseConsumer<C>,
     shared: Shared,
     batch_max: usize,
+    follow: Option<Follow>,
     shutdown: CancellationToken,
 ) -> Result<JoinHandle<Result<(), TableError>>, TableError> {
     let worker = Worker {
         consumer,
         shared,
         batch_max,
+        follow,
         known_keys: HashMap::new(),
     };
     std::thread::Builder::new()
@@ -338,10 +390,18 @@ fn spawn_worker<C: ConsumerContext + 'static>(
         })
 }
 
+/// The partitioned topics of a following worker and the partitions it holds.
+struct Follow {
+    follower: Follower,
+    topics: Vec<String>,
+    held: BTreeSet<i32>,
+}
+
 struct Worker<C: ConsumerContext + 'static> {
     consumer: BaseConsumer<C>,
     shared: Shared,
     batch_max: usize,
+    follow: Option<Follow>,
     /// Key columns already recorded per table and partition.
     known_keys: HashMap<String, HashMap<i32, Vec<String>>>,
 }
@@ -350,6 +410,7 @@ impl<C: ConsumerContext + 'static> Worker<C> {
     fn run(mut self, shutdown: &CancellationToken) -> Result<(), TableError> {
         let mut last_stats = Instant::now() - STATS_INTERVAL;
         while !shutdown.is_cancelled() {
+            self.follow_owners()?;
             self.observe_ends();
             self.apply_batch()?;
             if last_stats.elapsed() >= STATS_INTERVAL {
@@ -358,6 +419,40 @@ impl<C: ConsumerContext + 'static> Worker<C> {
             }
         }
         info!("materializer stopped");
+        Ok(())
+    }
+
+    /// Takes on the partitions owners newly want and lets go of those they no longer do.
+    fn follow_owners(&mut self) -> Result<(), TableError> {
+        let Some(follow) = &mut self.follow else {
+            return Ok(());
+        };
+        let Some(wanted) = follow.follower.take_change() else {
+            return Ok(());
+        };
+        let of = |partitions: &mut dyn Iterator<Item = &i32>| {
+            let mut tpl = TopicPartitionList::new();
+            for partition in partitions {
+                for topic in &follow.topics {
+                    tpl.add_partition(topic, *partition);
+                }
+            }
+            tpl
+        };
+        let released = of(&mut follow.held.difference(&wanted));
+        if released.count() > 0 {
+            self.consumer.incremental_unassign(&released)?;
+            for element in released.elements() {
+                let table = &self.shared.routes.table_of_topic[element.topic()];
+                release(&self.shared, table, element.partition());
+            }
+        }
+        let taken = of(&mut wanted.difference(&follow.held));
+        if taken.count() > 0 {
+            self.consumer
+                .incremental_assign(&resume_positions(&self.shared, &taken)?)?;
+        }
+        follow.held = wanted;
         Ok(())
     }
 
@@ -503,28 +598,16 @@ fn apply_record(
 fn row_of(payload: &[u8]) -> Result<Option<Vec<u8>>, String> {
     let value: Value =
         serde_json::from_slice(payload).map_err(|e| format!("value is not JSON: {e}"))?;
-    let mut value = match value {
-        // Debezium with schemas enabled wraps the envelope.
-        Value::Object(mut map) if map.contains_key("schema") && map.contains_key("payload") => {
-            map.remove("payload").unwrap_or(Value::Null)
-        }
-        other => other,
-    };
-    match &mut value {
-        Value::Null => Ok(None),
-        Value::Object(map) => match map.get("op").and_then(Value::as_str) {
-            Some("d") => Ok(None),
-            Some("c" | "r" | "u") => match map.remove("after") {
-                Some(after @ Value::Object(_)) => {
-                    Ok(Some(serde_json::to_vec(&after).expect("JSON serializes")))
-                }
-                _ => Err("change event without an `after` object".into()),
-            },
-            Some(other) => Err(format!("unknown op {other:?}")),
-            None if map.contains_key("op") => Err("`op` is not a string".into()),
-            None => Ok(Some(payload.to_vec())),
-        },
-        _ => Err("value is neither a JSON object nor null".into()),
+    // Neither a change event nor one wrapped with its schema.
+    let plain = value.as_object().is_some_and(|m| {
+        let wrapped = m.contains_key("schema") && m.contains_key("payload");
+        !(m.contains_key("op") || wrapped)
+    });
+    match debezium_json::row_after(value)? {
+        // A plain row is stored as it came.
+        Some(_) if plain => Ok(Some(payload.to_vec())),
+        Some(row) => Ok(Some(serde_json::to_vec(&row).expect("JSON serializes"))),
+        None => Ok(None),
     }
 }
 

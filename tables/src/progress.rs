@@ -91,6 +91,15 @@ impl Progress {
         self.read(|held| held.get(table).is_some_and(|t| t.contains_key(&partition)))
     }
 
+    /// Whether this instance holds the partition and has caught up with it.
+    pub fn is_ready(&self, table: &str, partition: i32) -> bool {
+        self.read(|held| {
+            held.get(table)
+                .and_then(|t| t.get(&partition))
+                .is_some_and(|p| p.ready)
+        })
+    }
+
     /// Held partitions of a table.
     pub fn of_table(&self, table: &str) -> Vec<(i32, PartitionProgress)> {
         self.read(|held| {

@@ -170,25 +170,39 @@ pub fn write_config(text: &str) -> PathBuf {
     path
 }
 
-/// A `tributary capture` child process; killed when dropped.
-pub struct CaptureProcess {
+/// A `tributary` child process; killed when dropped.
+pub struct TributaryProcess {
     child: Child,
     log: PathBuf,
+    stdout: PathBuf,
 }
 
-impl CaptureProcess {
-    pub fn start(config_yaml: &str) -> Self {
-        let config = write_config(config_yaml);
-        let log = config.with_extension("log");
+impl TributaryProcess {
+    /// `tributary capture` with this config.
+    pub fn capture(config_yaml: &str) -> Self {
+        Self::start(&["capture"], &write_config(config_yaml), &[])
+    }
+
+    /// `tributary <command> --config <config> <extra…>`; stdout and stderr go to files.
+    pub fn start(command: &[&str], config: &std::path::Path, extra: &[&str]) -> Self {
+        let log = config.with_extension(format!("{}.log", unique("run")));
+        let stdout = log.with_extension("out");
         let child = Command::new(env!("CARGO_BIN_EXE_tributary"))
-            .args(["capture", "--config"])
-            .arg(&config)
+            .args(command)
+            .arg("--config")
+            .arg(config)
+            .args(extra)
             .env("TRIBUTARY_LOG", "info")
-            .stdout(Stdio::null())
+            .stdout(std::fs::File::create(&stdout).unwrap())
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
             .unwrap();
-        CaptureProcess { child, log }
+        TributaryProcess { child, log, stdout }
+    }
+
+    /// The file the process's stdout goes to.
+    pub fn stdout_path(&self) -> PathBuf {
+        self.stdout.clone()
     }
 
     /// SIGKILL: no chance to flush or store a position.
@@ -226,7 +240,7 @@ impl CaptureProcess {
             }
             assert!(
                 Instant::now() < deadline,
-                "capture did not exit; log:\n{}",
+                "tributary did not exit; log:\n{}",
                 self.log()
             );
             std::thread::sleep(Duration::from_millis(100));
@@ -234,7 +248,7 @@ impl CaptureProcess {
     }
 }
 
-impl Drop for CaptureProcess {
+impl Drop for TributaryProcess {
     fn drop(&mut self) {
         self.kill();
     }
@@ -247,6 +261,23 @@ pub struct Record {
     pub offset: i64,
     pub key: serde_json::Value,
     pub value: Option<serde_json::Value>,
+}
+
+/// One Kafka record as it is stored.
+#[derive(Debug, Clone)]
+pub struct RawRecord {
+    pub partition: i32,
+    pub offset: i64,
+    pub key: Option<Vec<u8>>,
+    pub value: Option<Vec<u8>>,
+    pub headers: std::collections::BTreeMap<String, String>,
+}
+
+impl RawRecord {
+    /// The value parsed as JSON.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(self.value.as_deref().unwrap()).unwrap()
+    }
 }
 
 /// Reads `topic` from the beginning until `done(records)` or `timeout`.
@@ -266,6 +297,38 @@ pub async fn read_topic_from(
     timeout: Duration,
     mut done: impl FnMut(&[Record]) -> bool + Send + 'static,
 ) -> Vec<Record> {
+    let parse = |r: &RawRecord| Record {
+        partition: r.partition,
+        offset: r.offset,
+        key: serde_json::from_slice(r.key.as_deref().expect("change records are keyed")).unwrap(),
+        value: r.value.as_ref().map(|p| serde_json::from_slice(p).unwrap()),
+    };
+    let mut parsed: Vec<Record> = Vec::new();
+    let raw = read_raw_from(brokers, topic, timeout, move |raw| {
+        parsed.extend(raw[parsed.len()..].iter().map(parse));
+        done(&parsed)
+    })
+    .await;
+    raw.iter().map(parse).collect()
+}
+
+/// Reads `topic` from the beginning, as stored, until `done(records)` or `timeout`.
+pub async fn read_raw(
+    topic: &str,
+    timeout: Duration,
+    done: impl FnMut(&[RawRecord]) -> bool + Send + 'static,
+) -> Vec<RawRecord> {
+    read_raw_from(&brokers(), topic, timeout, done).await
+}
+
+/// [`read_raw`] on another broker.
+pub async fn read_raw_from(
+    brokers: &str,
+    topic: &str,
+    timeout: Duration,
+    mut done: impl FnMut(&[RawRecord]) -> bool + Send + 'static,
+) -> Vec<RawRecord> {
+    use rdkafka::message::Headers as _;
     let topic = topic.to_owned();
     let brokers = brokers.to_owned();
     tokio::task::spawn_blocking(move || {
@@ -307,12 +370,23 @@ pub async fn read_topic_from(
                 // Transport errors (a broker just starting) are transient: poll again.
                 Some(Err(_)) => check = true,
                 Some(Ok(msg)) => {
-                    records.push(Record {
+                    let headers = msg
+                        .headers()
+                        .map(|h| {
+                            h.iter()
+                                .map(|h| {
+                                    let value = h.value.map(String::from_utf8_lossy);
+                                    (h.key.to_owned(), value.unwrap_or_default().into_owned())
+                                })
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    records.push(RawRecord {
                         partition: msg.partition(),
                         offset: msg.offset(),
-                        key: serde_json::from_slice(msg.key().expect("change records are keyed"))
-                            .unwrap(),
-                        value: msg.payload().map(|p| serde_json::from_slice(p).unwrap()),
+                        key: msg.key().map(<[u8]>::to_vec),
+                        value: msg.payload().map(<[u8]>::to_vec),
+                        headers,
                     });
                     check = records.len() % 1000 == 0;
                 }
@@ -505,13 +579,18 @@ impl Drop for PrivateMariaDb {
 
 /// Creates a topic (compacted, like capture's) on the stack's broker.
 pub async fn create_topic(name: &str, partitions: i32) {
+    create_topic_with(name, partitions, "compact").await;
+}
+
+/// Creates a topic with this `cleanup.policy` (`delete` for event streams).
+pub async fn create_topic_with(name: &str, partitions: i32, cleanup: &str) {
     use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
     let admin: AdminClient<rdkafka::client::DefaultClientContext> = ClientConfig::new()
         .set("bootstrap.servers", brokers())
         .create()
         .unwrap();
-    let topic = NewTopic::new(name, partitions, TopicReplication::Fixed(1))
-        .set("cleanup.policy", "compact");
+    let topic =
+        NewTopic::new(name, partitions, TopicReplication::Fixed(1)).set("cleanup.policy", cleanup);
     for result in admin
         .create_topics([&topic], &AdminOptions::new())
         .await
@@ -528,6 +607,22 @@ pub async fn produce(
     partitions: u32,
     records: &[(serde_json::Value, Option<Vec<u8>>)],
 ) {
+    let records: Vec<Produced> = records
+        .iter()
+        .map(|(key, value)| {
+            let key = serde_json::to_vec(key).unwrap();
+            let partition = tributary_proto::partition::partition_for_key(&key, partitions);
+            (partition, Some(key), value.clone())
+        })
+        .collect();
+    produce_raw(topic, &records).await;
+}
+
+/// A record to produce: partition, key, value.
+pub type Produced = (i32, Option<Vec<u8>>, Option<Vec<u8>>);
+
+/// Produces records to the given partitions, as they are.
+pub async fn produce_raw(topic: &str, records: &[Produced]) {
     use rdkafka::producer::{FutureProducer, FutureRecord};
     let producer: FutureProducer = ClientConfig::new()
         .set("bootstrap.servers", brokers())
@@ -536,12 +631,11 @@ pub async fn produce(
         .create()
         .unwrap();
     let mut deliveries = Vec::with_capacity(records.len());
-    for (key, value) in records {
-        let key = serde_json::to_vec(key).unwrap();
-        let partition = tributary_proto::partition::partition_for_key(&key, partitions);
-        let mut record = FutureRecord::<[u8], [u8]>::to(topic)
-            .key(&key)
-            .partition(partition);
+    for (partition, key, value) in records {
+        let mut record = FutureRecord::<[u8], [u8]>::to(topic).partition(*partition);
+        if let Some(key) = key {
+            record = record.key(key);
+        }
         if let Some(value) = value {
             record = record.payload(value);
         }

@@ -1,0 +1,471 @@
+//! Configuration of enrichment jobs (`tributary enrich --config FILE`).
+//!
+//! ```yaml
+//! kafka: { brokers: 127.0.0.1:19092 }
+//! tables: tables.yaml            # a tables config; relative to this file
+//! jobs:
+//!   - name: orders-enriched
+//!     input: { topics: [orders], format: json }
+//!     joins:
+//!       - table: users
+//!         key: user_id            # a field path (a.b.c), or a list for composite keys
+//!         select: [name, tier]    # row columns to copy (all when absent)
+//!         rename: { name: user_name }
+//!         into: user              # nest under this field (top level when absent)
+//!         type: left              # left: a miss adds nulls; inner: see on_miss
+//!     output: { topic: orders.enriched, key: order_id }
+//!     dead_letter: { topic: orders.dlq }
+//! ```
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use tributary_proto::config_text::{self, ConfigError, HttpConfig, Validate};
+use tributary_tables::TablesConfig;
+use tributary_tables::config::TableMode;
+
+use crate::field_path::FieldPath;
+
+/// Default port of the HTTP endpoint (`/metrics`, `/healthz`, `/readyz`).
+pub const DEFAULT_HTTP_PORT: u16 = 9102;
+
+/// The whole file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EnrichConfig {
+    /// The Kafka cluster of the input, output and dead-letter topics.
+    pub kafka: KafkaConfig,
+    /// A tables config file naming the tables joins look up (relative to this file).
+    #[serde(default)]
+    pub tables: Option<PathBuf>,
+    /// The jobs; each has its own consumer group.
+    pub jobs: Vec<JobConfig>,
+    /// Delivery guarantee of the output.
+    #[serde(default)]
+    pub delivery: Delivery,
+    /// Events in flight (being looked up) per job.
+    #[serde(default = "default_concurrency")]
+    pub concurrency: usize,
+    /// Larger input events go to the dead-letter topic.
+    #[serde(default = "default_max_event_bytes")]
+    pub max_event_bytes: usize,
+    /// Seconds to finish in-flight events after SIGTERM before exiting.
+    #[serde(default = "default_grace")]
+    pub shutdown_grace_s: u64,
+    /// HTTP endpoint for `/metrics`, `/healthz`, `/readyz`.
+    #[serde(default)]
+    pub metrics: HttpConfig,
+}
+
+/// Kafka client settings.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KafkaConfig {
+    /// `bootstrap.servers`.
+    pub brokers: String,
+    /// Extra librdkafka consumer properties, passed through.
+    #[serde(default)]
+    pub consumer: BTreeMap<String, String>,
+    /// Extra librdkafka producer properties, passed through.
+    #[serde(default)]
+    pub producer: BTreeMap<String, String>,
+}
+
+/// Delivery guarantee.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Delivery {
+    /// Offsets are committed after the output is acknowledged; a crash may repeat
+    /// outputs, which carry their source topic/partition/offset in headers.
+    #[default]
+    AtLeastOnce,
+}
+
+/// One enrichment job.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobConfig {
+    /// Job name (metrics label, default group id).
+    pub name: String,
+    /// Consumer group (default `tributary-enrich.<name>`).
+    #[serde(default)]
+    pub group_id: Option<String>,
+    /// Where events come from.
+    pub input: InputConfig,
+    /// Join steps, applied in order (a later key may use an earlier join's fields).
+    #[serde(default)]
+    pub joins: Vec<JoinConfig>,
+    /// Where enriched events go.
+    pub output: OutputConfig,
+    /// Where events that cannot be enriched go, with the reason.
+    pub dead_letter: DeadLetterConfig,
+}
+
+impl JobConfig {
+    /// The job's consumer group.
+    pub fn group_id(&self) -> String {
+        self.group_id
+            .clone()
+            .unwrap_or_else(|| format!("tributary-enrich.{}", self.name))
+    }
+}
+
+/// Input topics and their format.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InputConfig {
+    /// Topics consumed.
+    pub topics: Vec<String>,
+    /// How record values are read.
+    #[serde(default)]
+    pub format: InputFormat,
+}
+
+/// How input record values are read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InputFormat {
+    /// Each value is a JSON object: the event.
+    #[default]
+    Json,
+    /// Tributary/Debezium change events: the event is the row after the change;
+    /// deletes and tombstones are skipped.
+    Change,
+}
+
+/// One join step.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JoinConfig {
+    /// Table name, from the tables config.
+    pub table: String,
+    /// Field path(s) of the event giving the table key, in key-column order.
+    pub key: KeyFields,
+    /// `left` keeps events whose key is not found; `inner` applies `on_miss`.
+    #[serde(default, rename = "type")]
+    pub join_type: JoinType,
+    /// What an inner join does on a miss (default `drop`).
+    #[serde(default)]
+    pub on_miss: Option<MissPolicy>,
+    /// Row columns copied into the event (every column when absent).
+    #[serde(default)]
+    pub select: Option<Vec<String>>,
+    /// Column → field name in the output.
+    #[serde(default)]
+    pub rename: BTreeMap<String, String>,
+    /// Nest the copied columns under this field (top level when absent).
+    #[serde(default)]
+    pub into: Option<String>,
+}
+
+/// One field path, or several for a composite key.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum KeyFields {
+    /// A single-column key.
+    One(String),
+    /// A composite key, in key-column order.
+    Many(Vec<String>),
+}
+
+impl KeyFields {
+    /// The paths, in order.
+    pub fn paths(&self) -> Vec<&str> {
+        match self {
+            KeyFields::One(path) => vec![path],
+            KeyFields::Many(paths) => paths.iter().map(String::as_str).collect(),
+        }
+    }
+}
+
+/// Join type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JoinType {
+    /// A miss adds nulls.
+    #[default]
+    Left,
+    /// A miss applies `on_miss`.
+    Inner,
+}
+
+/// What an inner join does with an event whose key is not in the table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MissPolicy {
+    /// Skip the event (counted).
+    Drop,
+    /// Send it to the dead-letter topic.
+    Dlq,
+}
+
+/// The output topic and key.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OutputConfig {
+    /// Topic enriched events are written to.
+    pub topic: String,
+    /// Field path(s) of the enriched event giving the record key (the input
+    /// record's key when absent).
+    #[serde(default)]
+    pub key: Option<KeyFields>,
+}
+
+/// The dead-letter topic.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeadLetterConfig {
+    /// Topic receiving the original bytes with the reason in headers.
+    pub topic: String,
+}
+
+fn default_concurrency() -> usize {
+    256
+}
+fn default_max_event_bytes() -> usize {
+    1 << 20
+}
+fn default_grace() -> u64 {
+    30
+}
+
+/// A loaded job file with the tables config it names.
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    /// The job file.
+    pub config: EnrichConfig,
+    /// The tables config, when the file names one.
+    pub tables: Option<TablesConfig>,
+}
+
+impl EnrichConfig {
+    /// Reads and validates a job file and the tables config it names; every join
+    /// must name a table of that config.
+    pub fn load(path: &Path) -> Result<Loaded, ConfigError> {
+        let config: EnrichConfig = config_text::load(path)?;
+        let tables = match &config.tables {
+            None => None,
+            Some(file) => {
+                let file = path.parent().unwrap_or(Path::new(".")).join(file);
+                Some(TablesConfig::load(&file).map_err(|e| {
+                    ConfigError::new(
+                        format!("tables ({}): {}", file.display(), e.field),
+                        e.problem,
+                    )
+                })?)
+            }
+        };
+        config.check_tables(tables.as_ref())?;
+        Ok(Loaded { config, tables })
+    }
+
+    /// Parses and validates text, with the tables config given directly.
+    pub fn parse(text: &str, tables: Option<&TablesConfig>) -> Result<Self, ConfigError> {
+        let config: EnrichConfig = config_text::parse(text)?;
+        config.check_tables(tables)?;
+        Ok(config)
+    }
+
+    /// Every join names a table of `tables`.
+    fn check_tables(&self, tables: Option<&TablesConfig>) -> Result<(), ConfigError> {
+        let known: Vec<&str> = tables
+            .map(|t| t.tables.iter().map(|t| t.name.as_str()).collect())
+            .unwrap_or_default();
+        for (j, job) in self.jobs.iter().enumerate() {
+            for (i, join) in job.joins.iter().enumerate() {
+                if !known.contains(&join.table.as_str()) {
+                    return Err(ConfigError::new(
+                        format!("jobs[{j}].joins[{i}].table"),
+                        format!(
+                            "{:?} is not a table of the tables config (tables: {known:?})",
+                            join.table
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The mode of a table in `tables` (partitioned when unknown).
+    pub fn table_mode(tables: Option<&TablesConfig>, name: &str) -> TableMode {
+        tables
+            .and_then(|t| t.tables.iter().find(|t| t.name == name))
+            .map_or(TableMode::Partitioned, |t| t.mode)
+    }
+}
+
+fn check_paths(field: &str, key: &KeyFields) -> Result<(), ConfigError> {
+    let paths = key.paths();
+    if paths.is_empty() {
+        return Err(ConfigError::new(field, "name at least one field"));
+    }
+    for (i, path) in paths.iter().enumerate() {
+        FieldPath::parse(path).map_err(|problem| {
+            let field = match key {
+                KeyFields::One(_) => field.to_owned(),
+                KeyFields::Many(_) => format!("{field}[{i}]"),
+            };
+            ConfigError::new(field, problem)
+        })?;
+    }
+    Ok(())
+}
+
+impl Validate for EnrichConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
+        if self.kafka.brokers.trim().is_empty() {
+            return Err(ConfigError::new(
+                "kafka.brokers",
+                "must name at least one broker",
+            ));
+        }
+        if self.jobs.is_empty() {
+            return Err(ConfigError::new("jobs", "declare at least one job"));
+        }
+        if self.concurrency == 0 {
+            return Err(ConfigError::new("concurrency", "must be at least 1"));
+        }
+        if self.max_event_bytes == 0 {
+            return Err(ConfigError::new("max_event_bytes", "must be at least 1"));
+        }
+        let mut names = HashSet::new();
+        for (j, job) in self.jobs.iter().enumerate() {
+            let at = |field: &str| format!("jobs[{j}].{field}");
+            config_text::check_name(at("name"), &job.name)?;
+            if !names.insert(&job.name) {
+                return Err(ConfigError::new(
+                    at("name"),
+                    format!("{:?} is declared twice", job.name),
+                ));
+            }
+            if job.input.topics.is_empty() || job.input.topics.iter().any(String::is_empty) {
+                return Err(ConfigError::new(
+                    at("input.topics"),
+                    "name at least one topic, none empty",
+                ));
+            }
+            let outputs = [&job.output.topic, &job.dead_letter.topic];
+            for (field, topic) in ["output.topic", "dead_letter.topic"].iter().zip(outputs) {
+                if topic.is_empty() {
+                    return Err(ConfigError::new(at(field), "must not be empty"));
+                }
+                if job.input.topics.contains(topic) {
+                    return Err(ConfigError::new(
+                        at(field),
+                        format!(
+                            "{topic:?} is also an input topic (the job would read its own output)"
+                        ),
+                    ));
+                }
+            }
+            if let Some(key) = &job.output.key {
+                check_paths(&at("output.key"), key)?;
+            }
+            for (i, join) in job.joins.iter().enumerate() {
+                let at = |field: &str| format!("jobs[{j}].joins[{i}].{field}");
+                check_paths(&at("key"), &join.key)?;
+                if join.join_type == JoinType::Left && join.on_miss.is_some() {
+                    return Err(ConfigError::new(
+                        at("on_miss"),
+                        "applies to `type: inner` only (a left join adds nulls on a miss)",
+                    ));
+                }
+                if let Some(into) = &join.into
+                    && into.is_empty()
+                {
+                    return Err(ConfigError::new(at("into"), "must not be empty"));
+                }
+                if let Some(select) = &join.select
+                    && let Some(column) = join.rename.keys().find(|c| !select.contains(c))
+                {
+                    return Err(ConfigError::new(
+                        at("rename"),
+                        format!("{column:?} is not among the selected columns {select:?}"),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tables() -> TablesConfig {
+        TablesConfig::parse(
+            "data_dir: /tmp/x\nkafka: { brokers: 'b:1' }\ntables:\n  - { name: users, topic: s.d.users }\n  - { name: products, topic: s.d.products, mode: global }\n",
+        )
+        .unwrap()
+    }
+
+    const GOOD: &str = "
+kafka: { brokers: 'b:1' }
+jobs:
+  - name: orders
+    input: { topics: [orders] }
+    joins:
+      - { table: users, key: user_id, select: [name, tier], rename: { name: user_name }, into: user }
+      - { table: products, key: [line.sku, region], type: inner, on_miss: dlq }
+    output: { topic: orders.enriched, key: order_id }
+    dead_letter: { topic: orders.dlq }
+";
+
+    #[test]
+    fn parses_and_defaults() {
+        let c = EnrichConfig::parse(GOOD, Some(&tables())).unwrap();
+        let job = &c.jobs[0];
+        assert_eq!(job.group_id(), "tributary-enrich.orders");
+        assert_eq!(job.input.format, InputFormat::Json);
+        assert_eq!(job.joins[0].join_type, JoinType::Left);
+        assert_eq!(job.joins[1].key.paths(), ["line.sku", "region"]);
+        assert_eq!(job.joins[1].on_miss, Some(MissPolicy::Dlq));
+        assert_eq!(c.delivery, Delivery::AtLeastOnce);
+        assert_eq!(
+            EnrichConfig::table_mode(Some(&tables()), "products"),
+            TableMode::Global
+        );
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        let field = |text: &str| {
+            EnrichConfig::parse(text, Some(&tables()))
+                .unwrap_err()
+                .field
+        };
+        assert_eq!(
+            field(&GOOD.replace("table: users", "table: clients")),
+            "jobs[0].joins[0].table"
+        );
+        assert_eq!(
+            field(&GOOD.replace("[line.sku, region]", "[line..sku, region]")),
+            "jobs[0].joins[1].key[0]"
+        );
+        assert_eq!(
+            field(&GOOD.replace("on_miss: dlq", "on_miss: retry")),
+            "jobs[0].joins[1].on_miss"
+        );
+        assert_eq!(
+            field(&GOOD.replace("type: inner, ", "")),
+            "jobs[0].joins[1].on_miss"
+        );
+        assert_eq!(
+            field(&GOOD.replace("rename: { name: user_name }", "rename: { email: mail }")),
+            "jobs[0].joins[0].rename"
+        );
+        assert_eq!(
+            field(&GOOD.replace("topic: orders.dlq", "topic: orders")),
+            "jobs[0].dead_letter.topic"
+        );
+        assert_eq!(
+            field(&GOOD.replace("name: orders", "name: 'a b'")),
+            "jobs[0].name"
+        );
+        assert_eq!(field(&format!("{GOOD}concurrency: 0")), "concurrency");
+        assert_eq!(field(&format!("{GOOD}colour: blue")), "colour");
+    }
+}

@@ -1,0 +1,49 @@
+//! Errors that stop a job. Bad events never do: they go to the dead-letter topic.
+
+use rdkafka::error::KafkaError;
+use tributary_tables::TableError;
+
+/// Why an enricher job stopped or could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum EnrichError {
+    /// The Kafka client failed.
+    #[error("kafka: {0}")]
+    Kafka(#[from] KafkaError),
+    /// The local tables failed.
+    #[error("tables: {0}")]
+    Table(#[from] TableError),
+    /// An input topic does not exist.
+    #[error("job `{job}`: input topic `{topic}` does not exist")]
+    NoSuchTopic {
+        /// Job name.
+        job: String,
+        /// Missing topic.
+        topic: String,
+    },
+    /// A partitioned table cannot follow the input's partitions.
+    #[error(
+        "job `{job}`: input topic `{topic}` has {topic_partitions} partitions but partitioned table `{table}` has {table_partitions}; a partitioned table must be co-partitioned with the input (same partition count, input keyed by the join key): declare the table `mode: global`, or repartition one of the topics"
+    )]
+    NotCoPartitioned {
+        /// Job name.
+        job: String,
+        /// Input topic.
+        topic: String,
+        /// Its partition count.
+        topic_partitions: u32,
+        /// Table name.
+        table: String,
+        /// Partition count of the table's topic.
+        table_partitions: u32,
+    },
+    /// An output could not be written (after the client's own retries).
+    #[error("job `{job}`: writing to `{topic}` failed: {source}")]
+    Produce {
+        /// Job name.
+        job: String,
+        /// Output or dead-letter topic.
+        topic: String,
+        /// The client's error.
+        source: Box<KafkaError>,
+    },
+}

@@ -1,0 +1,117 @@
+//! Field paths into JSON events (`customer.address.city`) and the lookup keys
+//! they make.
+
+use serde_json::Value;
+
+/// A dotted path of object fields.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldPath {
+    text: String,
+    segments: Vec<String>,
+}
+
+impl FieldPath {
+    /// Parses `a.b.c`; every segment must be non-empty.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let segments: Vec<String> = text.split('.').map(str::to_owned).collect();
+        if segments.iter().any(String::is_empty) {
+            return Err(format!(
+                "{text:?} is not a field path (fields separated by single dots)"
+            ));
+        }
+        Ok(FieldPath {
+            text: text.to_owned(),
+            segments,
+        })
+    }
+
+    /// The value at this path, if every field on the way exists.
+    pub fn get<'v>(&self, event: &'v Value) -> Option<&'v Value> {
+        self.segments
+            .iter()
+            .try_fold(event, |value, field| value.as_object()?.get(field))
+    }
+
+    /// The path as written.
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+}
+
+/// The lookup key `paths` give in `event`: the bare value for one path, an array
+/// in path order for several. `Ok(None)` when a key field is null (nothing to
+/// look up); an error names a missing field or one that is not a scalar.
+pub fn key_of(event: &Value, paths: &[FieldPath]) -> Result<Option<Value>, String> {
+    let mut values = Vec::with_capacity(paths.len());
+    for path in paths {
+        match path.get(event) {
+            None => return Err(format!("missing key field `{}`", path.as_str())),
+            Some(Value::Null) => return Ok(None),
+            Some(value @ (Value::Object(_) | Value::Array(_))) => {
+                let kind = if value.is_object() {
+                    "an object"
+                } else {
+                    "an array"
+                };
+                return Err(format!(
+                    "key field `{}` is {kind}, not a string, number or boolean",
+                    path.as_str()
+                ));
+            }
+            Some(value) => values.push(value.clone()),
+        }
+    }
+    Ok(Some(if values.len() == 1 {
+        values.pop().expect("one value")
+    } else {
+        Value::Array(values)
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn paths(texts: &[&str]) -> Vec<FieldPath> {
+        texts.iter().map(|t| FieldPath::parse(t).unwrap()).collect()
+    }
+
+    #[test]
+    fn parses_paths() {
+        assert!(FieldPath::parse("a.b").is_ok());
+        assert!(FieldPath::parse("a..b").is_err());
+        assert!(FieldPath::parse("").is_err());
+        assert!(FieldPath::parse(".a").is_err());
+    }
+
+    #[test]
+    fn extracts_keys() {
+        let event = json!({"user_id": 7, "line": {"sku": "A-1"}, "region": "eu", "gone": null, "tags": [1]});
+        assert_eq!(key_of(&event, &paths(&["user_id"])), Ok(Some(json!(7))));
+        assert_eq!(
+            key_of(&event, &paths(&["line.sku", "region"])),
+            Ok(Some(json!(["A-1", "eu"])))
+        );
+        assert_eq!(key_of(&event, &paths(&["gone"])), Ok(None));
+        assert_eq!(
+            key_of(&event, &paths(&["line.price"])),
+            Err("missing key field `line.price`".into())
+        );
+        assert!(
+            key_of(&event, &paths(&["tags"]))
+                .unwrap_err()
+                .contains("an array")
+        );
+        assert!(
+            key_of(&event, &paths(&["line"]))
+                .unwrap_err()
+                .contains("an object")
+        );
+        assert_eq!(
+            key_of(&json!([1]), &paths(&["a"])),
+            Err("missing key field `a`".into())
+        );
+    }
+}

@@ -1,0 +1,623 @@
+//! Runs one job: consume the input, enrich many events at once, write outputs
+//! and dead letters in input order, and commit an input offset only after what
+//! it produced is acknowledged by the broker (at-least-once).
+//!
+//! The consumer group splits input partitions between instances; on every
+//! assignment the job tells the [`Follower`] which partitions it owns, so the
+//! co-partitioned local tables hold exactly those, and an event waits until its
+//! table partitions have caught up. Outputs carry their source topic, partition
+//! and offset in headers, so a consumer can drop the duplicates a crash may cause.
+
+use std::collections::BTreeSet;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use futures::stream::{FuturesOrdered, StreamExt as _};
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use rdkafka::consumer::{
+    BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance, StreamConsumer,
+};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::{Header, OwnedHeaders, OwnedMessage};
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::statistics::Statistics;
+use rdkafka::{ClientConfig, ClientContext, Message};
+use tokio_util::sync::CancellationToken;
+use tracing::{error, info, warn};
+use tributary_tables::Follower;
+use tributary_tables::progress::Progress;
+
+use crate::bounds::{self, Bounds, Tracker};
+use crate::config::{JobConfig, KafkaConfig};
+use crate::error::EnrichError;
+use crate::metrics::{EnrichMetrics, InputLabel, JobLabel, SkipLabel};
+use crate::pipeline::{Outcome, Pipeline, Skip};
+
+/// Most outputs awaiting acknowledgement before the job stops reading.
+const MAX_UNACKED: usize = 20_000;
+
+/// Header names of outputs and dead letters.
+pub mod headers {
+    /// Input topic of the event.
+    pub const SOURCE_TOPIC: &str = "tributary.source.topic";
+    /// Input partition of the event.
+    pub const SOURCE_PARTITION: &str = "tributary.source.partition";
+    /// Input offset of the event.
+    pub const SOURCE_OFFSET: &str = "tributary.source.offset";
+    /// Job that wrote the record.
+    pub const JOB: &str = "tributary.job";
+    /// Why a dead letter could not be enriched.
+    pub const ERROR: &str = "tributary.error";
+}
+
+/// What a finished (bounded or stopped) job did.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct JobSummary {
+    /// Job name.
+    pub job: String,
+    /// Events read.
+    pub events_in: u64,
+    /// Enriched events written.
+    pub events_out: u64,
+    /// Events written to the dead-letter topic.
+    pub dead_lettered: u64,
+    /// Events that produced nothing (deletes, inner-join drops).
+    pub skipped: u64,
+    /// Wall time, in seconds.
+    pub seconds: f64,
+}
+
+/// Which local tables a job's events wait for.
+#[derive(Clone)]
+pub struct TableGate {
+    /// Readiness of held partitions.
+    pub progress: Arc<Progress>,
+    /// Partitioned tables: the partition matching the event's must be ready.
+    pub copartitioned: Vec<String>,
+    /// Global tables with their partition counts: every partition must be ready.
+    pub global: Vec<(String, u32)>,
+}
+
+impl TableGate {
+    fn ready(&self, partition: i32) -> bool {
+        self.copartitioned
+            .iter()
+            .all(|t| self.progress.is_ready(t, partition))
+            && self.global.iter().all(|(t, count)| {
+                let held = self.progress.of_table(t);
+                held.len() == *count as usize && held.iter().all(|(_, p)| p.ready)
+            })
+    }
+
+    async fn wait(&self, partition: i32) {
+        while !self.ready(partition) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+}
+
+/// Everything a job needs to run.
+pub struct JobSetup {
+    /// The job's config.
+    pub config: JobConfig,
+    /// Kafka settings.
+    pub kafka: KafkaConfig,
+    /// Input topics with their partition counts.
+    pub inputs: Vec<(String, u32)>,
+    /// The enrichment steps.
+    pub pipeline: Arc<Pipeline>,
+    /// Events in flight.
+    pub concurrency: usize,
+    /// Time to finish in-flight events after shutdown.
+    pub grace: Duration,
+    /// Tables to wait for, when the job joins local tables.
+    pub gate: Option<TableGate>,
+    /// Where the job names its partitions for co-partitioned tables.
+    pub follower: Option<Follower>,
+    /// Metrics.
+    pub metrics: EnrichMetrics,
+}
+
+/// Input partitions currently assigned to the job.
+type Assigned = Arc<Mutex<BTreeSet<(String, i32)>>>;
+
+/// Consumer context: follows assignments, exports lag from client statistics.
+struct JobContext {
+    job: String,
+    follower: Option<Follower>,
+    assigned: Assigned,
+    lag: Family<InputLabel, Gauge>,
+}
+
+impl JobContext {
+    fn owns(&self, tpl: &rdkafka::TopicPartitionList) {
+        let partitions: BTreeSet<(String, i32)> = tpl
+            .elements()
+            .iter()
+            .map(|e| (e.topic().to_owned(), e.partition()))
+            .collect();
+        if let Some(follower) = &self.follower {
+            follower.want(&self.job, partitions.iter().map(|(_, p)| *p).collect());
+        }
+        info!(job = %self.job, partitions = ?partitions, "input partitions assigned");
+        *self.assigned.lock().expect("assignment lock") = partitions;
+    }
+}
+
+impl ClientContext for JobContext {
+    fn stats(&self, statistics: Statistics) {
+        for (topic, t) in statistics.topics {
+            for (partition, p) in t.partitions {
+                if partition >= 0 && p.consumer_lag >= 0 {
+                    let label = InputLabel {
+                        job: self.job.clone(),
+                        topic: topic.clone(),
+                        partition: partition.to_string(),
+                    };
+                    self.lag.get_or_create(&label).set(p.consumer_lag);
+                }
+            }
+        }
+    }
+}
+
+impl ConsumerContext for JobContext {
+    fn post_rebalance(
+        &self,
+        _consumer: &rdkafka::consumer::BaseConsumer<Self>,
+        rebalance: &Rebalance<'_>,
+    ) {
+        match rebalance {
+            Rebalance::Assign(tpl) => self.owns(tpl),
+            Rebalance::Revoke(_) => self.assigned.lock().expect("assignment lock").clear(),
+            Rebalance::Error(e) => error!(job = %self.job, error = %e, "rebalance failed"),
+        }
+    }
+}
+
+/// What became of one input record, once its write (if any) is acknowledged.
+struct Ack {
+    msg: OwnedMessage,
+    kind: AckKind,
+    result: Result<(), KafkaError>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum AckKind {
+    Out,
+    Dead,
+    Skipped(Skip),
+    /// Its partition moved to another instance mid-flight: neither written nor committed.
+    Abandoned,
+}
+
+type AckFuture = Pin<Box<dyn Future<Output = Ack> + Send>>;
+type ProcessFuture = Pin<Box<dyn Future<Output = (OwnedMessage, Outcome)> + Send>>;
+
+/// Enriches one event once the tables it needs are ready for its partition.
+async fn process(
+    msg: OwnedMessage,
+    pipeline: Arc<Pipeline>,
+    gate: Option<TableGate>,
+) -> (OwnedMessage, Outcome) {
+    if let Some(gate) = gate {
+        gate.wait(msg.partition()).await;
+    }
+    let outcome = pipeline.process(msg.key(), msg.payload()).await;
+    (msg, outcome)
+}
+
+/// Stops fetching a partition a bounded run is done with.
+fn pause(consumer: &StreamConsumer<JobContext>, msg: &OwnedMessage) {
+    let mut tpl = rdkafka::TopicPartitionList::new();
+    tpl.add_partition(msg.topic(), msg.partition());
+    if let Err(e) = consumer.pause(&tpl) {
+        warn!(error = %e, "cannot pause a finished partition");
+    }
+}
+
+/// A running job.
+struct Runner {
+    setup: JobSetup,
+    producer: FutureProducer,
+    assigned: Assigned,
+    bounded: Option<Tracker>,
+    summary: JobSummary,
+    label: JobLabel,
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// Runs a job until `shutdown` (then drains within the grace period) or, when
+/// bounded, until every partition reaches its end.
+pub async fn run(
+    setup: JobSetup,
+    bounds: Option<Bounds>,
+    shutdown: CancellationToken,
+) -> Result<JobSummary, EnrichError> {
+    let started = Instant::now();
+    let job = setup.config.name.clone();
+    let assigned = Assigned::default();
+    let context = JobContext {
+        job: job.clone(),
+        follower: setup.follower.clone(),
+        assigned: assigned.clone(),
+        lag: setup.metrics.lag_records.clone(),
+    };
+    let consumer: StreamConsumer<JobContext> =
+        consumer_config(&setup.kafka, &setup.config.group_id(), bounds.is_some())
+            .create_with_context(context)?;
+    let bounded = match bounds {
+        None => {
+            let topics: Vec<&str> = setup.inputs.iter().map(|(t, _)| t.as_str()).collect();
+            consumer.subscribe(&topics)?;
+            info!(%job, group = %setup.config.group_id(), ?topics, "joining the consumer group");
+            None
+        }
+        Some(bounds) => {
+            let (assignment, tracker) = tokio::task::block_in_place(|| {
+                let probe: BaseConsumer = ClientConfig::new()
+                    .set("bootstrap.servers", &setup.kafka.brokers)
+                    .set("group.id", setup.config.group_id())
+                    .set("enable.auto.commit", "false")
+                    .create()?;
+                bounds::plan(&consumer, &probe, &setup.inputs, bounds)
+            })?;
+            consumer.assign(&assignment)?;
+            consumer.context().owns(&assignment);
+            info!(%job, ?bounds, "bounded run over every input partition");
+            Some(tracker)
+        }
+    };
+    let producer: FutureProducer = producer_config(&setup.kafka).create()?;
+    let mut runner = Runner {
+        label: JobLabel { job: job.clone() },
+        summary: JobSummary {
+            job,
+            events_in: 0,
+            events_out: 0,
+            dead_lettered: 0,
+            skipped: 0,
+            seconds: 0.0,
+        },
+        setup,
+        producer,
+        assigned,
+        bounded,
+    };
+    runner.consume(&consumer, &shutdown).await?;
+    if runner.bounded.is_none() {
+        match consumer.commit_consumer_state(CommitMode::Sync) {
+            Ok(()) | Err(KafkaError::ConsumerCommit(RDKafkaErrorCode::NoOffset)) => {}
+            Err(e) => {
+                warn!(job = %runner.summary.job, error = %e, "final offset commit failed; the last events will be read again")
+            }
+        }
+    }
+    runner.summary.seconds = started.elapsed().as_secs_f64();
+    info!(summary = ?runner.summary, "job stopped");
+    Ok(runner.summary)
+}
+
+fn consumer_config(kafka: &KafkaConfig, group: &str, bounded: bool) -> ClientConfig {
+    let mut c = ClientConfig::new();
+    c.set("bootstrap.servers", &kafka.brokers)
+        .set("group.id", group)
+        // Offsets are stored once outputs are acknowledged, and committed in the background.
+        .set("enable.auto.commit", if bounded { "false" } else { "true" })
+        .set("enable.auto.offset.store", "false")
+        .set("auto.commit.interval.ms", "1000")
+        .set("auto.offset.reset", "earliest")
+        .set("enable.partition.eof", "false")
+        .set("session.timeout.ms", "10000")
+        .set("heartbeat.interval.ms", "1000")
+        .set("statistics.interval.ms", "5000");
+    for (k, v) in &kafka.consumer {
+        c.set(k, v);
+    }
+    c
+}
+
+fn producer_config(kafka: &KafkaConfig) -> ClientConfig {
+    let mut c = ClientConfig::new();
+    c.set("bootstrap.servers", &kafka.brokers)
+        .set("enable.idempotence", "true")
+        .set("acks", "all")
+        .set("linger.ms", "5")
+        .set("compression.type", "lz4")
+        // The Java client's partitioner, so keys land where Kafka Streams/Connect expect them.
+        .set("partitioner", "murmur2_random");
+    for (k, v) in &kafka.producer {
+        c.set(k, v);
+    }
+    c
+}
+
+impl Runner {
+    async fn consume(
+        &mut self,
+        consumer: &StreamConsumer<JobContext>,
+        shutdown: &CancellationToken,
+    ) -> Result<(), EnrichError> {
+        let events_in = self
+            .setup
+            .metrics
+            .events_in
+            .get_or_create(&self.label)
+            .clone();
+        let mut in_flight: FuturesOrdered<ProcessFuture> = FuturesOrdered::new();
+        let mut acks: FuturesOrdered<AckFuture> = FuturesOrdered::new();
+        let grace = self.setup.grace;
+        let grace_over = async {
+            shutdown.cancelled().await;
+            tokio::time::sleep(grace).await;
+        };
+        tokio::pin!(grace_over);
+        let mut reading = true;
+        loop {
+            let idle = in_flight.is_empty() && acks.is_empty();
+            if idle && (!reading || self.bounded.as_ref().is_some_and(Tracker::all_done)) {
+                break;
+            }
+            tokio::select! {
+                biased;
+                Some(ack) = acks.next(), if !acks.is_empty() => self.on_ack(consumer, ack).await?,
+                Some((msg, outcome)) = in_flight.next(), if !in_flight.is_empty() && acks.len() < MAX_UNACKED => {
+                    acks.push_back(self.write(msg, outcome).await);
+                }
+                received = consumer.recv(), if reading && in_flight.len() < self.setup.concurrency => {
+                    let msg = match received {
+                        Ok(msg) => msg.detach(),
+                        Err(e) => {
+                            warn!(job = %self.summary.job, error = %e, "consumer error");
+                            continue;
+                        }
+                    };
+                    if self.bounded.as_ref().is_some_and(|t| t.is_beyond(msg.topic(), msg.partition(), msg.offset())) {
+                        pause(consumer, &msg); // past the end of a bounded run
+                        continue;
+                    }
+                    self.summary.events_in += 1;
+                    events_in.inc();
+                    in_flight.push_back(Box::pin(process(
+                        msg,
+                        self.setup.pipeline.clone(),
+                        self.setup.gate.clone(),
+                    )));
+                }
+                () = shutdown.cancelled(), if reading => reading = false,
+                () = &mut grace_over => {
+                    warn!(job = %self.summary.job, unacknowledged = in_flight.len() + acks.len(), "grace period over; unacknowledged events will be read again");
+                    break;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Starts writing what `outcome` calls for; the returned future resolves when it is acknowledged.
+    async fn write(&self, msg: OwnedMessage, outcome: Outcome) -> AckFuture {
+        let (kind, record) = match outcome {
+            Outcome::Emit { key, value } => (AckKind::Out, Some((key, value, None))),
+            Outcome::Skip(skip) => (AckKind::Skipped(skip), None),
+            Outcome::Dead(reason) => (AckKind::Dead, Some(self.dead_letter(&msg, reason))),
+            Outcome::NotHeld { table, partition } => {
+                let still_ours = self
+                    .assigned
+                    .lock()
+                    .expect("assignment lock")
+                    .contains(&(msg.topic().to_owned(), msg.partition()));
+                if still_ours {
+                    let reason = format!(
+                        "join `{table}`: the key is in table partition {partition}, but the event came from input partition {}: the input must be keyed by the join key and partitioned like the table (or declare the table `mode: global`)",
+                        msg.partition()
+                    );
+                    (AckKind::Dead, Some(self.dead_letter(&msg, reason)))
+                } else {
+                    (AckKind::Abandoned, None)
+                }
+            }
+        };
+        let Some((key, value, error)) = record else {
+            return Box::pin(std::future::ready(Ack {
+                msg,
+                kind,
+                result: Ok(()),
+            }));
+        };
+        let topic = if kind == AckKind::Out {
+            &self.setup.config.output.topic
+        } else {
+            &self.setup.config.dead_letter.topic
+        };
+        let delivery = self
+            .send(topic, key.as_deref(), &value, &msg, error.as_deref())
+            .await;
+        Box::pin(async move {
+            let result = match delivery {
+                Ok(delivery) => match delivery.await {
+                    Ok(Ok(_)) => Ok(()),
+                    Ok(Err((e, _))) => Err(e),
+                    Err(_) => Err(KafkaError::Canceled),
+                },
+                Err(e) => Err(e),
+            };
+            Ack { msg, kind, result }
+        })
+    }
+
+    /// The dead letter of `msg`: its original key and bytes, with the reason.
+    fn dead_letter(
+        &self,
+        msg: &OwnedMessage,
+        reason: String,
+    ) -> (Option<Vec<u8>>, Vec<u8>, Option<String>) {
+        (
+            msg.key().map(<[u8]>::to_vec),
+            msg.payload().unwrap_or_default().to_vec(),
+            Some(reason),
+        )
+    }
+
+    /// Enqueues a record (waiting while the client's queue is full).
+    async fn send(
+        &self,
+        topic: &str,
+        key: Option<&[u8]>,
+        value: &[u8],
+        source: &OwnedMessage,
+        error: Option<&str>,
+    ) -> Result<rdkafka::producer::DeliveryFuture, KafkaError> {
+        let (partition, offset) = (source.partition().to_string(), source.offset().to_string());
+        let mut headers = OwnedHeaders::new()
+            .insert(Header {
+                key: headers::SOURCE_TOPIC,
+                value: Some(source.topic()),
+            })
+            .insert(Header {
+                key: headers::SOURCE_PARTITION,
+                value: Some(&partition),
+            })
+            .insert(Header {
+                key: headers::SOURCE_OFFSET,
+                value: Some(&offset),
+            })
+            .insert(Header {
+                key: headers::JOB,
+                value: Some(&self.setup.config.name),
+            });
+        if let Some(error) = error {
+            headers = headers.insert(Header {
+                key: headers::ERROR,
+                value: Some(error),
+            });
+        }
+        let mut record = FutureRecord::to(topic).payload(value).headers(headers);
+        if let Some(key) = key {
+            record = record.key(key);
+        }
+        loop {
+            match self.producer.send_result(record) {
+                Ok(delivery) => return Ok(delivery),
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
+                    record = back;
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                }
+                Err((e, _)) => return Err(e),
+            }
+        }
+    }
+
+    /// Counts an acknowledged record and lets its input offset be committed.
+    async fn on_ack(
+        &mut self,
+        consumer: &StreamConsumer<JobContext>,
+        ack: Ack,
+    ) -> Result<(), EnrichError> {
+        let Ack {
+            msg,
+            mut kind,
+            result,
+        } = ack;
+        if let Err(e) = result {
+            let topic = if kind == AckKind::Out {
+                &self.setup.config.output.topic
+            } else {
+                &self.setup.config.dead_letter.topic
+            };
+            if kind == AckKind::Out && rejected_for_size(&e) {
+                // The enriched event is too big for the broker: keep the original instead.
+                let (key, value, reason) = self.dead_letter(
+                    &msg,
+                    format!("the enriched event was rejected by the broker: {e}"),
+                );
+                let delivery = self
+                    .send(
+                        &self.setup.config.dead_letter.topic,
+                        key.as_deref(),
+                        &value,
+                        &msg,
+                        reason.as_deref(),
+                    )
+                    .await;
+                let written = match delivery {
+                    Ok(d) => d
+                        .await
+                        .map_err(|_| KafkaError::Canceled)
+                        .and_then(|r| r.map(|_| ()).map_err(|(e, _)| e)),
+                    Err(e) => Err(e),
+                };
+                written.map_err(|source| EnrichError::Produce {
+                    job: self.summary.job.clone(),
+                    topic: self.setup.config.dead_letter.topic.clone(),
+                    source: Box::new(source),
+                })?;
+                kind = AckKind::Dead;
+            } else {
+                return Err(EnrichError::Produce {
+                    job: self.summary.job.clone(),
+                    topic: topic.clone(),
+                    source: Box::new(e),
+                });
+            }
+        }
+        let metrics = &self.setup.metrics;
+        match kind {
+            AckKind::Out => {
+                self.summary.events_out += 1;
+                metrics.events_out.get_or_create(&self.label).inc();
+                if let Some(ts) = msg.timestamp().to_millis() {
+                    let seconds = (now_ms() - ts).max(0) as f64 / 1000.0;
+                    metrics
+                        .latency_seconds
+                        .get_or_create(&self.label)
+                        .observe(seconds);
+                }
+            }
+            AckKind::Dead => {
+                self.summary.dead_lettered += 1;
+                metrics.dead_lettered.get_or_create(&self.label).inc();
+            }
+            AckKind::Skipped(skip) => {
+                self.summary.skipped += 1;
+                metrics
+                    .skipped
+                    .get_or_create(&SkipLabel {
+                        job: self.summary.job.clone(),
+                        reason: skip.label().to_owned(),
+                    })
+                    .inc();
+            }
+            AckKind::Abandoned => return Ok(()),
+        }
+        match &mut self.bounded {
+            Some(tracker) => tracker.acked(msg.topic(), msg.partition(), msg.offset()),
+            None => {
+                if let Err(e) = consumer.store_offset(msg.topic(), msg.partition(), msg.offset()) {
+                    // The partition was revoked meanwhile: its new owner reads the event again.
+                    info!(job = %self.summary.job, error = %e, "offset not stored");
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The broker refused the record for its size: retrying cannot help.
+fn rejected_for_size(e: &KafkaError) -> bool {
+    matches!(
+        e,
+        KafkaError::MessageProduction(
+            RDKafkaErrorCode::MessageSizeTooLarge
+                | RDKafkaErrorCode::InvalidMessageSize
+                | RDKafkaErrorCode::InvalidRecord
+        )
+    )
+}

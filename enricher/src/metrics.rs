@@ -1,0 +1,135 @@
+//! Enricher metrics: names and labels in one place.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+/// Label: a job.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct JobLabel {
+    /// Job name.
+    pub job: String,
+}
+
+/// Labels: why a job wrote nothing for an event.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SkipLabel {
+    /// Job name.
+    pub job: String,
+    /// `deleted` (a delete in a change stream) or `missed` (an inner join's `drop`).
+    pub reason: String,
+}
+
+/// Labels: one join step's lookups.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct JoinLabel {
+    /// Job name.
+    pub job: String,
+    /// Table looked up.
+    pub table: String,
+    /// `hit` or `miss`.
+    pub result: String,
+}
+
+/// Labels: one input partition of a job.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct InputLabel {
+    /// Job name.
+    pub job: String,
+    /// Input topic.
+    pub topic: String,
+    /// Kafka partition.
+    pub partition: String,
+}
+
+fn latency_histogram() -> Histogram {
+    // 100 µs .. ~100 s
+    Histogram::new(exponential_buckets(1e-4, 2.0, 21))
+}
+
+/// Every enricher metric.
+#[derive(Clone)]
+pub struct EnrichMetrics {
+    /// Input events consumed.
+    pub events_in: Family<JobLabel, Counter>,
+    /// Enriched events acknowledged by the broker.
+    pub events_out: Family<JobLabel, Counter>,
+    /// Events written to the dead-letter topic.
+    pub dead_lettered: Family<JobLabel, Counter>,
+    /// Events that produce no output, by reason.
+    pub skipped: Family<SkipLabel, Counter>,
+    /// Lookups per join step, hits and misses.
+    pub joins: Family<JoinLabel, Counter>,
+    /// Event timestamp to acknowledged output, in seconds.
+    pub latency_seconds: Family<JobLabel, Histogram, fn() -> Histogram>,
+    /// Records between the committed offset and the partition's end.
+    pub lag_records: Family<InputLabel, Gauge>,
+}
+
+impl Default for EnrichMetrics {
+    fn default() -> Self {
+        EnrichMetrics {
+            events_in: Family::default(),
+            events_out: Family::default(),
+            dead_lettered: Family::default(),
+            skipped: Family::default(),
+            joins: Family::default(),
+            latency_seconds: Family::new_with_constructor(latency_histogram),
+            lag_records: Family::default(),
+        }
+    }
+}
+
+impl EnrichMetrics {
+    /// Creates the metrics and registers them under `tributary_enrich_*`.
+    pub fn register(registry: &mut Registry) -> Self {
+        let m = EnrichMetrics::default();
+        let r = registry.sub_registry_with_prefix("tributary_enrich");
+        r.register("events_in", "Input events consumed", m.events_in.clone());
+        r.register(
+            "events_out",
+            "Enriched events acknowledged by the broker",
+            m.events_out.clone(),
+        );
+        r.register(
+            "dead_lettered",
+            "Events written to the dead-letter topic",
+            m.dead_lettered.clone(),
+        );
+        r.register(
+            "skipped",
+            "Events that produce no output, by reason",
+            m.skipped.clone(),
+        );
+        r.register(
+            "join_lookups",
+            "Lookups per join step, by result",
+            m.joins.clone(),
+        );
+        r.register(
+            "latency_seconds",
+            "Event timestamp to acknowledged output",
+            m.latency_seconds.clone(),
+        );
+        r.register(
+            "lag_records",
+            "Records not yet committed, per input partition",
+            m.lag_records.clone(),
+        );
+        m
+    }
+
+    /// The counter of `job`'s lookups in `table` with `result`.
+    pub fn join(&self, job: &str, table: &str, result: &str) -> Counter {
+        self.joins
+            .get_or_create(&JoinLabel {
+                job: job.to_owned(),
+                table: table.to_owned(),
+                result: result.to_owned(),
+            })
+            .clone()
+    }
+}

@@ -1,0 +1,498 @@
+//! What a job does to one input record: parse it, run its join steps in order,
+//! and decide what to write: an enriched event, nothing, or a dead letter with
+//! the reason. No Kafka here, so every rule is unit-tested with in-memory tables.
+
+use std::sync::Arc;
+
+use prometheus_client::metrics::counter::Counter;
+use serde_json::{Map, Value};
+use tributary_proto::debezium_json;
+use tributary_tables::{Table, TableError};
+
+use crate::config::{InputFormat, JobConfig, JoinType, MissPolicy};
+use crate::field_path::{FieldPath, key_of};
+use crate::metrics::EnrichMetrics;
+
+/// Why an event produces no output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Skip {
+    /// A delete (or tombstone) in a change stream.
+    Deleted,
+    /// An inner join with `on_miss: drop` found no row.
+    Missed,
+}
+
+impl Skip {
+    /// The metric label.
+    pub fn label(self) -> &'static str {
+        match self {
+            Skip::Deleted => "deleted",
+            Skip::Missed => "missed",
+        }
+    }
+}
+
+/// What to write for one input record.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// The enriched event and its record key.
+    Emit {
+        /// Record key (the input key when the output names none).
+        key: Option<Vec<u8>>,
+        /// Enriched event, JSON.
+        value: Vec<u8>,
+    },
+    /// Nothing.
+    Skip(Skip),
+    /// A dead letter, with the reason.
+    Dead(String),
+    /// A table partition the key lives in is not held here: after a rebalance the
+    /// event belongs to another instance; otherwise the input is not co-partitioned.
+    NotHeld {
+        /// Table looked up.
+        table: String,
+        /// Its partition the key maps to.
+        partition: i32,
+    },
+}
+
+/// One join step, resolved against its table.
+pub struct Join {
+    table: Arc<dyn Table>,
+    key: Vec<FieldPath>,
+    on_miss: Option<MissPolicy>,
+    select: Option<Vec<String>>,
+    rename: Vec<(String, String)>,
+    into: Option<String>,
+    hits: Counter,
+    misses: Counter,
+}
+
+impl Join {
+    fn name(&self) -> &str {
+        self.table.name()
+    }
+
+    /// Looks the event's key up and adds the row's columns; `Err` ends the event.
+    async fn apply(&self, event: &mut Value) -> Result<(), Outcome> {
+        let key = key_of(event, &self.key)
+            .map_err(|reason| Outcome::Dead(format!("join `{}`: {reason}", self.name())))?;
+        let row = match &key {
+            None => None,
+            Some(key) => match self.table.get(key).await {
+                Ok(row) => row,
+                Err(TableError::NotOwned { table, partition }) => {
+                    return Err(Outcome::NotHeld { table, partition });
+                }
+                Err(e) => {
+                    return Err(Outcome::Dead(format!(
+                        "join `{}`: lookup of {key} failed: {e}",
+                        self.name()
+                    )));
+                }
+            },
+        };
+        match row {
+            Some(row) => {
+                self.hits.inc();
+                self.project(event, Some(&row));
+            }
+            None => {
+                self.misses.inc();
+                match self.on_miss {
+                    None => self.project(event, None),
+                    Some(MissPolicy::Drop) => return Err(Outcome::Skip(Skip::Missed)),
+                    Some(MissPolicy::Dlq) => {
+                        let key = key.map_or_else(|| "null".to_owned(), |k| k.to_string());
+                        return Err(Outcome::Dead(format!(
+                            "join `{}`: no row with key {key}",
+                            self.name()
+                        )));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Copies the selected (renamed) columns of `row` into the event, or nulls on a miss.
+    fn project(&self, event: &mut Value, row: Option<&Value>) {
+        let Value::Object(fields) = event else {
+            return; // events are objects (checked before the joins)
+        };
+        let row = row.and_then(Value::as_object);
+        let columns: Vec<&str> = match (&self.select, row) {
+            (Some(select), _) => select.iter().map(String::as_str).collect(),
+            (None, Some(row)) => row.keys().map(String::as_str).collect(),
+            (None, None) => Vec::new(),
+        };
+        let mut projected = Map::new();
+        for column in columns {
+            let name = self
+                .rename
+                .iter()
+                .find(|(from, _)| from == column)
+                .map_or(column, |(_, to)| to.as_str());
+            let value = row.and_then(|r| r.get(column)).cloned();
+            projected.insert(name.to_owned(), value.unwrap_or(Value::Null));
+        }
+        match &self.into {
+            Some(into) if row.is_none() => {
+                fields.insert(into.clone(), Value::Null);
+            }
+            Some(into) => {
+                fields.insert(into.clone(), Value::Object(projected));
+            }
+            None => fields.extend(projected),
+        }
+    }
+}
+
+/// A job's steps for one record.
+pub struct Pipeline {
+    format: InputFormat,
+    joins: Vec<Join>,
+    output_key: Option<Vec<FieldPath>>,
+    max_event_bytes: usize,
+}
+
+fn paths(texts: &[&str]) -> Vec<FieldPath> {
+    texts
+        .iter()
+        .map(|t| FieldPath::parse(t).expect("validated with the config"))
+        .collect()
+}
+
+impl Pipeline {
+    /// Resolves `job`'s joins against `tables` (every name was checked with the config).
+    pub fn new(
+        job: &JobConfig,
+        tables: &[Arc<dyn Table>],
+        max_event_bytes: usize,
+        metrics: &EnrichMetrics,
+    ) -> Self {
+        let joins = job
+            .joins
+            .iter()
+            .map(|j| Join {
+                table: tables
+                    .iter()
+                    .find(|t| t.name() == j.table)
+                    .expect("join tables checked with the config")
+                    .clone(),
+                key: paths(&j.key.paths()),
+                on_miss: match j.join_type {
+                    JoinType::Left => None,
+                    JoinType::Inner => Some(j.on_miss.unwrap_or(MissPolicy::Drop)),
+                },
+                select: j.select.clone(),
+                rename: j.rename.clone().into_iter().collect(),
+                into: j.into.clone(),
+                hits: metrics.join(&job.name, &j.table, "hit"),
+                misses: metrics.join(&job.name, &j.table, "miss"),
+            })
+            .collect();
+        Pipeline {
+            format: job.input.format,
+            joins,
+            output_key: job.output.key.as_ref().map(|k| paths(&k.paths())),
+            max_event_bytes,
+        }
+    }
+
+    /// What to write for a record with this key and value.
+    pub async fn process(&self, key: Option<&[u8]>, value: Option<&[u8]>) -> Outcome {
+        match self.enrich(key, value).await {
+            Ok(outcome) | Err(outcome) => outcome,
+        }
+    }
+
+    async fn enrich(&self, key: Option<&[u8]>, value: Option<&[u8]>) -> Result<Outcome, Outcome> {
+        let dead = |reason: String| Outcome::Dead(reason);
+        let Some(value) = value else {
+            return match self.format {
+                InputFormat::Change => Ok(Outcome::Skip(Skip::Deleted)),
+                InputFormat::Json => Err(dead("record has no value (a tombstone)".into())),
+            };
+        };
+        if value.len() > self.max_event_bytes {
+            return Err(dead(format!(
+                "event is {} bytes, more than max_event_bytes ({})",
+                value.len(),
+                self.max_event_bytes
+            )));
+        }
+        let parsed: Value =
+            serde_json::from_slice(value).map_err(|e| dead(format!("value is not JSON: {e}")))?;
+        let mut event = match self.format {
+            InputFormat::Json => parsed,
+            InputFormat::Change => match debezium_json::row_after(parsed) {
+                Ok(Some(row)) => row,
+                Ok(None) => return Ok(Outcome::Skip(Skip::Deleted)),
+                Err(reason) => return Err(dead(format!("not a change event: {reason}"))),
+            },
+        };
+        if !event.is_object() {
+            return Err(dead("event is not a JSON object".into()));
+        }
+        for join in &self.joins {
+            join.apply(&mut event).await?;
+        }
+        let key = match &self.output_key {
+            None => key.map(<[u8]>::to_vec),
+            Some(paths) => Some(output_key(&event, paths).map_err(dead)?),
+        };
+        Ok(Outcome::Emit {
+            key,
+            value: serde_json::to_vec(&event).expect("JSON serializes"),
+        })
+    }
+}
+
+/// The output record key: a JSON object of the key fields (named by their last
+/// path segment), like the keys of change topics, so outputs can feed tables.
+fn output_key(event: &Value, paths: &[FieldPath]) -> Result<Vec<u8>, String> {
+    let mut key = Map::new();
+    for path in paths {
+        let value = match key_of(event, std::slice::from_ref(path)) {
+            Ok(Some(value)) => value,
+            Ok(None) => return Err(format!("output key field `{}` is null", path.as_str())),
+            Err(reason) => return Err(format!("output {reason}")),
+        };
+        let name = path.as_str().rsplit('.').next().unwrap_or(path.as_str());
+        key.insert(name.to_owned(), value);
+    }
+    Ok(serde_json::to_vec(&key).expect("JSON serializes"))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use async_trait::async_trait;
+    use serde_json::json;
+    use tributary_tables::{KeyRange, TableDescription};
+
+    use super::*;
+    use crate::config::EnrichConfig;
+
+    /// An in-memory table keyed by the JSON text of the key.
+    struct MapTable {
+        name: String,
+        rows: HashMap<String, Value>,
+        not_held: bool,
+    }
+
+    #[async_trait]
+    impl Table for MapTable {
+        fn name(&self) -> &str {
+            &self.name
+        }
+        async fn get(&self, key: &Value) -> Result<Option<Value>, TableError> {
+            if self.not_held {
+                return Err(TableError::NotOwned {
+                    table: self.name.clone(),
+                    partition: 2,
+                });
+            }
+            Ok(self.rows.get(&key.to_string()).cloned())
+        }
+        async fn scan(&self, _: &KeyRange, _: usize) -> Result<Vec<(Value, Value)>, TableError> {
+            unreachable!("joins do not scan")
+        }
+        async fn describe(&self) -> TableDescription {
+            unreachable!("joins do not describe")
+        }
+    }
+
+    fn tables(not_held: bool) -> Vec<Arc<dyn Table>> {
+        let users = MapTable {
+            name: "users".into(),
+            rows: HashMap::from([(
+                "7".to_owned(),
+                json!({"id": 7, "name": "Ada", "tier": "gold", "email": "a@x"}),
+            )]),
+            not_held,
+        };
+        let stock = MapTable {
+            name: "stock".into(),
+            rows: HashMap::from([(
+                r#"["A-1","eu"]"#.to_owned(),
+                json!({"sku": "A-1", "region": "eu", "qty": 3}),
+            )]),
+            not_held: false,
+        };
+        vec![Arc::new(users), Arc::new(stock)]
+    }
+
+    fn pipeline(joins: &str, not_held: bool) -> Pipeline {
+        let tables_config = tributary_tables::TablesConfig::parse(
+            "data_dir: /x\nkafka: { brokers: b }\ntables: [{ name: users, topic: u }, { name: stock, topic: s }]\n",
+        )
+        .unwrap();
+        let text = format!(
+            "kafka: {{ brokers: b }}\njobs:\n  - name: j\n    input: {{ topics: [in] }}\n    joins: {joins}\n    output: {{ topic: out, key: order_id }}\n    dead_letter: {{ topic: dlq }}\n"
+        );
+        let config = EnrichConfig::parse(&text, Some(&tables_config)).unwrap();
+        Pipeline::new(
+            &config.jobs[0],
+            &tables(not_held),
+            200,
+            &EnrichMetrics::default(),
+        )
+    }
+
+    async fn run(p: &Pipeline, event: &str) -> Outcome {
+        p.process(Some(b"k"), Some(event.as_bytes())).await
+    }
+
+    fn emitted(outcome: Outcome) -> (String, Value) {
+        match outcome {
+            Outcome::Emit { key, value } => (
+                String::from_utf8(key.unwrap()).unwrap(),
+                serde_json::from_slice(&value).unwrap(),
+            ),
+            other => panic!("expected an output, got {other:?}"),
+        }
+    }
+
+    fn dead(outcome: Outcome) -> String {
+        match outcome {
+            Outcome::Dead(reason) => reason,
+            other => panic!("expected a dead letter, got {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn joins_project_rename_and_nest() {
+        let p = pipeline(
+            "[{ table: users, key: user_id, select: [name, tier], rename: { name: user_name }, into: user }, { table: stock, key: [line.sku, line.region], select: [qty] }]",
+            false,
+        );
+        let (key, value) = emitted(
+            run(
+                &p,
+                r#"{"order_id": 1, "user_id": 7, "line": {"sku": "A-1", "region": "eu"}}"#,
+            )
+            .await,
+        );
+        assert_eq!(key, r#"{"order_id":1}"#);
+        assert_eq!(
+            value,
+            json!({"order_id": 1, "user_id": 7, "line": {"sku": "A-1", "region": "eu"},
+                   "user": {"user_name": "Ada", "tier": "gold"}, "qty": 3})
+        );
+    }
+
+    #[tokio::test]
+    async fn left_joins_add_nulls_and_copy_every_column_without_select() {
+        let p = pipeline("[{ table: users, key: user_id }]", false);
+        let (_, hit) = emitted(run(&p, r#"{"order_id": 1, "user_id": 7}"#).await);
+        assert_eq!(hit["email"], "a@x");
+        assert_eq!(hit["id"], 7);
+        let (_, miss) = emitted(run(&p, r#"{"order_id": 2, "user_id": 8}"#).await);
+        assert_eq!(miss, json!({"order_id": 2, "user_id": 8}));
+        let p = pipeline("[{ table: users, key: user_id, into: user }]", false);
+        let (_, miss) = emitted(run(&p, r#"{"order_id": 2, "user_id": null}"#).await);
+        assert_eq!(miss, json!({"order_id": 2, "user_id": null, "user": null}));
+        let p = pipeline("[{ table: users, key: user_id, select: [name] }]", false);
+        let (_, miss) = emitted(run(&p, r#"{"order_id": 2, "user_id": 8}"#).await);
+        assert_eq!(miss, json!({"order_id": 2, "user_id": 8, "name": null}));
+    }
+
+    #[tokio::test]
+    async fn inner_join_misses_follow_the_policy() {
+        let drop = pipeline("[{ table: users, key: user_id, type: inner }]", false);
+        assert_eq!(
+            run(&drop, r#"{"order_id": 1, "user_id": 8}"#).await,
+            Outcome::Skip(Skip::Missed)
+        );
+        let dlq = pipeline(
+            "[{ table: users, key: user_id, type: inner, on_miss: dlq }]",
+            false,
+        );
+        assert_eq!(
+            dead(run(&dlq, r#"{"order_id": 1, "user_id": 8}"#).await),
+            "join `users`: no row with key 8"
+        );
+    }
+
+    #[tokio::test]
+    async fn bad_input_is_dead_lettered_with_the_reason() {
+        let p = pipeline("[{ table: users, key: user_id }]", false);
+        let reason = |s: &'static str| async { dead(run(&p, s).await) };
+        assert!(reason("{oops").await.starts_with("value is not JSON"));
+        assert_eq!(reason("[1, 2]").await, "event is not a JSON object");
+        assert_eq!(
+            reason(r#"{"order_id": 1}"#).await,
+            "join `users`: missing key field `user_id`"
+        );
+        assert!(
+            reason(r#"{"order_id": 1, "user_id": {"a": 1}}"#)
+                .await
+                .contains("is an object")
+        );
+        assert_eq!(
+            reason(r#"{"user_id": 7}"#).await,
+            "output missing key field `order_id`"
+        );
+        let big = format!(r#"{{"order_id": 1, "pad": "{}"}}"#, "x".repeat(300));
+        assert!(
+            dead(run(&p, &big).await).contains("more than max_event_bytes (200)"),
+            "oversized events are refused"
+        );
+        assert_eq!(
+            dead(p.process(Some(b"k"), None).await),
+            "record has no value (a tombstone)"
+        );
+    }
+
+    #[tokio::test]
+    async fn change_streams_use_the_row_after_and_skip_deletes() {
+        let tables_config = tributary_tables::TablesConfig::parse(
+            "data_dir: /x\nkafka: { brokers: b }\ntables: [{ name: users, topic: u }]\n",
+        )
+        .unwrap();
+        let config = EnrichConfig::parse(
+            "kafka: { brokers: b }\njobs:\n  - name: j\n    input: { topics: [in], format: change }\n    joins: [{ table: users, key: user_id, select: [name] }]\n    output: { topic: out }\n    dead_letter: { topic: dlq }\n",
+            Some(&tables_config),
+        )
+        .unwrap();
+        let p = Pipeline::new(
+            &config.jobs[0],
+            &tables(false),
+            1000,
+            &EnrichMetrics::default(),
+        );
+        let created = r#"{"op":"c","before":null,"after":{"order_id":5,"user_id":7}}"#;
+        let outcome = p
+            .process(Some(b"{\"order_id\":5}"), Some(created.as_bytes()))
+            .await;
+        assert_eq!(
+            outcome,
+            Outcome::Emit {
+                key: Some(b"{\"order_id\":5}".to_vec()),
+                value: br#"{"order_id":5,"user_id":7,"name":"Ada"}"#.to_vec()
+            }
+        );
+        let deleted = r#"{"op":"d","before":{"order_id":5},"after":null}"#;
+        assert_eq!(
+            p.process(None, Some(deleted.as_bytes())).await,
+            Outcome::Skip(Skip::Deleted)
+        );
+        assert_eq!(p.process(None, None).await, Outcome::Skip(Skip::Deleted));
+        assert!(dead(p.process(None, Some(br#"{"op":"z"}"#)).await).contains("unknown op"));
+    }
+
+    #[tokio::test]
+    async fn partitions_not_held_are_reported() {
+        let p = pipeline("[{ table: users, key: user_id }]", true);
+        assert_eq!(
+            run(&p, r#"{"order_id": 1, "user_id": 7}"#).await,
+            Outcome::NotHeld {
+                table: "users".into(),
+                partition: 2
+            }
+        );
+    }
+}

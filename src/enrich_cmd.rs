@@ -1,0 +1,91 @@
+//! `tributary enrich`: run the jobs of a job file, live or bounded.
+
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+
+use anyhow::{Context as _, bail};
+use clap::Args;
+use prometheus_client::registry::Registry;
+use tracing::info;
+use tributary_enricher::bounds::{StartAt, StopAt};
+use tributary_enricher::{Bounds, EnrichConfig, EnrichMetrics, JobSummary, Readiness};
+use tributary_tables::TablesMetrics;
+
+use crate::{http, shutdown_on_signal};
+
+/// Arguments of `tributary enrich`.
+#[derive(Args)]
+pub(crate) struct EnrichArgs {
+    /// Job file (YAML).
+    #[arg(long, short)]
+    config: PathBuf,
+    /// Bounded run: start at `committed`, `beginning`, an offset or an RFC 3339 time.
+    #[arg(long, requires = "until")]
+    from: Option<StartAt>,
+    /// Bounded run: stop at `end` (as of the start), an offset or an RFC 3339 time
+    /// (exclusive), print a summary and exit.
+    #[arg(long)]
+    until: Option<StopAt>,
+}
+
+pub(crate) async fn run(args: EnrichArgs) -> anyhow::Result<()> {
+    let loaded = EnrichConfig::load(&args.config)
+        .with_context(|| format!("loading {}", args.config.display()))?;
+    let bounds = args.until.map(|until| Bounds {
+        from: args.from.unwrap_or(StartAt::Committed),
+        until,
+    });
+    let mut registry = Registry::default();
+    let metrics = EnrichMetrics::register(&mut registry);
+    let table_metrics = TablesMetrics::register(&mut registry);
+    let shutdown = shutdown_on_signal();
+    let readiness: Arc<OnceLock<Readiness>> = Arc::default();
+    let ready = {
+        let readiness = readiness.clone();
+        move || readiness.get().is_some_and(Readiness::ready)
+    };
+    let listen = loaded
+        .config
+        .metrics
+        .listen_or(tributary_enricher::config::DEFAULT_HTTP_PORT);
+    let server = http::serve(listen, registry, ready, shutdown.clone()).await?;
+    info!(%listen, "metrics and health endpoints up");
+    let result = tributary_enricher::run(
+        loaded,
+        bounds,
+        metrics,
+        table_metrics,
+        |r| {
+            readiness.set(r).ok();
+        },
+        shutdown.clone(),
+    )
+    .await;
+    shutdown.cancel();
+    server.await.ok();
+    let summaries = result.context("enricher stopped")?;
+    if bounds.is_some() {
+        print_summary(&summaries);
+        if summaries.is_empty() {
+            bail!("no job ran");
+        }
+    }
+    Ok(())
+}
+
+fn print_summary(summaries: &[JobSummary]) {
+    println!("| job | events in | out | dead-lettered | skipped | seconds | events/s |");
+    println!("|---|---:|---:|---:|---:|---:|---:|");
+    for s in summaries {
+        println!(
+            "| {} | {} | {} | {} | {} | {:.2} | {:.0} |",
+            s.job,
+            s.events_in,
+            s.events_out,
+            s.dead_lettered,
+            s.skipped,
+            s.seconds,
+            s.events_in as f64 / s.seconds.max(1e-9)
+        );
+    }
+}

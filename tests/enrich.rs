@@ -1,0 +1,546 @@
+//! Enricher jobs against the real stack: the shop demo from MariaDB rows to
+//! enriched events, dead letters for bad input, bounded runs, SIGKILLs, and two
+//! instances sharing a job.
+
+#![allow(clippy::unwrap_used)] // tests fail loudly
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use common::*;
+use mysql_async::prelude::Queryable;
+use serde_json::{Value as Json, json};
+use tributary_proto::partition::partition_for_key;
+
+/// A fresh directory holding a job file and the tables file it names.
+struct JobFiles {
+    dir: PathBuf,
+    input: String,
+    output: String,
+    dead_letter: String,
+    group: String,
+    metrics_port: u16,
+}
+
+impl JobFiles {
+    fn new(input: &str) -> Self {
+        let dir = std::env::temp_dir()
+            .join("tributary-tests")
+            .join(unique("enrich"));
+        std::fs::create_dir_all(&dir).unwrap();
+        JobFiles {
+            dir,
+            input: input.to_owned(),
+            output: format!("{input}.enriched"),
+            dead_letter: format!("{input}.dlq"),
+            // Tests run at once: each job has a group of its own.
+            group: format!("{input}.group"),
+            metrics_port: free_port(),
+        }
+    }
+
+    /// Writes `tables.yaml` (when `tables` is given) and `job.yaml`; `joins` and
+    /// `extra` are YAML fragments.
+    fn write(&self, tables: Option<&str>, joins: &str, extra: &str) -> PathBuf {
+        let tables_line = match tables {
+            Some(tables) => {
+                std::fs::write(
+                    self.dir.join("tables.yaml"),
+                    format!(
+                        "data_dir: '{}'\nkafka: {{ brokers: '{}' }}\ntables: {tables}\n",
+                        self.dir.join("data").display(),
+                        brokers()
+                    ),
+                )
+                .unwrap();
+                "tables: tables.yaml\n"
+            }
+            None => "",
+        };
+        let job = format!(
+            "kafka: {{ brokers: '{}', consumer: {{ session.timeout.ms: '3000' }} }}\n{tables_line}\
+             metrics: {{ listen: '127.0.0.1:{}' }}\n{extra}\n\
+             jobs:\n  - name: shop\n    group_id: '{}'\n    input: {{ topics: ['{}'] }}\n    joins: {joins}\n    \
+             output: {{ topic: '{}', key: order_id }}\n    dead_letter: {{ topic: '{}' }}\n",
+            brokers(),
+            self.metrics_port,
+            self.group,
+            self.input,
+            self.output,
+            self.dead_letter
+        );
+        let path = self.dir.join("job.yaml");
+        std::fs::write(&path, job).unwrap();
+        path
+    }
+
+    async fn metric(&self, name: &str) -> f64 {
+        match try_http_get(self.metrics_port, "/metrics").await {
+            Some((200, body)) => metric_sum(&body, name),
+            _ => 0.0,
+        }
+    }
+}
+
+/// An order of `user_id`, placed in the partition of the users table that holds
+/// the user (the input is co-partitioned with the table).
+fn order(order_id: u64, user_id: u64, partitions: u32) -> Produced {
+    let table_key = json!({ "id": user_id }).to_string();
+    (
+        partition_for_key(table_key.as_bytes(), partitions),
+        Some(json!({ "order_id": order_id }).to_string().into_bytes()),
+        Some(
+            json!({ "order_id": order_id, "user_id": user_id, "amount": order_id % 97 })
+                .to_string()
+                .into_bytes(),
+        ),
+    )
+}
+
+/// Order ids of enriched records.
+fn order_ids(records: &[RawRecord]) -> BTreeSet<u64> {
+    records
+        .iter()
+        .map(|r| r.json()["order_id"].as_u64().unwrap())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn shop_orders_are_enriched_with_users_from_cdc_and_follow_row_changes() {
+    let mut conn = root_conn().await;
+    let db = create_db(&mut conn, "shop").await;
+    conn.query_drop(format!(
+        "CREATE TABLE {db}.users (id INT PRIMARY KEY, name VARCHAR(40), tier VARCHAR(10))"
+    ))
+    .await
+    .unwrap();
+    let tiers = ["bronze", "silver", "gold"];
+    let values: Vec<String> = (1..=50)
+        .map(|i| format!("({i}, 'user {i}', '{}')", tiers[i % 3]))
+        .collect();
+    conn.query_drop(format!(
+        "INSERT INTO {db}.users VALUES {}",
+        values.join(",")
+    ))
+    .await
+    .unwrap();
+    let capture = CaptureSetup::new(&db, &gtid_now(&mut conn).await).with_snapshot(20);
+    let _capture = TributaryProcess::capture(&capture.yaml());
+
+    let orders = unique("orders");
+    create_topic_with(&orders, 3, "delete").await;
+    // Users 51..=60 do not exist: a left join gives them `user: null`.
+    let placed: Vec<Produced> = (0..300).map(|n| order(n, 1 + n % 60, 3)).collect();
+    produce_raw(&orders, &placed).await;
+
+    let files = JobFiles::new(&orders);
+    let job = files.write(
+        Some(&format!("[{{ name: users, topic: '{}' }}]", capture.topic("users"))),
+        "[{ table: users, key: user_id, select: [name, tier], rename: { name: user_name }, into: user }]",
+        "",
+    );
+    let enricher = TributaryProcess::start(&["enrich"], &job, &[]);
+    let out = read_raw(&files.output, Duration::from_secs(90), |r| r.len() >= 300).await;
+    assert_eq!(out.len(), 300, "log:\n{}", enricher.log());
+
+    // Expected from the database itself.
+    let rows: Vec<(u64, String, String)> = conn
+        .query(format!("SELECT id, name, tier FROM {db}.users"))
+        .await
+        .unwrap();
+    let users: BTreeMap<u64, Json> = rows
+        .into_iter()
+        .map(|(id, name, tier)| (id, json!({ "user_name": name, "tier": tier })))
+        .collect();
+    for record in &out {
+        let event = record.json();
+        let user_id = event["user_id"].as_u64().unwrap();
+        let expected = users.get(&user_id).cloned().unwrap_or(Json::Null);
+        assert_eq!(event["user"], expected, "{event}");
+        assert_eq!(event["amount"], event["order_id"].as_u64().unwrap() % 97);
+        assert_eq!(record.headers["tributary.source.topic"], orders);
+        assert_eq!(
+            record.key.as_deref().unwrap(),
+            json!({ "order_id": event["order_id"] })
+                .to_string()
+                .as_bytes()
+        );
+    }
+    assert_eq!(order_ids(&out), (0..300).collect());
+    assert_eq!(
+        files
+            .metric(
+                "tributary_enrich_join_lookups_total{job=\"shop\",table=\"users\",result=\"miss\"}"
+            )
+            .await,
+        50.0
+    );
+
+    // A row changed in MariaDB changes later enrichments.
+    conn.query_drop(format!(
+        "UPDATE {db}.users SET tier = 'platinum' WHERE id = 7"
+    ))
+    .await
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut next = 1000;
+    loop {
+        produce_raw(&orders, &[order(next, 7, 3)]).await;
+        let wanted = next;
+        let out = read_raw(&files.output, Duration::from_secs(20), move |r| {
+            order_ids(r).contains(&wanted)
+        })
+        .await;
+        let latest = out
+            .iter()
+            .map(RawRecord::json)
+            .find(|e| e["order_id"] == wanted)
+            .expect("the new order is enriched");
+        if latest["user"]["tier"] == "platinum" {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the update never reached enrichments: {latest}"
+        );
+        next += 1;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let dead = read_raw(&files.dead_letter, Duration::from_secs(1), |_| false).await;
+    assert!(dead.is_empty(), "no dead letters expected: {dead:?}");
+}
+
+/// One fuzzed event: its bytes (`None`: a tombstone) and the reason expected.
+fn fuzzed(i: u64, rng: &mut u64) -> (Option<Vec<u8>>, &'static str) {
+    let mut next = || {
+        *rng ^= *rng << 13;
+        *rng ^= *rng >> 7;
+        *rng ^= *rng << 17;
+        *rng
+    };
+    let noise: String = (0..next() % 40)
+        .map(|_| char::from(b' ' + (next() % 90) as u8))
+        .collect();
+    match i % 7 {
+        // An object that never closes is never JSON, whatever the noise.
+        0 => (
+            Some(format!("{{\"order_id\": {i}, {noise}").into_bytes()),
+            "value is not JSON",
+        ),
+        1 => (
+            Some(
+                (0..1 + next() % 30)
+                    .map(|_| 0x80 | (next() % 128) as u8)
+                    .collect(),
+            ),
+            "value is not JSON",
+        ),
+        2 => (
+            Some(json!([i, noise]).to_string().into_bytes()),
+            "event is not a JSON object",
+        ),
+        3 => (
+            Some(json!({ "id": i, "note": noise }).to_string().into_bytes()),
+            "output missing key field `order_id`",
+        ),
+        4 => (
+            Some(json!({ "order_id": { "n": i } }).to_string().into_bytes()),
+            "output key field `order_id` is an object",
+        ),
+        5 => (
+            Some(
+                json!({ "order_id": i, "pad": "x".repeat(600) })
+                    .to_string()
+                    .into_bytes(),
+            ),
+            "event is ",
+        ),
+        _ => (None, "record has no value"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn malformed_events_are_dead_lettered_with_reasons_and_the_job_keeps_running() {
+    let input = unique("fuzz");
+    create_topic_with(&input, 2, "delete").await;
+    let mut rng = 0x2545_f491_4f6c_dd1d_u64;
+    let mut expected = BTreeMap::new();
+    let mut records = Vec::new();
+    for i in 0..10_000u64 {
+        let (value, reason) = fuzzed(i, &mut rng);
+        let key = format!("bad-{i}").into_bytes();
+        expected.insert(key.clone(), (value.clone(), reason, (i % 2) as i32));
+        records.push(((i % 2) as i32, Some(key), value));
+    }
+    for i in 0..100u64 {
+        let value = json!({ "order_id": i }).to_string().into_bytes();
+        records.push(((i % 2) as i32, None, Some(value)));
+    }
+    produce_raw(&input, &records).await;
+
+    let files = JobFiles::new(&input);
+    let job = files.write(None, "[]", "max_event_bytes: 512");
+    let enricher = TributaryProcess::start(&["enrich"], &job, &[]);
+    let dead = read_raw(&files.dead_letter, Duration::from_secs(90), |r| {
+        r.len() >= 10_000
+    })
+    .await;
+    assert_eq!(dead.len(), 10_000, "log:\n{}", enricher.log());
+    let mut sources = BTreeSet::new();
+    for record in &dead {
+        let key = record.key.clone().unwrap();
+        let (value, reason, partition) = &expected[&key];
+        let got = &record.headers["tributary.error"];
+        assert!(
+            got.starts_with(reason),
+            "{got:?} should start with {reason:?}"
+        );
+        assert_eq!(
+            record.value.as_deref().unwrap_or_default(),
+            value.as_deref().unwrap_or_default(),
+            "the original bytes"
+        );
+        assert_eq!(record.headers["tributary.source.topic"], input);
+        assert_eq!(
+            record.headers["tributary.source.partition"],
+            partition.to_string()
+        );
+        sources.insert((
+            record.headers["tributary.source.partition"].clone(),
+            record.headers["tributary.source.offset"].clone(),
+        ));
+    }
+    assert_eq!(
+        sources.len(),
+        10_000,
+        "each dead letter names its own source offset"
+    );
+
+    let out = read_raw(&files.output, Duration::from_secs(30), |r| r.len() >= 100).await;
+    assert_eq!(order_ids(&out), (0..100).collect());
+    assert_eq!(http_get(files.metrics_port, "/healthz").await.0, 200);
+    assert_eq!(
+        files.metric("tributary_enrich_dead_lettered_total").await,
+        10_000.0
+    );
+    // Still running, and still enriching.
+    produce_raw(&input, &[(0, None, Some(br#"{"order_id": 100}"#.to_vec()))]).await;
+    let out = read_raw(&files.output, Duration::from_secs(30), |r| r.len() >= 101).await;
+    assert!(order_ids(&out).contains(&100));
+    let (clean, log) = enricher.terminate(Duration::from_secs(30));
+    assert!(clean, "SIGTERM drains and exits cleanly; log:\n{log}");
+}
+
+/// The summary row of `job` printed by a bounded run: (in, out, dead-lettered).
+fn summary_counts(stdout: &str, job: &str) -> (u64, u64, u64) {
+    let row = stdout
+        .lines()
+        .find(|l| l.starts_with(&format!("| {job} |")))
+        .unwrap_or_else(|| panic!("no summary for {job} in {stdout:?}"));
+    let cells: Vec<u64> = row
+        .split('|')
+        .skip(2)
+        .take(3)
+        .map(|c| c.trim().parse().unwrap())
+        .collect();
+    (cells[0], cells[1], cells[2])
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bounded_runs_stop_by_themselves_with_the_right_counts() {
+    let input = unique("backfill");
+    create_topic_with(&input, 1, "delete").await;
+    // Every 50th event is not JSON.
+    let bad = |n: u64| n % 50 == 7;
+    let events: Vec<Produced> = (0..500u64)
+        .map(|n| {
+            let value = if bad(n) {
+                b"{nope".to_vec()
+            } else {
+                json!({ "order_id": n }).to_string().into_bytes()
+            };
+            (0, None, Some(value))
+        })
+        .collect();
+    produce_raw(&input, &events).await;
+    let files = JobFiles::new(&input);
+    let job = files.write(None, "[]", "");
+
+    let first = TributaryProcess::start(&["enrich"], &job, &["--from", "100", "--until", "end"]);
+    let stdout = wait_stdout(first).await;
+    let in_range = |from: u64, to: u64| (from..to).filter(|n| !bad(*n)).count() as u64;
+    assert_eq!(
+        summary_counts(&stdout, "shop"),
+        (400, in_range(100, 500), 400 - in_range(100, 500))
+    );
+    // Events after the run's end are not read; a range by offsets stops at its bound.
+    produce_raw(&input, &[(0, None, Some(br#"{"order_id": 999}"#.to_vec()))]).await;
+    let second = TributaryProcess::start(
+        &["enrich"],
+        &job,
+        &["--from", "beginning", "--until", "250"],
+    );
+    let stdout = wait_stdout(second).await;
+    assert_eq!(
+        summary_counts(&stdout, "shop"),
+        (250, in_range(0, 250), 250 - in_range(0, 250))
+    );
+    let expected = (in_range(100, 500) + in_range(0, 250)) as usize;
+    let out = read_raw(&files.output, Duration::from_secs(30), move |r| {
+        r.len() >= expected
+    })
+    .await;
+    assert_eq!(out.len(), expected);
+    assert!(!order_ids(&out).contains(&999));
+}
+
+/// Waits for a bounded run to exit successfully and returns what it printed.
+async fn wait_stdout(process: TributaryProcess) -> String {
+    tokio::task::spawn_blocking(move || {
+        let stdout = process.stdout_path();
+        let (ok, log) = process.wait_exit(Duration::from_secs(90));
+        assert!(ok, "bounded run failed; log:\n{log}");
+        std::fs::read_to_string(stdout).unwrap()
+    })
+    .await
+    .unwrap()
+}
+
+/// A users topic of `n` plain rows keyed like capture's keys, and a co-partitioned
+/// orders topic of `orders` events (user `order_id % n`).
+async fn users_and_orders(n: u64, orders: u64, partitions: u32) -> (String, String) {
+    let users = unique("users");
+    create_topic(&users, partitions as i32).await;
+    let rows: Vec<(Json, Option<Vec<u8>>)> = (0..n)
+        .map(|id| {
+            let row = json!({ "id": id, "name": format!("user {id}") });
+            (json!({ "id": id }), Some(row.to_string().into_bytes()))
+        })
+        .collect();
+    produce(&users, partitions, &rows).await;
+    let input = unique("orders");
+    create_topic_with(&input, partitions as i32, "delete").await;
+    produce_orders(&input, 0..orders, n, partitions).await;
+    (users, input)
+}
+
+/// Produces orders `ids`, of users `id % users`, co-partitioned with the users table.
+async fn produce_orders(input: &str, ids: std::ops::Range<u64>, users: u64, partitions: u32) {
+    let placed: Vec<Produced> = ids.map(|o| order(o, o % users, partitions)).collect();
+    produce_raw(input, &placed).await;
+}
+
+/// Checks that every order is in `out`, each enriched with its user's name.
+fn assert_all_enriched(out: &[RawRecord], orders: u64, users: u64) {
+    for record in out {
+        let event = record.json();
+        let user_id = event["user_id"].as_u64().unwrap();
+        assert_eq!(event["name"], format!("user {user_id}"), "{event}");
+        assert_eq!(user_id, event["order_id"].as_u64().unwrap() % users);
+    }
+    let seen = order_ids(out);
+    let missing: Vec<u64> = (0..orders).filter(|o| !seen.contains(o)).take(10).collect();
+    assert!(
+        missing.is_empty(),
+        "orders missing from the output: {missing:?}…"
+    );
+}
+
+const JOIN_USERS: &str =
+    "[{ table: users, key: user_id, select: [name], type: inner, on_miss: dlq }]";
+
+#[tokio::test(flavor = "multi_thread")]
+async fn ten_sigkills_during_a_run_lose_no_event() {
+    const ORDERS: u64 = 100_000;
+    const USERS: u64 = 1000;
+    let (users, input) = users_and_orders(USERS, 0, 3).await;
+    let files = JobFiles::new(&input);
+    let job = files.write(
+        Some(&format!("[{{ name: users, topic: '{users}' }}]")),
+        JOIN_USERS,
+        "",
+    );
+    // Orders keep arriving (2000 a second) while the enricher is killed and restarted.
+    let producer = {
+        let input = input.clone();
+        tokio::spawn(async move {
+            for chunk in 0..ORDERS / 2000 {
+                produce_orders(&input, chunk * 2000..(chunk + 1) * 2000, USERS, 3).await;
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        })
+    };
+    let mut rng = 0x9e37_79b9_u64;
+    for kill in 0..10 {
+        let mut enricher = TributaryProcess::start(&["enrich"], &job, &[]);
+        // Kill at a random moment once this process has its partitions.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !enricher.log().contains("input partitions assigned") {
+            assert!(
+                Instant::now() < deadline,
+                "run {kill} got no partitions; log:\n{}",
+                enricher.log()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        rng = rng.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+        tokio::time::sleep(Duration::from_millis(300 + (rng >> 54))).await; // 0.3..1.3 s
+        enricher.kill();
+    }
+    producer.await.unwrap();
+    let enricher = TributaryProcess::start(&["enrich"], &job, &[]);
+    let out = read_raw(&files.output, Duration::from_secs(180), move |r| {
+        r.len() as u64 >= ORDERS && order_ids(r).len() as u64 == ORDERS
+    })
+    .await;
+    assert!(
+        out.len() as u64 >= ORDERS,
+        "only {} outputs; log:\n{}",
+        out.len(),
+        enricher.log()
+    );
+    assert_all_enriched(&out, ORDERS, USERS);
+    let dead = read_raw(&files.dead_letter, Duration::from_secs(1), |_| false).await;
+    assert!(dead.is_empty(), "every user exists: {:?}", dead.first());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn two_instances_split_the_partitions_and_together_enrich_everything() {
+    const ORDERS: u64 = 20_000;
+    const USERS: u64 = 500;
+    let (users, input) = users_and_orders(USERS, ORDERS, 4).await;
+    let files: Vec<JobFiles> = (0..2).map(|_| JobFiles::new(&input)).collect();
+    let tables = format!("[{{ name: users, topic: '{users}' }}]");
+    // Each instance has its own data directory and port; both are one group.
+    let processes: Vec<TributaryProcess> = files
+        .iter()
+        .map(|f| TributaryProcess::start(&["enrich"], &f.write(Some(&tables), JOIN_USERS, ""), &[]))
+        .collect();
+    let out = read_raw(&files[0].output, Duration::from_secs(120), move |r| {
+        r.len() as u64 >= ORDERS && order_ids(r).len() as u64 == ORDERS
+    })
+    .await;
+    assert_all_enriched(&out, ORDERS, USERS);
+    // Held partitions are exported every 2 s.
+    let mut shares = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while shares.is_empty() || (Instant::now() < deadline && shares.iter().any(|(_, h)| *h < 1.0)) {
+        shares.clear();
+        for f in &files {
+            let held = f.metric("tributary_table_ready{table=\"users\"").await;
+            shares.push((f.metric("tributary_enrich_events_in_total").await, held));
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(
+        shares
+            .iter()
+            .all(|(events, held)| *events > 0.0 && *held >= 1.0 && *held < 4.0),
+        "each instance enriches events of, and holds, part of the partitions: {shares:?}; logs:\n{}\n{}",
+        processes[0].log(),
+        processes[1].log()
+    );
+}
