@@ -74,7 +74,9 @@ pub(crate) async fn run(args: EnrichArgs) -> anyhow::Result<()> {
 }
 
 fn print_summary(summaries: &[JobSummary]) {
-    println!("| job | events in | out | dead-lettered | skipped | seconds | events/s |");
+    println!(
+        "| job | events in | out | dead-lettered | skipped | seconds (first event to last ack) | events/s |"
+    );
     println!("|---|---:|---:|---:|---:|---:|---:|");
     for s in summaries {
         println!(

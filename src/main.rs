@@ -58,6 +58,8 @@ enum Command {
 enum BenchCommand {
     /// Local tables vs MariaDB and Redis lookups; apply rate; restart-to-ready.
     Tables(bench::tables::TablesBenchArgs),
+    /// Enrichment events/s vs the raw consume → produce throughput of the broker.
+    Enrich(bench::enrich::EnrichBenchArgs),
 }
 
 #[tokio::main]
@@ -77,6 +79,9 @@ async fn main() -> anyhow::Result<()> {
         Command::Bench {
             command: BenchCommand::Tables(args),
         } => bench::tables::run(args).await,
+        Command::Bench {
+            command: BenchCommand::Enrich(args),
+        } => bench::enrich::run(args).await,
         Command::Validate { file } => validate(&file),
         Command::Tail(args) => tail::run(args).await,
     }

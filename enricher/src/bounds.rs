@@ -13,6 +13,7 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use rdkafka::Message;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
+use rdkafka::error::KafkaError;
 use rdkafka::{Offset, TopicPartitionList};
 
 use crate::error::EnrichError;
@@ -135,7 +136,7 @@ impl Tracker {
 /// The end of a partition: its high watermark, or past it when records exist
 /// there. Some brokers under-report the high watermark (STACK.md: Tansu reports
 /// the last batch's base offset + 1), so `probe` reads from the watermark on
-/// until nothing more comes, or a record written after `now_ms` does.
+/// until its end, or until a record written after `now_ms`.
 fn true_end(
     probe: &BaseConsumer,
     topic: &str,
@@ -147,12 +148,14 @@ fn true_end(
     tpl.add_partition_offset(topic, partition, Offset::Offset(high))?;
     probe.assign(&tpl)?;
     let mut end = high;
-    while let Some(item) = probe.poll(Duration::from_millis(300)) {
-        let Ok(msg) = item else { break };
-        if msg.timestamp().to_millis().is_some_and(|t| t > now_ms) {
-            break;
+    // The probe reports the partition's end (`enable.partition.eof`).
+    while let Some(item) = probe.poll(Duration::from_secs(5)) {
+        match item {
+            Ok(msg) if msg.timestamp().to_millis().is_some_and(|t| t > now_ms) => break,
+            Ok(msg) => end = end.max(msg.offset() + 1),
+            Err(KafkaError::PartitionEOF(_)) => break,
+            Err(e) => return Err(e.into()),
         }
-        end = end.max(msg.offset() + 1);
     }
     Ok(end)
 }

@@ -66,7 +66,7 @@ pub struct JobSummary {
     pub dead_lettered: u64,
     /// Events that produced nothing (deletes, inner-join drops).
     pub skipped: u64,
-    /// Wall time, in seconds.
+    /// Seconds from the first event read to the last one acknowledged.
     pub seconds: f64,
 }
 
@@ -242,7 +242,6 @@ pub async fn run(
     bounds: Option<Bounds>,
     shutdown: CancellationToken,
 ) -> Result<JobSummary, EnrichError> {
-    let started = Instant::now();
     let job = setup.config.name.clone();
     let assigned = Assigned::default();
     let context = JobContext {
@@ -267,6 +266,7 @@ pub async fn run(
                     .set("bootstrap.servers", &setup.kafka.brokers)
                     .set("group.id", setup.config.group_id())
                     .set("enable.auto.commit", "false")
+                    .set("enable.partition.eof", "true")
                     .create()?;
                 bounds::plan(&consumer, &probe, &setup.inputs, bounds)
             })?;
@@ -301,7 +301,6 @@ pub async fn run(
             }
         }
     }
-    runner.summary.seconds = started.elapsed().as_secs_f64();
     info!(summary = ?runner.summary, "job stopped");
     Ok(runner.summary)
 }
@@ -361,6 +360,7 @@ impl Runner {
         };
         tokio::pin!(grace_over);
         let mut reading = true;
+        let mut first_event = None;
         loop {
             let idle = in_flight.is_empty() && acks.is_empty();
             if idle && (!reading || self.bounded.as_ref().is_some_and(Tracker::all_done)) {
@@ -386,11 +386,16 @@ impl Runner {
                     }
                     self.summary.events_in += 1;
                     events_in.inc();
-                    in_flight.push_back(Box::pin(process(
+                    // A task per event: lookups and JSON work use every core.
+                    let task = tokio::spawn(process(
                         msg,
                         self.setup.pipeline.clone(),
                         self.setup.gate.clone(),
-                    )));
+                    ));
+                    in_flight.push_back(Box::pin(async move {
+                        task.await.expect("enriching an event does not panic")
+                    }));
+                    first_event.get_or_insert_with(Instant::now);
                 }
                 () = shutdown.cancelled(), if reading => reading = false,
                 () = &mut grace_over => {
@@ -399,6 +404,7 @@ impl Runner {
                 }
             }
         }
+        self.summary.seconds = first_event.map_or(0.0, |t: Instant| t.elapsed().as_secs_f64());
         Ok(())
     }
 

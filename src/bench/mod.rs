@@ -2,10 +2,74 @@
 //! side by side in one run (ratios, since shared machines are noisy).
 
 mod delay_proxy;
+pub(crate) mod enrich;
 mod redis;
 pub(crate) mod tables;
 
 use std::time::Duration;
+
+use rdkafka::ClientConfig;
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::producer::{FutureProducer, FutureRecord};
+
+/// Creates a topic with `partitions` partitions.
+pub(crate) async fn create_topic(
+    brokers: &str,
+    topic: &str,
+    partitions: i32,
+) -> anyhow::Result<()> {
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", brokers)
+        .create()?;
+    let new_topic = NewTopic::new(topic, partitions, TopicReplication::Fixed(1));
+    for result in admin
+        .create_topics([&new_topic], &AdminOptions::new())
+        .await?
+    {
+        result.map_err(|(t, e)| anyhow::anyhow!("creating {t}: {e}"))?;
+    }
+    Ok(())
+}
+
+/// Produces records `0..n`, each `(partition, key, value)` made by `record`, and
+/// waits until all are acknowledged.
+pub(crate) async fn produce(
+    brokers: &str,
+    topic: &str,
+    n: u64,
+    record: impl Fn(u64) -> (i32, String, String),
+) -> anyhow::Result<()> {
+    let producer: FutureProducer = ClientConfig::new()
+        .set("bootstrap.servers", brokers)
+        .set("linger.ms", "20")
+        .set("batch.num.messages", "10000")
+        .set("compression.type", "lz4")
+        .create()?;
+    let mut pending = std::collections::VecDeque::new();
+    for i in 0..n {
+        let (partition, key, value) = record(i);
+        let mut record = FutureRecord::to(topic)
+            .key(&key)
+            .payload(&value)
+            .partition(partition);
+        loop {
+            match producer.send_result(record) {
+                Ok(delivery) => break pending.push_back(delivery),
+                Err((_, back)) => {
+                    record = back;
+                    if let Some(oldest) = pending.pop_front() {
+                        oldest.await?.map_err(|(e, _)| e)?;
+                    }
+                }
+            }
+        }
+    }
+    for delivery in pending {
+        delivery.await?.map_err(|(e, _)| e)?;
+    }
+    Ok(())
+}
 
 /// Latencies of one measured series.
 pub(crate) struct Series {

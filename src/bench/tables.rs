@@ -10,10 +10,6 @@ use anyhow::Context as _;
 use clap::Args;
 use mysql_async::prelude::Queryable;
 use prometheus_client::registry::Registry;
-use rdkafka::ClientConfig;
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::client::DefaultClientContext;
-use rdkafka::producer::{FutureProducer, FutureRecord};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use tributary_proto::partition::partition_for_key;
@@ -21,7 +17,7 @@ use tributary_tables::materializer::Materializer;
 use tributary_tables::{LocalTable, Table, TablesConfig, TablesMetrics};
 
 use super::redis::Redis;
-use super::{Series, delay_proxy, print_latency_table};
+use super::{Series, create_topic, delay_proxy, print_latency_table, produce};
 
 /// Arguments of `tributary bench tables`.
 #[derive(Args)]
@@ -80,7 +76,13 @@ pub(crate) async fn run(args: TablesBenchArgs) -> anyhow::Result<()> {
     let n = args.rows;
     let topic = format!("bench-tables-{}", std::process::id());
     eprintln!("[bench] producing {n} records to {topic}");
-    produce(&args.brokers, &topic, n).await?;
+    create_topic(&args.brokers, &topic, 3).await?;
+    produce(&args.brokers, &topic, n, |id| {
+        let key = format!(r#"{{"id":{id}}}"#);
+        let partition = partition_for_key(key.as_bytes(), 3);
+        (partition, key, row(id))
+    })
+    .await?;
 
     let dir = tempfile::tempdir()?;
     let config = TablesConfig::parse(&format!(
@@ -195,50 +197,6 @@ fn resolve(addr: &str) -> anyhow::Result<SocketAddr> {
     addr.to_socket_addrs()?
         .next()
         .with_context(|| format!("cannot resolve {addr}"))
-}
-
-async fn produce(brokers: &str, topic: &str, n: u64) -> anyhow::Result<()> {
-    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-        .set("bootstrap.servers", brokers)
-        .create()?;
-    let new_topic = NewTopic::new(topic, 3, TopicReplication::Fixed(1));
-    for result in admin
-        .create_topics([&new_topic], &AdminOptions::new())
-        .await?
-    {
-        result.map_err(|(t, e)| anyhow::anyhow!("creating {t}: {e}"))?;
-    }
-    let producer: FutureProducer = ClientConfig::new()
-        .set("bootstrap.servers", brokers)
-        .set("linger.ms", "20")
-        .set("batch.num.messages", "10000")
-        .set("compression.type", "lz4")
-        .create()?;
-    let mut pending = std::collections::VecDeque::new();
-    for id in 0..n {
-        let key = format!(r#"{{"id":{id}}}"#);
-        let value = row(id);
-        let partition = partition_for_key(key.as_bytes(), 3);
-        let mut record = FutureRecord::to(topic)
-            .key(&key)
-            .payload(&value)
-            .partition(partition);
-        loop {
-            match producer.send_result(record) {
-                Ok(delivery) => break pending.push_back(delivery),
-                Err((_, back)) => {
-                    record = back;
-                    if let Some(oldest) = pending.pop_front() {
-                        oldest.await?.map_err(|(e, _)| e)?;
-                    }
-                }
-            }
-        }
-    }
-    for delivery in pending {
-        delivery.await?.map_err(|(e, _)| e)?;
-    }
-    Ok(())
 }
 
 async fn start(config: &TablesConfig) -> anyhow::Result<(Materializer, CancellationToken)> {
