@@ -137,7 +137,10 @@ pub(crate) async fn run(args: EnrichBenchArgs) -> anyhow::Result<()> {
         n / raw_seconds
     );
     for (name, s) in [
-        ("enrich, 2 joins, incl. first materialization", &warm),
+        (
+            "enrich, 2 joins, first run (tables materializing meanwhile)",
+            &warm,
+        ),
         (
             "enrich, 2 joins (local partitioned + local global)",
             &measured,
