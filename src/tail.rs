@@ -37,20 +37,22 @@ fn tail(args: TailArgs) -> anyhow::Result<()> {
         .set("group.id", "tributary-tail")
         .set("enable.auto.commit", "false")
         .create()?;
-    let metadata = consumer.fetch_metadata(Some(&args.topic), Duration::from_secs(10))?;
-    let partitions = metadata
-        .topics()
-        .first()
-        .map(|t| t.partitions().len())
-        .filter(|&n| n > 0)
-        .ok_or_else(|| anyhow::anyhow!("topic {} does not exist", args.topic))?;
+    let idle = Duration::from_secs_f64(args.idle_timeout);
+    let mut last = Instant::now();
+    // A topic that does not exist yet (its writer is starting) is waited for, up to the idle timeout.
+    let partitions = loop {
+        let metadata = consumer.fetch_metadata(Some(&args.topic), Duration::from_secs(10))?;
+        match metadata.topics().first().map(|t| t.partitions().len()) {
+            Some(n) if n > 0 => break n,
+            _ if last.elapsed() >= idle => anyhow::bail!("topic {} does not exist", args.topic),
+            _ => std::thread::sleep(Duration::from_millis(200)),
+        }
+    };
     let mut tpl = TopicPartitionList::new();
     for p in 0..partitions as i32 {
         tpl.add_partition_offset(&args.topic, p, Offset::Beginning)?;
     }
     consumer.assign(&tpl)?;
-    let idle = Duration::from_secs_f64(args.idle_timeout);
-    let mut last = Instant::now();
     let mut count = 0;
     while last.elapsed() < idle && args.max.is_none_or(|m| count < m) {
         let Some(msg) = consumer.poll(Duration::from_millis(200)) else {

@@ -79,6 +79,7 @@ tables: tables.yaml
 metrics: { listen: 127.0.0.1:$enrich_port }
 jobs:
   - name: orders-enriched
+    group_id: $server.orders-enriched
     input: { topics: [$server.shop.orders], format: change }
     joins:
       - { table: users, key: user_id, select: [name, tier], rename: { name: customer }, into: user }

@@ -70,6 +70,10 @@ pub struct KafkaConfig {
     /// Extra librdkafka producer properties, passed through.
     #[serde(default)]
     pub producer: BTreeMap<String, String>,
+    /// Replication factor of output and dead-letter topics the enricher creates
+    /// (missing ones are created with the input's partition count).
+    #[serde(default = "default_replication")]
+    pub replication_factor: i32,
 }
 
 /// Delivery guarantee.
@@ -220,6 +224,9 @@ pub struct DeadLetterConfig {
     pub topic: String,
 }
 
+fn default_replication() -> i32 {
+    1
+}
 fn default_concurrency() -> usize {
     256
 }
@@ -319,6 +326,12 @@ impl Validate for EnrichConfig {
             return Err(ConfigError::new(
                 "kafka.brokers",
                 "must name at least one broker",
+            ));
+        }
+        if self.kafka.replication_factor < 1 {
+            return Err(ConfigError::new(
+                "kafka.replication_factor",
+                "must be at least 1",
             ));
         }
         if self.jobs.is_empty() {

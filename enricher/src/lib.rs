@@ -24,9 +24,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rdkafka::ClientConfig;
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use tokio_util::sync::CancellationToken;
-use tracing::error;
+use tracing::{error, info};
 use tributary_tables::config::TableMode;
 use tributary_tables::materializer::Materializer;
 use tributary_tables::progress::Progress;
@@ -125,6 +128,7 @@ async fn run_jobs(
         );
     }
     let counts = input_partitions(config).await?;
+    create_outputs(config, &counts).await?;
     let mut handles = Vec::new();
     let jobs_stop = shutdown.child_token();
     for job in &config.jobs {
@@ -198,6 +202,46 @@ async fn run_jobs(
         }
     }
     first_error.map_or(Ok(summaries), Err)
+}
+
+/// Creates the output and dead-letter topics that do not exist yet, with as many
+/// partitions as the job's input.
+async fn create_outputs(
+    config: &EnrichConfig,
+    counts: &HashMap<String, u32>,
+) -> Result<(), EnrichError> {
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", &config.kafka.brokers)
+        .create()?;
+    let mut wanted = Vec::new();
+    for job in &config.jobs {
+        let partitions = job
+            .input
+            .topics
+            .iter()
+            .filter_map(|t| counts.get(t))
+            .max()
+            .copied()
+            .unwrap_or(1);
+        for topic in [&job.output.topic, &job.dead_letter.topic] {
+            wanted.push(NewTopic::new(
+                topic,
+                partitions as i32,
+                TopicReplication::Fixed(config.kafka.replication_factor),
+            ));
+        }
+    }
+    for result in admin.create_topics(&wanted, &AdminOptions::new()).await? {
+        match result {
+            Ok(topic) => info!(%topic, "created"),
+            Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
+            Err((topic, e)) => {
+                error!(%topic, error = %e, "cannot create the topic");
+                return Err(KafkaError::AdminOp(e).into());
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Partition counts of every input topic (absent topics are left out).
