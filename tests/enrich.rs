@@ -509,16 +509,51 @@ async fn ten_sigkills_during_a_run_lose_no_event() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn two_instances_split_the_partitions_and_together_enrich_everything() {
+    two_instances("").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn two_exactly_once_instances_abort_on_rebalance_and_lose_nothing() {
+    two_instances("delivery: exactly_once\ncommit_interval_ms: 2000").await;
+}
+
+/// Two instances of one job (`extra`: more settings), started together: the
+/// second one's arrival revokes partitions from the first.
+async fn two_instances(extra: &str) {
     const ORDERS: u64 = 20_000;
     const USERS: u64 = 500;
-    let (users, input) = users_and_orders(USERS, ORDERS, 4).await;
+    let (users, input) = users_and_orders(USERS, 0, 4).await;
     let files: Vec<JobFiles> = (0..2).map(|_| JobFiles::new(&input)).collect();
     let tables = format!("[{{ name: users, topic: '{users}' }}]");
-    // Each instance has its own data directory and port; both are one group.
-    let processes: Vec<TributaryProcess> = files
-        .iter()
-        .map(|f| TributaryProcess::start(&["enrich"], &f.write(Some(&tables), JOIN_USERS, ""), &[]))
-        .collect();
+    // Orders keep arriving while the second instance joins.
+    let producer = {
+        let input = input.clone();
+        tokio::spawn(async move {
+            for chunk in 0..ORDERS / 1000 {
+                produce_orders(&input, chunk * 1000..(chunk + 1) * 1000, USERS, 4).await;
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+        })
+    };
+    // Each instance has its own data directory, port and transactional id; both are one group.
+    let start = |i: usize| {
+        let job = files[i].write(Some(&tables), JOIN_USERS, extra);
+        let instance = format!("instance-{i}");
+        TributaryProcess::start_with_env(
+            &["enrich"],
+            &job,
+            &[],
+            &[("TRIBUTARY_INSTANCE", &instance)],
+        )
+    };
+    let first = start(0);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while files[0].metric("tributary_enrich_events_out_total").await < 1.0 {
+        assert!(Instant::now() < deadline, "log:\n{}", first.log());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let processes = [first, start(1)];
+    producer.await.unwrap();
     let out = read_raw(&files[0].output, Duration::from_secs(120), move |r| {
         r.len() as u64 >= ORDERS && order_ids(r).len() as u64 == ORDERS
     })
@@ -543,4 +578,93 @@ async fn two_instances_split_the_partitions_and_together_enrich_everything() {
         processes[0].log(),
         processes[1].log()
     );
+    if extra.contains("exactly_once") {
+        assert!(
+            processes[0]
+                .log()
+                .contains("partitions revoked: aborting the open transaction"),
+            "the first instance aborts its transaction when the second joins; log:\n{}",
+            processes[0].log()
+        );
+    }
+}
+
+/// Committed offsets of `group` on `topic`'s partitions.
+async fn committed(group: &str, topic: &str, partitions: i32) -> Vec<i64> {
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    let (group, topic) = (group.to_owned(), topic.to_owned());
+    tokio::task::spawn_blocking(move || {
+        let consumer: BaseConsumer = rdkafka::ClientConfig::new()
+            .set("bootstrap.servers", brokers())
+            .set("group.id", &group)
+            .create()
+            .unwrap();
+        let mut tpl = rdkafka::TopicPartitionList::new();
+        for p in 0..partitions {
+            tpl.add_partition(&topic, p);
+        }
+        let offsets = consumer
+            .committed_offsets(tpl, Duration::from_secs(10))
+            .unwrap();
+        (0..partitions)
+            .map(|p| {
+                offsets
+                    .find_partition(&topic, p)
+                    .and_then(|e| e.offset().to_raw())
+                    .unwrap_or(-1)
+            })
+            .collect()
+    })
+    .await
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn exactly_once_commits_outputs_and_offsets_in_transactions() {
+    let input = unique("eos");
+    create_topic_with(&input, 2, "delete").await;
+    let batch = |ids: std::ops::Range<u64>| -> Vec<Produced> {
+        ids.map(|n| {
+            let value = json!({ "order_id": n }).to_string().into_bytes();
+            ((n % 2) as i32, None, Some(value))
+        })
+        .collect()
+    };
+    produce_raw(&input, &batch(0..5000)).await;
+    let files = JobFiles::new(&input);
+    let job = files.write(
+        None,
+        "[]",
+        "delivery: exactly_once\ncommit_interval_ms: 100",
+    );
+    let enricher = TributaryProcess::start(&["enrich"], &job, &[]);
+    // The reader is read_committed (librdkafka's default): it sees committed transactions only.
+    let out = read_raw(&files.output, Duration::from_secs(60), |r| r.len() >= 5000).await;
+    assert_eq!(
+        order_ids(&out),
+        (0..5000).collect(),
+        "log:\n{}",
+        enricher.log()
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while committed(&files.group, &input, 2).await != [2500, 2500] {
+        assert!(
+            Instant::now() < deadline,
+            "offsets are committed with the outputs"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let (clean, log) = enricher.terminate(Duration::from_secs(30));
+    assert!(clean, "log:\n{log}");
+    assert!(log.contains("exactly-once"), "log:\n{log}");
+
+    // A restart resumes after the committed offsets: nothing is enriched twice.
+    produce_raw(&input, &batch(5000..6000)).await;
+    let _enricher = TributaryProcess::start(&["enrich"], &job, &[]);
+    let out = read_raw(&files.output, Duration::from_secs(60), |r| r.len() >= 6000).await;
+    assert_eq!(order_ids(&out), (0..6000).collect());
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let out = read_raw(&files.output, Duration::from_secs(2), |_| false).await;
+    assert_eq!(out.len(), 6000, "no event enriched twice");
+    assert_eq!(committed(&files.group, &input, 2).await, [3000, 3000]);
 }

@@ -44,6 +44,9 @@ pub struct EnrichConfig {
     /// Delivery guarantee of the output.
     #[serde(default)]
     pub delivery: Delivery,
+    /// Milliseconds between transaction commits (`delivery: exactly_once`).
+    #[serde(default = "default_commit_interval")]
+    pub commit_interval_ms: u64,
     /// Events in flight (being looked up) per job.
     #[serde(default = "default_concurrency")]
     pub concurrency: usize,
@@ -84,6 +87,9 @@ pub enum Delivery {
     /// outputs, which carry their source topic/partition/offset in headers.
     #[default]
     AtLeastOnce,
+    /// Outputs, dead letters and consumed offsets in one Kafka transaction per
+    /// `commit_interval_ms`; read the output with `isolation.level=read_committed`.
+    ExactlyOnce,
 }
 
 /// One enrichment job.
@@ -224,6 +230,9 @@ pub struct DeadLetterConfig {
     pub topic: String,
 }
 
+fn default_commit_interval() -> u64 {
+    200
+}
 fn default_replication() -> i32 {
     1
 }
@@ -336,6 +345,9 @@ impl Validate for EnrichConfig {
         }
         if self.jobs.is_empty() {
             return Err(ConfigError::new("jobs", "declare at least one job"));
+        }
+        if self.commit_interval_ms == 0 {
+            return Err(ConfigError::new("commit_interval_ms", "must be at least 1"));
         }
         if self.concurrency == 0 {
             return Err(ConfigError::new("concurrency", "must be at least 1"));

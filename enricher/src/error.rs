@@ -36,6 +36,23 @@ pub enum EnrichError {
         /// Partition count of the table's topic.
         table_partitions: u32,
     },
+    /// Another producer took over this job's transactional id.
+    #[error(
+        "job `{job}`: another instance took over this job's Kafka transactions (fenced); stopping without committing"
+    )]
+    Fenced {
+        /// Job name.
+        job: String,
+    },
+    /// A Kafka transaction could not be committed; its outputs are aborted and
+    /// its events will be read again.
+    #[error("job `{job}`: transaction failed: {source}")]
+    Transaction {
+        /// Job name.
+        job: String,
+        /// The client's error.
+        source: Box<KafkaError>,
+    },
     /// An output could not be written (after the client's own retries).
     #[error("job `{job}`: writing to `{topic}` failed: {source}")]
     Produce {

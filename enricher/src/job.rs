@@ -11,6 +11,7 @@
 use std::collections::BTreeSet;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -31,10 +32,11 @@ use tributary_tables::Follower;
 use tributary_tables::progress::Progress;
 
 use crate::bounds::{self, Bounds, Tracker};
-use crate::config::{JobConfig, KafkaConfig};
+use crate::config::{Delivery, JobConfig, KafkaConfig};
 use crate::error::EnrichError;
 use crate::metrics::{EnrichMetrics, InputLabel, JobLabel, SkipLabel};
 use crate::pipeline::{Outcome, Pipeline, Skip};
+use crate::transactions::Transactions;
 
 /// Most outputs awaiting acknowledgement before the job stops reading.
 const MAX_UNACKED: usize = 20_000;
@@ -113,6 +115,10 @@ pub struct JobSetup {
     pub concurrency: usize,
     /// Time to finish in-flight events after shutdown.
     pub grace: Duration,
+    /// Delivery guarantee (bounded runs commit nothing and ignore it).
+    pub delivery: Delivery,
+    /// Time between transaction commits (exactly-once).
+    pub commit_interval: Duration,
     /// Tables to wait for, when the job joins local tables.
     pub gate: Option<TableGate>,
     /// Where the job names its partitions for co-partitioned tables.
@@ -124,11 +130,15 @@ pub struct JobSetup {
 /// Input partitions currently assigned to the job.
 type Assigned = Arc<Mutex<BTreeSet<(String, i32)>>>;
 
-/// Consumer context: follows assignments, exports lag from client statistics.
+/// Consumer context: follows assignments, counts revocations, exports lag from
+/// client statistics.
 struct JobContext {
     job: String,
     follower: Option<Follower>,
     assigned: Assigned,
+    /// Incremented on every revocation: work read before it belongs to an
+    /// older generation (an exactly-once job aborts it).
+    generation: Arc<AtomicU64>,
     lag: Family<InputLabel, Gauge>,
 }
 
@@ -172,7 +182,10 @@ impl ConsumerContext for JobContext {
     ) {
         match rebalance {
             Rebalance::Assign(tpl) => self.owns(tpl),
-            Rebalance::Revoke(_) => self.assigned.lock().expect("assignment lock").clear(),
+            Rebalance::Revoke(_) => {
+                self.generation.fetch_add(1, Ordering::SeqCst);
+                self.assigned.lock().expect("assignment lock").clear();
+            }
             Rebalance::Error(e) => error!(job = %self.job, error = %e, "rebalance failed"),
         }
     }
@@ -182,6 +195,7 @@ impl ConsumerContext for JobContext {
 struct Ack {
     msg: OwnedMessage,
     kind: AckKind,
+    generation: u64,
     result: Result<(), KafkaError>,
 }
 
@@ -195,7 +209,8 @@ enum AckKind {
 }
 
 type AckFuture = Pin<Box<dyn Future<Output = Ack> + Send>>;
-type ProcessFuture = Pin<Box<dyn Future<Output = (OwnedMessage, Outcome)> + Send>>;
+/// An event being enriched, with the generation it was read in.
+type ProcessFuture = Pin<Box<dyn Future<Output = (u64, OwnedMessage, Outcome)> + Send>>;
 
 /// Enriches one event once the tables it needs are ready for its partition.
 async fn process(
@@ -225,6 +240,9 @@ struct Runner {
     producer: FutureProducer,
     assigned: Assigned,
     bounded: Option<Tracker>,
+    /// The open transaction (exactly-once, unbounded).
+    eos: Option<Transactions>,
+    generation: Arc<AtomicU64>,
     summary: JobSummary,
     label: JobLabel,
 }
@@ -244,10 +262,12 @@ pub async fn run(
 ) -> Result<JobSummary, EnrichError> {
     let job = setup.config.name.clone();
     let assigned = Assigned::default();
+    let generation = Arc::new(AtomicU64::new(0));
     let context = JobContext {
         job: job.clone(),
         follower: setup.follower.clone(),
         assigned: assigned.clone(),
+        generation: generation.clone(),
         lag: setup.metrics.lag_records.clone(),
     };
     let consumer: StreamConsumer<JobContext> =
@@ -276,7 +296,19 @@ pub async fn run(
             Some(tracker)
         }
     };
-    let producer: FutureProducer = producer_config(&setup.kafka).create()?;
+    let exactly_once = setup.delivery == Delivery::ExactlyOnce && bounded.is_none();
+    let transactional_id = exactly_once.then(|| transactional_id(&setup.config.group_id()));
+    let producer: FutureProducer =
+        producer_config(&setup.kafka, transactional_id.as_deref()).create()?;
+    let eos = match transactional_id {
+        Some(id) => {
+            info!(%job, transactional_id = %id, "exactly-once: outputs and offsets in Kafka transactions");
+            Some(tokio::task::block_in_place(|| {
+                Transactions::start(&job, &producer)
+            })?)
+        }
+        None => None,
+    };
     let mut runner = Runner {
         label: JobLabel { job: job.clone() },
         summary: JobSummary {
@@ -291,9 +323,11 @@ pub async fn run(
         producer,
         assigned,
         bounded,
+        eos,
+        generation,
     };
     runner.consume(&consumer, &shutdown).await?;
-    if runner.bounded.is_none() {
+    if runner.bounded.is_none() && runner.eos.is_none() {
         match consumer.commit_consumer_state(CommitMode::Sync) {
             Ok(()) | Err(KafkaError::ConsumerCommit(RDKafkaErrorCode::NoOffset)) => {}
             Err(e) => {
@@ -324,8 +358,21 @@ fn consumer_config(kafka: &KafkaConfig, group: &str, bounded: bool) -> ClientCon
     c
 }
 
-fn producer_config(kafka: &KafkaConfig) -> ClientConfig {
+/// `<group>.<instance>`: stable across restarts of one instance, so a restarted
+/// instance aborts what its previous run left open. The instance is
+/// `TRIBUTARY_INSTANCE`, else `HOSTNAME` (a StatefulSet pod's name).
+fn transactional_id(group: &str) -> String {
+    let instance = std::env::var("TRIBUTARY_INSTANCE")
+        .or_else(|_| std::env::var("HOSTNAME"))
+        .unwrap_or_else(|_| "0".to_owned());
+    format!("{group}.{instance}")
+}
+
+fn producer_config(kafka: &KafkaConfig, transactional_id: Option<&str>) -> ClientConfig {
     let mut c = ClientConfig::new();
+    if let Some(id) = transactional_id {
+        c.set("transactional.id", id);
+    }
     c.set("bootstrap.servers", &kafka.brokers)
         .set("enable.idempotence", "true")
         .set("acks", "all")
@@ -359,19 +406,23 @@ impl Runner {
             tokio::time::sleep(grace).await;
         };
         tokio::pin!(grace_over);
-        let mut reading = true;
+        let (mut reading, mut drained) = (true, false);
         let mut first_event = None;
+        let mut commit_tick = tokio::time::interval(self.setup.commit_interval);
         loop {
+            self.abort_if_revoked()?;
             let idle = in_flight.is_empty() && acks.is_empty();
             if idle && (!reading || self.bounded.as_ref().is_some_and(Tracker::all_done)) {
+                drained = true;
                 break;
             }
             tokio::select! {
                 biased;
                 Some(ack) = acks.next(), if !acks.is_empty() => self.on_ack(consumer, ack).await?,
-                Some((msg, outcome)) = in_flight.next(), if !in_flight.is_empty() && acks.len() < MAX_UNACKED => {
-                    acks.push_back(self.write(msg, outcome).await);
+                Some((generation, msg, outcome)) = in_flight.next(), if !in_flight.is_empty() && acks.len() < MAX_UNACKED => {
+                    acks.push_back(self.write(generation, msg, outcome).await);
                 }
+                _ = commit_tick.tick(), if self.eos.is_some() => self.commit(consumer)?,
                 received = consumer.recv(), if reading && in_flight.len() < self.setup.concurrency => {
                     let msg = match received {
                         Ok(msg) => msg.detach(),
@@ -392,8 +443,10 @@ impl Runner {
                         self.setup.pipeline.clone(),
                         self.setup.gate.clone(),
                     ));
+                    let generation = self.generation.load(Ordering::SeqCst);
                     in_flight.push_back(Box::pin(async move {
-                        task.await.expect("enriching an event does not panic")
+                        let (msg, outcome) = task.await.expect("enriching an event does not panic");
+                        (generation, msg, outcome)
                     }));
                     first_event.get_or_insert_with(Instant::now);
                 }
@@ -404,13 +457,43 @@ impl Runner {
                 }
             }
         }
+        if drained {
+            self.commit(consumer)?; // a transaction cut short by the grace period is left to abort
+        }
         self.summary.seconds = first_event.map_or(0.0, |t: Instant| t.elapsed().as_secs_f64());
         Ok(())
     }
 
+    /// Commits the open transaction, if any.
+    fn commit(&mut self, consumer: &StreamConsumer<JobContext>) -> Result<(), EnrichError> {
+        match &mut self.eos {
+            Some(txn) => tokio::task::block_in_place(|| txn.commit(&self.producer, consumer)),
+            None => Ok(()),
+        }
+    }
+
+    /// After a revocation, aborts the open transaction: everything in it is read
+    /// again, by this instance or the partitions' new owner.
+    fn abort_if_revoked(&mut self) -> Result<(), EnrichError> {
+        let generation = self.generation.load(Ordering::SeqCst);
+        match &mut self.eos {
+            Some(txn) if txn.generation() != generation => {
+                info!(job = %self.summary.job, "partitions revoked: aborting the open transaction");
+                tokio::task::block_in_place(|| txn.abort(&self.producer, generation))
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// Starts writing what `outcome` calls for; the returned future resolves when it is acknowledged.
-    async fn write(&self, msg: OwnedMessage, outcome: Outcome) -> AckFuture {
+    async fn write(&mut self, generation: u64, msg: OwnedMessage, outcome: Outcome) -> AckFuture {
+        let stale = self
+            .eos
+            .as_ref()
+            .is_some_and(|txn| txn.generation() != generation);
         let (kind, record) = match outcome {
+            // Read before a revocation: its transaction was aborted, it is read again.
+            _ if stale => (AckKind::Abandoned, None),
             Outcome::Emit { key, value } => (AckKind::Out, Some((key, value, None))),
             Outcome::Skip(skip) => (AckKind::Skipped(skip), None),
             Outcome::Dead(reason) => (AckKind::Dead, Some(self.dead_letter(&msg, reason))),
@@ -431,10 +514,16 @@ impl Runner {
                 }
             }
         };
+        if let Some(txn) = &mut self.eos
+            && kind != AckKind::Abandoned
+        {
+            txn.written(msg.topic(), msg.partition(), msg.offset());
+        }
         let Some((key, value, error)) = record else {
             return Box::pin(std::future::ready(Ack {
                 msg,
                 kind,
+                generation,
                 result: Ok(()),
             }));
         };
@@ -455,7 +544,12 @@ impl Runner {
                 },
                 Err(e) => Err(e),
             };
-            Ack { msg, kind, result }
+            Ack {
+                msg,
+                kind,
+                generation,
+                result,
+            }
         })
     }
 
@@ -530,8 +624,16 @@ impl Runner {
         let Ack {
             msg,
             mut kind,
+            generation,
             result,
         } = ack;
+        if self
+            .eos
+            .as_ref()
+            .is_some_and(|txn| txn.generation() != generation)
+        {
+            return Ok(()); // written in an aborted transaction: read again
+        }
         if let Err(e) = result {
             let topic = if kind == AckKind::Out {
                 &self.setup.config.output.topic
@@ -603,9 +705,10 @@ impl Runner {
             }
             AckKind::Abandoned => return Ok(()),
         }
-        match &mut self.bounded {
-            Some(tracker) => tracker.acked(msg.topic(), msg.partition(), msg.offset()),
-            None => {
+        match (&mut self.bounded, &self.eos) {
+            (Some(tracker), _) => tracker.acked(msg.topic(), msg.partition(), msg.offset()),
+            (None, Some(_)) => {} // the offset is committed with the transaction
+            (None, None) => {
                 if let Err(e) = consumer.store_offset(msg.topic(), msg.partition(), msg.offset()) {
                     // The partition was revoked meanwhile: its new owner reads the event again.
                     info!(job = %self.summary.job, error = %e, "offset not stored");

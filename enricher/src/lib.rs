@@ -5,6 +5,7 @@
 //! - [`field_path`]: field paths into events and the keys they make.
 //! - [`pipeline`]: what a job does to one record (joins, projection, dead letters).
 //! - [`job`]: the consume → enrich → produce loop of one job, at-least-once.
+//! - [`transactions`]: exactly-once delivery through Kafka transactions.
 //! - [`bounds`]: bounded runs (`--from` / `--until`) that stop by themselves.
 //! - [`error`], [`metrics`].
 //!
@@ -18,6 +19,7 @@ pub mod field_path;
 pub mod job;
 pub mod metrics;
 pub mod pipeline;
+pub mod transactions;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -177,6 +179,8 @@ async fn run_jobs(
             inputs,
             concurrency: config.concurrency,
             grace: Duration::from_secs(config.shutdown_grace_s),
+            delivery: config.delivery,
+            commit_interval: Duration::from_millis(config.commit_interval_ms),
             gate,
             follower: (!copartitioned.is_empty()).then(|| follower.clone()),
             metrics: metrics.clone(),

@@ -185,6 +185,16 @@ impl TributaryProcess {
 
     /// `tributary <command> --config <config> <extra…>`; stdout and stderr go to files.
     pub fn start(command: &[&str], config: &std::path::Path, extra: &[&str]) -> Self {
+        Self::start_with_env(command, config, extra, &[])
+    }
+
+    /// [`Self::start`] with extra environment variables.
+    pub fn start_with_env(
+        command: &[&str],
+        config: &std::path::Path,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Self {
         let log = config.with_extension(format!("{}.log", unique("run")));
         let stdout = log.with_extension("out");
         let child = Command::new(env!("CARGO_BIN_EXE_tributary"))
@@ -193,6 +203,7 @@ impl TributaryProcess {
             .arg(config)
             .args(extra)
             .env("TRIBUTARY_LOG", "info")
+            .envs(env.iter().copied())
             .stdout(std::fs::File::create(&stdout).unwrap())
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
