@@ -75,17 +75,18 @@ pub(crate) async fn run(args: EnrichArgs) -> anyhow::Result<()> {
 
 fn print_summary(summaries: &[JobSummary]) {
     println!(
-        "| job | events in | out | dead-lettered | skipped | seconds (first event to last ack) | events/s |"
+        "| job | events in | out | dead-lettered | skipped | retried | seconds (first event to last ack) | events/s |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|");
     for s in summaries {
         println!(
-            "| {} | {} | {} | {} | {} | {:.2} | {:.0} |",
+            "| {} | {} | {} | {} | {} | {} | {:.2} | {:.0} |",
             s.job,
             s.events_in,
             s.events_out,
             s.dead_lettered,
             s.skipped,
+            s.retried,
             s.seconds,
             s.events_in as f64 / s.seconds.max(1e-9)
         );

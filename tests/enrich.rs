@@ -668,3 +668,88 @@ async fn exactly_once_commits_outputs_and_offsets_in_transactions() {
     assert_eq!(out.len(), 6000, "no event enriched twice");
     assert_eq!(committed(&files.group, &input, 2).await, [3000, 3000]);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn missed_rows_are_retried_after_a_delay_then_dead_lettered() {
+    let (users, input) = users_and_orders(10, 0, 2).await;
+    let files = JobFiles::new(&input);
+    let retry_topic = format!("{input}.retry");
+    let job = files.write(
+        Some(&format!("[{{ name: users, topic: '{users}' }}]")),
+        "[{ table: users, key: user_id, select: [name], type: inner, on_miss: retry }]",
+        "",
+    );
+    // The job is the file's last entry: its `retry` section goes at the end.
+    let mut text = std::fs::read_to_string(&job).unwrap();
+    text.push_str(&format!(
+        "    retry: {{ topic: '{retry_topic}', delay_ms: 1500, max_attempts: 3 }}\n"
+    ));
+    std::fs::write(&job, text).unwrap();
+    // Order 1's user exists, order 2's arrives a second late, order 3's never does.
+    let orders = [order(1, 3, 2), order(2, 42, 2), order(3, 77, 2)];
+    produce_raw(&input, &orders).await;
+    let started = Instant::now();
+    let enricher = TributaryProcess::start(&["enrich"], &job, &[]);
+    read_raw(&files.output, Duration::from_secs(30), |r| {
+        order_ids(r).contains(&1)
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let late_user = json!({ "id": 42, "name": "user 42" })
+        .to_string()
+        .into_bytes();
+    produce(&users, 2, &[(json!({ "id": 42 }), Some(late_user))]).await;
+
+    let out = read_raw(&files.output, Duration::from_secs(30), |r| {
+        order_ids(r).contains(&2)
+    })
+    .await;
+    let late = out
+        .iter()
+        .map(RawRecord::json)
+        .find(|e| e["order_id"] == 2)
+        .unwrap_or_else(|| {
+            panic!(
+                "order 2 is enriched once its user arrives; log:\n{}",
+                enricher.log()
+            )
+        });
+    assert_eq!(late["name"], "user 42");
+    assert!(
+        started.elapsed() >= Duration::from_millis(1500),
+        "not before the delay"
+    );
+
+    let dead = read_raw(&files.dead_letter, Duration::from_secs(30), |r| {
+        !r.is_empty()
+    })
+    .await;
+    assert_eq!(dead.len(), 1, "log:\n{}", enricher.log());
+    assert_eq!(
+        dead[0].headers["tributary.error"],
+        "join `users`: no row with key 77 (after 3 attempts)"
+    );
+    assert!(
+        started.elapsed() >= Duration::from_millis(3000),
+        "two delays before giving up"
+    );
+    // Dead letters and outputs name the input record, not the retry record.
+    assert_eq!(dead[0].headers["tributary.source.topic"], input);
+    assert_eq!(dead[0].value.as_deref(), orders[2].2.as_deref());
+    let retried = read_raw(&retry_topic, Duration::from_secs(2), |_| false).await;
+    let attempts_of_3: Vec<&str> = retried
+        .iter()
+        .filter(|r| r.json()["order_id"] == 3)
+        .map(|r| r.headers["tributary.attempt"].as_str())
+        .collect();
+    assert_eq!(attempts_of_3, ["2", "3"]);
+    assert!(
+        retried
+            .iter()
+            .all(|r| r.headers["tributary.source.topic"] == input)
+    );
+    assert_eq!(
+        files.metric("tributary_enrich_retried_total").await,
+        retried.len() as f64
+    );
+}

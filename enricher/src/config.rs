@@ -110,6 +110,25 @@ pub struct JobConfig {
     pub output: OutputConfig,
     /// Where events that cannot be enriched go, with the reason.
     pub dead_letter: DeadLetterConfig,
+    /// Where events wait before another attempt (joins with `on_miss: retry`).
+    #[serde(default)]
+    pub retry: Option<RetryConfig>,
+}
+
+/// The retry topic of a job: an event whose inner join misses is written there
+/// and enriched again after `delay_ms`, up to `max_attempts` times in all.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RetryConfig {
+    /// Topic (created with the input's partition count when missing; the job
+    /// consumes it too).
+    pub topic: String,
+    /// Wait before each further attempt, in milliseconds.
+    #[serde(default = "default_retry_delay")]
+    pub delay_ms: u64,
+    /// Attempts in all, the first included; then the event is dead-lettered.
+    #[serde(default = "default_attempts")]
+    pub max_attempts: u32,
 }
 
 impl JobConfig {
@@ -208,6 +227,9 @@ pub enum MissPolicy {
     Drop,
     /// Send it to the dead-letter topic.
     Dlq,
+    /// Try again after the job's `retry.delay_ms` (the row may not have arrived
+    /// yet), up to `retry.max_attempts`; then dead-letter it.
+    Retry,
 }
 
 /// The output topic and key.
@@ -230,6 +252,12 @@ pub struct DeadLetterConfig {
     pub topic: String,
 }
 
+fn default_retry_delay() -> u64 {
+    5000
+}
+fn default_attempts() -> u32 {
+    3
+}
 fn default_commit_interval() -> u64 {
     200
 }
@@ -371,8 +399,20 @@ impl Validate for EnrichConfig {
                     "name at least one topic, none empty",
                 ));
             }
-            let outputs = [&job.output.topic, &job.dead_letter.topic];
-            for (field, topic) in ["output.topic", "dead_letter.topic"].iter().zip(outputs) {
+            let mut outputs = vec![
+                ("output.topic", &job.output.topic),
+                ("dead_letter.topic", &job.dead_letter.topic),
+            ];
+            if let Some(retry) = &job.retry {
+                outputs.push(("retry.topic", &retry.topic));
+                if retry.max_attempts < 2 {
+                    return Err(ConfigError::new(
+                        at("retry.max_attempts"),
+                        "must be at least 2 (the first attempt counts)",
+                    ));
+                }
+            }
+            for (field, topic) in outputs {
                 if topic.is_empty() {
                     return Err(ConfigError::new(at(field), "must not be empty"));
                 }
@@ -391,6 +431,14 @@ impl Validate for EnrichConfig {
             for (i, join) in job.joins.iter().enumerate() {
                 let at = |field: &str| format!("jobs[{j}].joins[{i}].{field}");
                 check_paths(&at("key"), &join.key)?;
+                if join.on_miss == Some(MissPolicy::Retry) && job.retry.is_none() {
+                    return Err(ConfigError::new(
+                        at("on_miss"),
+                        format!(
+                            "`retry` needs the job's retry topic: add `retry: {{ topic: ... }}` to jobs[{j}]"
+                        ),
+                    ));
+                }
                 if join.join_type == JoinType::Left && join.on_miss.is_some() {
                     return Err(ConfigError::new(
                         at("on_miss"),
@@ -473,6 +521,27 @@ jobs:
         assert_eq!(
             field(&GOOD.replace("on_miss: dlq", "on_miss: retry")),
             "jobs[0].joins[1].on_miss"
+        );
+        assert_eq!(
+            field(&GOOD.replace("on_miss: dlq", "on_miss: later")),
+            "jobs[0].joins[1].on_miss"
+        );
+        let with_retry = |retry: &str| {
+            GOOD.replace("on_miss: dlq", "on_miss: retry").replace(
+                "dead_letter: { topic: orders.dlq }",
+                &format!("dead_letter: {{ topic: orders.dlq }}\n    retry: {retry}"),
+            )
+        };
+        assert!(
+            EnrichConfig::parse(&with_retry("{ topic: orders.retry }"), Some(&tables())).is_ok()
+        );
+        assert_eq!(
+            field(&with_retry("{ topic: orders.retry, max_attempts: 1 }")),
+            "jobs[0].retry.max_attempts"
+        );
+        assert_eq!(
+            field(&with_retry("{ topic: orders }")),
+            "jobs[0].retry.topic"
         );
         assert_eq!(
             field(&GOOD.replace("type: inner, ", "")),

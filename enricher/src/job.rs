@@ -36,6 +36,7 @@ use crate::config::{Delivery, JobConfig, KafkaConfig};
 use crate::error::EnrichError;
 use crate::metrics::{EnrichMetrics, InputLabel, JobLabel, SkipLabel};
 use crate::pipeline::{Outcome, Pipeline, Skip};
+use crate::retry::{self, Delays};
 use crate::transactions::Transactions;
 
 /// Most outputs awaiting acknowledgement before the job stops reading.
@@ -68,6 +69,8 @@ pub struct JobSummary {
     pub dead_lettered: u64,
     /// Events that produced nothing (deletes, inner-join drops).
     pub skipped: u64,
+    /// Events written to the retry topic (an event retried twice counts twice).
+    pub retried: u64,
     /// Seconds from the first event read to the last one acknowledged.
     pub seconds: f64,
 }
@@ -191,6 +194,16 @@ impl ConsumerContext for JobContext {
     }
 }
 
+/// A record to write for an input record.
+struct Record {
+    key: Option<Vec<u8>>,
+    value: Vec<u8>,
+    /// Why it is a dead letter or a retry.
+    error: Option<String>,
+    /// Retry: the attempt it will be, and when it is due (ms since the epoch).
+    retry: Option<(u32, i64)>,
+}
+
 /// What became of one input record, once its write (if any) is acknowledged.
 struct Ack {
     msg: OwnedMessage,
@@ -204,6 +217,8 @@ enum AckKind {
     Out,
     Dead,
     Skipped(Skip),
+    /// Written to the retry topic, for a later attempt.
+    Retried,
     /// Its partition moved to another instance mid-flight: neither written nor committed.
     Abandoned,
 }
@@ -317,6 +332,7 @@ pub async fn run(
             events_out: 0,
             dead_lettered: 0,
             skipped: 0,
+            retried: 0,
             seconds: 0.0,
         },
         setup,
@@ -409,8 +425,17 @@ impl Runner {
         let (mut reading, mut drained) = (true, false);
         let mut first_event = None;
         let mut commit_tick = tokio::time::interval(self.setup.commit_interval);
+        let (mut delays, mut delays_generation) = (Delays::default(), 0);
         loop {
             self.abort_if_revoked()?;
+            let generation = self.generation.load(Ordering::SeqCst);
+            if generation != delays_generation {
+                // A new assignment starts unpaused.
+                (delays, delays_generation) = (Delays::default(), generation);
+            }
+            let wake = delays.next_due_ms().map(|due| {
+                tokio::time::Instant::now() + Duration::from_millis((due - now_ms()).max(0) as u64)
+            });
             let idle = in_flight.is_empty() && acks.is_empty();
             if idle && (!reading || self.bounded.as_ref().is_some_and(Tracker::all_done)) {
                 drained = true;
@@ -435,6 +460,15 @@ impl Runner {
                         pause(consumer, &msg); // past the end of a bounded run
                         continue;
                     }
+                    if self.setup.config.retry.as_ref().is_some_and(|r| r.topic == msg.topic()) {
+                        if delays.holds(&msg) {
+                            continue;
+                        }
+                        if let Some(due) = retry::due_ms(&msg).filter(|due| *due > now_ms()) {
+                            delays.hold(consumer, &msg, due)?;
+                            continue;
+                        }
+                    }
                     self.summary.events_in += 1;
                     events_in.inc();
                     // A task per event: lookups and JSON work use every core.
@@ -449,6 +483,9 @@ impl Runner {
                         (generation, msg, outcome)
                     }));
                     first_event.get_or_insert_with(Instant::now);
+                }
+                () = tokio::time::sleep_until(wake.unwrap_or_else(tokio::time::Instant::now)), if wake.is_some() => {
+                    delays.release(consumer, now_ms())?;
                 }
                 () = shutdown.cancelled(), if reading => reading = false,
                 () = &mut grace_over => {
@@ -494,9 +531,18 @@ impl Runner {
         let (kind, record) = match outcome {
             // Read before a revocation: its transaction was aborted, it is read again.
             _ if stale => (AckKind::Abandoned, None),
-            Outcome::Emit { key, value } => (AckKind::Out, Some((key, value, None))),
+            Outcome::Emit { key, value } => (
+                AckKind::Out,
+                Some(Record {
+                    key,
+                    value,
+                    error: None,
+                    retry: None,
+                }),
+            ),
             Outcome::Skip(skip) => (AckKind::Skipped(skip), None),
             Outcome::Dead(reason) => (AckKind::Dead, Some(self.dead_letter(&msg, reason))),
+            Outcome::Retry(reason) => self.retry(&msg, reason),
             Outcome::NotHeld { table, partition } => {
                 let still_ours = self
                     .assigned
@@ -519,7 +565,7 @@ impl Runner {
         {
             txn.written(msg.topic(), msg.partition(), msg.offset());
         }
-        let Some((key, value, error)) = record else {
+        let Some(record) = record else {
             return Box::pin(std::future::ready(Ack {
                 msg,
                 kind,
@@ -527,14 +573,7 @@ impl Runner {
                 result: Ok(()),
             }));
         };
-        let topic = if kind == AckKind::Out {
-            &self.setup.config.output.topic
-        } else {
-            &self.setup.config.dead_letter.topic
-        };
-        let delivery = self
-            .send(topic, key.as_deref(), &value, &msg, error.as_deref())
-            .await;
+        let delivery = self.send(self.topic_of(kind), &record, &msg).await;
         Box::pin(async move {
             let result = match delivery {
                 Ok(delivery) => match delivery.await {
@@ -554,55 +593,95 @@ impl Runner {
     }
 
     /// The dead letter of `msg`: its original key and bytes, with the reason.
-    fn dead_letter(
-        &self,
-        msg: &OwnedMessage,
-        reason: String,
-    ) -> (Option<Vec<u8>>, Vec<u8>, Option<String>) {
-        (
-            msg.key().map(<[u8]>::to_vec),
-            msg.payload().unwrap_or_default().to_vec(),
-            Some(reason),
-        )
+    fn dead_letter(&self, msg: &OwnedMessage, reason: String) -> Record {
+        Record {
+            key: msg.key().map(<[u8]>::to_vec),
+            value: msg.payload().unwrap_or_default().to_vec(),
+            error: Some(reason),
+            retry: None,
+        }
+    }
+
+    /// A missed event goes to the retry topic, or to the dead-letter topic once
+    /// its attempts are used up.
+    fn retry(&self, msg: &OwnedMessage, reason: String) -> (AckKind, Option<Record>) {
+        let config = self
+            .setup
+            .config
+            .retry
+            .as_ref()
+            .expect("on_miss: retry is validated to come with a retry topic");
+        let made = retry::attempts_made(msg);
+        if made >= config.max_attempts {
+            let reason = format!("{reason} (after {made} attempts)");
+            return (AckKind::Dead, Some(self.dead_letter(msg, reason)));
+        }
+        let mut record = self.dead_letter(msg, reason);
+        record.retry = Some((made + 1, now_ms() + config.delay_ms as i64));
+        (AckKind::Retried, Some(record))
+    }
+
+    /// Where records of `kind` are written.
+    fn topic_of(&self, kind: AckKind) -> &str {
+        let config = &self.setup.config;
+        match (kind, &config.retry) {
+            (AckKind::Out, _) => &config.output.topic,
+            (AckKind::Retried, Some(retry)) => &retry.topic,
+            _ => &config.dead_letter.topic,
+        }
     }
 
     /// Enqueues a record (waiting while the client's queue is full).
     async fn send(
         &self,
         topic: &str,
-        key: Option<&[u8]>,
-        value: &[u8],
+        record: &Record,
         source: &OwnedMessage,
-        error: Option<&str>,
     ) -> Result<rdkafka::producer::DeliveryFuture, KafkaError> {
-        let (partition, offset) = (source.partition().to_string(), source.offset().to_string());
+        let origin = retry::origin(source);
         let mut headers = OwnedHeaders::new()
             .insert(Header {
                 key: headers::SOURCE_TOPIC,
-                value: Some(source.topic()),
+                value: Some(&origin.topic),
             })
             .insert(Header {
                 key: headers::SOURCE_PARTITION,
-                value: Some(&partition),
+                value: Some(&origin.partition),
             })
             .insert(Header {
                 key: headers::SOURCE_OFFSET,
-                value: Some(&offset),
+                value: Some(&origin.offset),
             })
             .insert(Header {
                 key: headers::JOB,
                 value: Some(&self.setup.config.name),
             });
-        if let Some(error) = error {
+        if let Some(error) = &record.error {
             headers = headers.insert(Header {
                 key: headers::ERROR,
                 value: Some(error),
             });
         }
-        let mut record = FutureRecord::to(topic).payload(value).headers(headers);
-        if let Some(key) = key {
-            record = record.key(key);
+        let mut out = FutureRecord::to(topic).payload(&record.value);
+        if let Some((attempt, due_ms)) = record.retry {
+            let (attempt, due_ms) = (attempt.to_string(), due_ms.to_string());
+            headers = headers
+                .insert(Header {
+                    key: retry::ATTEMPT,
+                    value: Some(&attempt),
+                })
+                .insert(Header {
+                    key: retry::NOT_BEFORE,
+                    value: Some(&due_ms),
+                });
+            // The partition it came from: the instance holding that partition retries it.
+            out = out.partition(source.partition());
         }
+        let mut record_out = out.headers(headers);
+        if let Some(key) = &record.key {
+            record_out = record_out.key(key);
+        }
+        let mut record = record_out;
         loop {
             match self.producer.send_result(record) {
                 Ok(delivery) => return Ok(delivery),
@@ -635,26 +714,14 @@ impl Runner {
             return Ok(()); // written in an aborted transaction: read again
         }
         if let Err(e) = result {
-            let topic = if kind == AckKind::Out {
-                &self.setup.config.output.topic
-            } else {
-                &self.setup.config.dead_letter.topic
-            };
+            let topic = self.topic_of(kind).to_owned();
             if kind == AckKind::Out && rejected_for_size(&e) {
                 // The enriched event is too big for the broker: keep the original instead.
-                let (key, value, reason) = self.dead_letter(
+                let record = self.dead_letter(
                     &msg,
                     format!("the enriched event was rejected by the broker: {e}"),
                 );
-                let delivery = self
-                    .send(
-                        &self.setup.config.dead_letter.topic,
-                        key.as_deref(),
-                        &value,
-                        &msg,
-                        reason.as_deref(),
-                    )
-                    .await;
+                let delivery = self.send(self.topic_of(AckKind::Dead), &record, &msg).await;
                 let written = match delivery {
                     Ok(d) => d
                         .await
@@ -702,6 +769,10 @@ impl Runner {
                         reason: skip.label().to_owned(),
                     })
                     .inc();
+            }
+            AckKind::Retried => {
+                self.summary.retried += 1;
+                metrics.retried.get_or_create(&self.label).inc();
             }
             AckKind::Abandoned => return Ok(()),
         }

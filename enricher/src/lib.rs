@@ -5,6 +5,7 @@
 //! - [`field_path`]: field paths into events and the keys they make.
 //! - [`pipeline`]: what a job does to one record (joins, projection, dead letters).
 //! - [`job`]: the consume → enrich → produce loop of one job, at-least-once.
+//! - [`retry`]: the retry topic of `on_miss: retry`.
 //! - [`transactions`]: exactly-once delivery through Kafka transactions.
 //! - [`bounds`]: bounded runs (`--from` / `--until`) that stop by themselves.
 //! - [`error`], [`metrics`].
@@ -19,6 +20,7 @@ pub mod field_path;
 pub mod job;
 pub mod metrics;
 pub mod pipeline;
+pub mod retry;
 pub mod transactions;
 
 use std::collections::HashMap;
@@ -129,8 +131,9 @@ async fn run_jobs(
             table.describe().await.partition_count,
         );
     }
+    create_outputs(config, &input_partitions(config).await?).await?;
+    // Again, with the retry topics just created.
     let counts = input_partitions(config).await?;
-    create_outputs(config, &counts).await?;
     let mut handles = Vec::new();
     let jobs_stop = shutdown.child_token();
     for job in &config.jobs {
@@ -138,6 +141,7 @@ async fn run_jobs(
             .input
             .topics
             .iter()
+            .chain(job.retry.as_ref().map(|r| &r.topic))
             .map(|t| {
                 counts
                     .get(t)
@@ -227,7 +231,11 @@ async fn create_outputs(
             .max()
             .copied()
             .unwrap_or(1);
-        for topic in [&job.output.topic, &job.dead_letter.topic] {
+        let retry = job.retry.as_ref().map(|r| &r.topic);
+        for topic in [&job.output.topic, &job.dead_letter.topic]
+            .into_iter()
+            .chain(retry)
+        {
             wanted.push(NewTopic::new(
                 topic,
                 partitions as i32,
@@ -248,7 +256,7 @@ async fn create_outputs(
     Ok(())
 }
 
-/// Partition counts of every input topic (absent topics are left out).
+/// Partition counts of every input and retry topic (absent topics are left out).
 async fn input_partitions(config: &EnrichConfig) -> Result<HashMap<String, u32>, EnrichError> {
     let client: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", &config.kafka.brokers)
@@ -256,7 +264,13 @@ async fn input_partitions(config: &EnrichConfig) -> Result<HashMap<String, u32>,
     let topics: Vec<String> = config
         .jobs
         .iter()
-        .flat_map(|j| j.input.topics.iter().cloned())
+        .flat_map(|j| {
+            j.input
+                .topics
+                .iter()
+                .chain(j.retry.as_ref().map(|r| &r.topic))
+        })
+        .cloned()
         .collect();
     tokio::task::spawn_blocking(move || {
         let mut counts = HashMap::new();

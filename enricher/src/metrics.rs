@@ -59,6 +59,8 @@ pub struct EnrichMetrics {
     pub events_out: Family<JobLabel, Counter>,
     /// Events written to the dead-letter topic.
     pub dead_lettered: Family<JobLabel, Counter>,
+    /// Events written to the retry topic for another attempt.
+    pub retried: Family<JobLabel, Counter>,
     /// Events that produce no output, by reason.
     pub skipped: Family<SkipLabel, Counter>,
     /// Lookups per join step, hits and misses.
@@ -75,6 +77,7 @@ impl Default for EnrichMetrics {
             events_in: Family::default(),
             events_out: Family::default(),
             dead_lettered: Family::default(),
+            retried: Family::default(),
             skipped: Family::default(),
             joins: Family::default(),
             latency_seconds: Family::new_with_constructor(latency_histogram),
@@ -98,6 +101,11 @@ impl EnrichMetrics {
             "dead_lettered",
             "Events written to the dead-letter topic",
             m.dead_lettered.clone(),
+        );
+        r.register(
+            "retried",
+            "Events written to the retry topic for another attempt",
+            m.retried.clone(),
         );
         r.register(
             "skipped",

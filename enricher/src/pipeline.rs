@@ -46,6 +46,8 @@ pub enum Outcome {
     Skip(Skip),
     /// A dead letter, with the reason.
     Dead(String),
+    /// Enrich again later (an inner join with `on_miss: retry` missed), with the reason.
+    Retry(String),
     /// A table partition the key lives in is not held here: after a rebalance the
     /// event belongs to another instance; otherwise the input is not co-partitioned.
     NotHeld {
@@ -102,12 +104,14 @@ impl Join {
                 match self.on_miss {
                     None => self.project(event, None),
                     Some(MissPolicy::Drop) => return Err(Outcome::Skip(Skip::Missed)),
-                    Some(MissPolicy::Dlq) => {
+                    Some(policy @ (MissPolicy::Dlq | MissPolicy::Retry)) => {
                         let key = key.map_or_else(|| "null".to_owned(), |k| k.to_string());
-                        return Err(Outcome::Dead(format!(
-                            "join `{}`: no row with key {key}",
-                            self.name()
-                        )));
+                        let reason = format!("join `{}`: no row with key {key}", self.name());
+                        return Err(if policy == MissPolicy::Retry {
+                            Outcome::Retry(reason)
+                        } else {
+                            Outcome::Dead(reason)
+                        });
                     }
                 }
             }
