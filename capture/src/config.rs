@@ -19,6 +19,7 @@ use std::collections::BTreeMap;
 use regex::Regex;
 use serde::Deserialize;
 
+pub use tributary_proto::config_text::Delivery;
 use tributary_proto::config_text::{self, ConfigError, HttpConfig, Validate};
 
 use crate::error::CaptureError;
@@ -83,20 +84,6 @@ pub struct SourceConfig {
     /// Heartbeat interval the server sends while idle, in seconds (0 disables).
     #[serde(default = "default_heartbeat_s")]
     pub heartbeat_s: u64,
-}
-
-/// How change events and positions reach Kafka.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Delivery {
-    /// Idempotent producer; a position is stored once everything before it is
-    /// acknowledged. A crash may repeat events (each carries its source position).
-    #[default]
-    AtLeastOnce,
-    /// Events and positions in Kafka transactions (`transactional.id` per
-    /// `server_name`), which also fences a second capture of the same datastream.
-    /// Needs a broker with transactions; read with `isolation.level=read_committed`.
-    ExactlyOnce,
 }
 
 /// When capture reads the tables' existing rows.

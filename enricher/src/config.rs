@@ -21,6 +21,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
+pub use tributary_proto::config_text::Delivery;
 use tributary_proto::config_text::{self, ConfigError, HttpConfig, Validate};
 use tributary_tables::TablesConfig;
 use tributary_tables::config::TableMode;
@@ -77,19 +78,6 @@ pub struct KafkaConfig {
     /// (missing ones are created with the input's partition count).
     #[serde(default = "default_replication")]
     pub replication_factor: i32,
-}
-
-/// Delivery guarantee.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Delivery {
-    /// Offsets are committed after the output is acknowledged; a crash may repeat
-    /// outputs, which carry their source topic/partition/offset in headers.
-    #[default]
-    AtLeastOnce,
-    /// Outputs, dead letters and consumed offsets in one Kafka transaction per
-    /// `commit_interval_ms`; read the output with `isolation.level=read_committed`.
-    ExactlyOnce,
 }
 
 /// One enrichment job.

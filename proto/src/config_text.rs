@@ -24,6 +24,21 @@ impl ConfigError {
     }
 }
 
+/// Delivery guarantee of what a component writes to Kafka.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Delivery {
+    /// Idempotent producer; progress (a binlog position, consumed offsets) is
+    /// stored once everything before it is acknowledged. A crash may repeat
+    /// records, each of which names its source position so consumers can drop them.
+    #[default]
+    AtLeastOnce,
+    /// Records and progress in one Kafka transaction per commit interval; the
+    /// transactional id fences a second writer. Needs a broker with transactions;
+    /// read with `isolation.level=read_committed`.
+    ExactlyOnce,
+}
+
 /// The HTTP endpoint of a component (`/metrics`, `/healthz`, `/readyz`).
 #[derive(Debug, Clone, Default, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
