@@ -93,9 +93,10 @@ fn order(order_id: u64, user_id: u64, partitions: u32) -> Produced {
         partition_for_key(table_key.as_bytes(), partitions),
         Some(json!({ "order_id": order_id }).to_string().into_bytes()),
         Some(
-            json!({ "order_id": order_id, "user_id": user_id, "amount": order_id % 97 })
-                .to_string()
-                .into_bytes(),
+            json!({ "order_id": order_id, "user_id": user_id, "amount": order_id % 97,
+                    "sku": format!("SKU-{}", order_id % 12) })
+            .to_string()
+            .into_bytes(),
         ),
     )
 }
@@ -127,6 +128,21 @@ async fn shop_orders_are_enriched_with_users_from_cdc_and_follow_row_changes() {
     ))
     .await
     .unwrap();
+    // Products stay in MariaDB: a remote table (SKU-10 and SKU-11 do not exist).
+    conn.query_drop(format!(
+        "CREATE TABLE {db}.products (sku VARCHAR(20) PRIMARY KEY, title VARCHAR(60), price DECIMAL(10,2))"
+    ))
+    .await
+    .unwrap();
+    let products: Vec<String> = (0..10)
+        .map(|i| format!("('SKU-{i}', 'product {i}', {i}.25)"))
+        .collect();
+    conn.query_drop(format!(
+        "INSERT INTO {db}.products VALUES {}",
+        products.join(",")
+    ))
+    .await
+    .unwrap();
     let capture = CaptureSetup::new(&db, &gtid_now(&mut conn).await).with_snapshot(20);
     let _capture = TributaryProcess::capture(&capture.yaml());
 
@@ -137,9 +153,13 @@ async fn shop_orders_are_enriched_with_users_from_cdc_and_follow_row_changes() {
     produce_raw(&orders, &placed).await;
 
     let files = JobFiles::new(&orders);
+    let (_, port) = mysql_host_port();
     let job = files.write(
-        Some(&format!("[{{ name: users, topic: '{}' }}]", capture.topic("users"))),
-        "[{ table: users, key: user_id, select: [name, tier], rename: { name: user_name }, into: user }]",
+        Some(&format!(
+            "[{{ name: users, topic: '{}' }}]\nremote:\n  - {{ name: products, mysql: {{ url: 'mysql://tributary:tributary@127.0.0.1:{port}', table: {db}.products, key: [sku], columns: [sku, title, price] }} }}",
+            capture.topic("users")
+        )),
+        "[{ table: users, key: user_id, select: [name, tier], rename: { name: user_name }, into: user }, { table: products, key: sku, select: [title, price], into: product }]",
         "",
     );
     let enricher = TributaryProcess::start(&["enrich"], &job, &[]);
@@ -155,11 +175,24 @@ async fn shop_orders_are_enriched_with_users_from_cdc_and_follow_row_changes() {
         .into_iter()
         .map(|(id, name, tier)| (id, json!({ "user_name": name, "tier": tier })))
         .collect();
+    let rows: Vec<(String, String, String)> = conn
+        .query(format!(
+            "SELECT sku, title, CAST(price AS CHAR) FROM {db}.products"
+        ))
+        .await
+        .unwrap();
+    let products: BTreeMap<String, Json> = rows
+        .into_iter()
+        .map(|(sku, title, price)| (sku, json!({ "title": title, "price": price })))
+        .collect();
     for record in &out {
         let event = record.json();
         let user_id = event["user_id"].as_u64().unwrap();
         let expected = users.get(&user_id).cloned().unwrap_or(Json::Null);
         assert_eq!(event["user"], expected, "{event}");
+        let sku = event["sku"].as_str().unwrap();
+        let product = products.get(sku).cloned().unwrap_or(Json::Null);
+        assert_eq!(event["product"], product, "{event}");
         assert_eq!(event["amount"], event["order_id"].as_u64().unwrap() % 97);
         assert_eq!(record.headers["tributary.source.topic"], orders);
         assert_eq!(

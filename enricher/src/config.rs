@@ -302,7 +302,12 @@ impl EnrichConfig {
     /// Every join names a table of `tables`.
     fn check_tables(&self, tables: Option<&TablesConfig>) -> Result<(), ConfigError> {
         let known: Vec<&str> = tables
-            .map(|t| t.tables.iter().map(|t| t.name.as_str()).collect())
+            .map(|t| {
+                let local = t.tables.iter().map(|t| t.name.as_str());
+                local
+                    .chain(t.remote.iter().map(|r| r.name.as_str()))
+                    .collect()
+            })
             .unwrap_or_default();
         for (j, job) in self.jobs.iter().enumerate() {
             for (i, join) in job.joins.iter().enumerate() {

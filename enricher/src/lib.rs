@@ -37,6 +37,7 @@ use tracing::{error, info};
 use tributary_tables::config::TableMode;
 use tributary_tables::materializer::Materializer;
 use tributary_tables::progress::Progress;
+use tributary_tables::remote::RemoteTable;
 use tributary_tables::{Follower, Table, TablesMetrics};
 
 pub use bounds::Bounds;
@@ -79,7 +80,7 @@ pub async fn run(
         Some(tables) => Some(
             Materializer::start_following(
                 tables,
-                table_metrics,
+                table_metrics.clone(),
                 tables_stop.clone(),
                 follower.clone(),
             )
@@ -87,19 +88,22 @@ pub async fn run(
         ),
         None => None,
     };
+    let remote = match &tables {
+        Some(tables) => {
+            tributary_tables::remote::start_all(tables, &table_metrics, &tables_stop).await?
+        }
+        None => Vec::new(),
+    };
     started(Readiness {
         progress: materializer.as_ref().map(Materializer::progress),
     });
-    let result = run_jobs(
-        &config,
-        tables.as_ref(),
-        materializer.as_ref(),
-        &follower,
-        bounds,
-        &metrics,
-        shutdown,
-    )
-    .await;
+    let running = RunningTables {
+        config: tables.as_ref(),
+        materializer: materializer.as_ref(),
+        remote: &remote,
+        follower: &follower,
+    };
+    let result = run_jobs(&config, &running, bounds, &metrics, shutdown).await;
     tables_stop.cancel();
     if let Some(materializer) = materializer {
         materializer.join().await?;
@@ -107,15 +111,27 @@ pub async fn run(
     result
 }
 
+/// The tables jobs join, once started.
+struct RunningTables<'a> {
+    config: Option<&'a tributary_tables::TablesConfig>,
+    materializer: Option<&'a Materializer>,
+    remote: &'a [Arc<RemoteTable>],
+    follower: &'a Follower,
+}
+
 async fn run_jobs(
     config: &EnrichConfig,
-    tables: Option<&tributary_tables::TablesConfig>,
-    materializer: Option<&Materializer>,
-    follower: &Follower,
+    tables: &RunningTables<'_>,
     bounds: Option<Bounds>,
     metrics: &EnrichMetrics,
     shutdown: CancellationToken,
 ) -> Result<Vec<JobSummary>, EnrichError> {
+    let RunningTables {
+        config: tables,
+        materializer,
+        remote,
+        follower,
+    } = *tables;
     let local: Vec<Arc<dyn Table>> = materializer
         .map(|m| {
             m.tables()
@@ -134,6 +150,11 @@ async fn run_jobs(
     create_outputs(config, &input_partitions(config).await?).await?;
     // Again, with the retry topics just created.
     let counts = input_partitions(config).await?;
+    let all_tables: Vec<Arc<dyn Table>> = local
+        .iter()
+        .cloned()
+        .chain(remote.iter().map(|t| t.clone() as Arc<dyn Table>))
+        .collect();
     let mut handles = Vec::new();
     let jobs_stop = shutdown.child_token();
     for job in &config.jobs {
@@ -154,7 +175,9 @@ async fn run_jobs(
             .collect::<Result<_, _>>()?;
         let (mut copartitioned, mut global) = (Vec::new(), Vec::new());
         for join in &job.joins {
-            let count = table_partitions[&join.table];
+            let Some(&count) = table_partitions.get(&join.table) else {
+                continue; // a remote table: no partitions to wait for
+            };
             match EnrichConfig::table_mode(tables, &join.table) {
                 TableMode::Global => global.push((join.table.clone(), count)),
                 TableMode::Partitioned => {
@@ -177,7 +200,12 @@ async fn run_jobs(
             global,
         });
         let setup = JobSetup {
-            pipeline: Arc::new(Pipeline::new(job, &local, config.max_event_bytes, metrics)),
+            pipeline: Arc::new(Pipeline::new(
+                job,
+                &all_tables,
+                config.max_event_bytes,
+                metrics,
+            )),
             config: job.clone(),
             kafka: config.kafka.clone(),
             inputs,

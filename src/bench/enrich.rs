@@ -1,5 +1,6 @@
-//! `tributary bench enrich`: events/s of an enrichment job with two joins
-//! against the raw consume → produce throughput of the same broker, in one run.
+//! `tributary bench enrich`: events/s of an enrichment job with two joins (a
+//! local partitioned table and a cached remote MariaDB table) against the raw
+//! consume → produce throughput of the same broker, in one run.
 
 use std::time::Instant;
 
@@ -26,9 +27,16 @@ pub(crate) struct EnrichBenchArgs {
     /// Rows of the partitioned `users` table.
     #[arg(long, default_value_t = 100_000)]
     users: u64,
-    /// Rows of the global `products` table.
+    /// Rows of the remote `products` table (in MariaDB).
     #[arg(long, default_value_t = 10_000)]
     products: u64,
+    /// MariaDB holding the products.
+    #[arg(
+        long,
+        env = "TRIBUTARY_MYSQL_URL",
+        default_value = "mysql://root@127.0.0.1:3307"
+    )]
+    mysql_url: String,
     /// Kafka bootstrap servers.
     #[arg(
         long,
@@ -42,12 +50,8 @@ const PARTITIONS: u32 = 3;
 
 pub(crate) async fn run(args: EnrichBenchArgs) -> anyhow::Result<()> {
     let run = format!("bench-enrich-{}", std::process::id());
-    let (users, products, orders) = (
-        format!("{run}.users"),
-        format!("{run}.products"),
-        format!("{run}.orders"),
-    );
-    for topic in [&users, &products, &orders] {
+    let (users, orders) = (format!("{run}.users"), format!("{run}.orders"));
+    for topic in [&users, &orders] {
         create_topic(&args.brokers, topic, PARTITIONS as i32).await?;
     }
     eprintln!(
@@ -65,16 +69,7 @@ pub(crate) async fn run(args: EnrichBenchArgs) -> anyhow::Result<()> {
         )
     })
     .await?;
-    produce(&args.brokers, &products, args.products, |n| {
-        keyed(
-            format!(r#"{{"sku":"SKU-{n}"}}"#),
-            format!(
-                r#"{{"sku":"SKU-{n}","title":"product {n}","price":{}.99}}"#,
-                n % 100
-            ),
-        )
-    })
-    .await?;
+    let products = load_products(&args.mysql_url, args.products).await?;
     let (n_users, n_products) = (args.users, args.products);
     produce(&args.brokers, &orders, args.events, |o| {
         let user = o * 7919 % n_users;
@@ -99,9 +94,10 @@ pub(crate) async fn run(args: EnrichBenchArgs) -> anyhow::Result<()> {
     std::fs::write(
         dir.path().join("tables.yaml"),
         format!(
-            "data_dir: '{}'\nkafka: {{ brokers: '{}' }}\nbatch_max_records: 5000\ntables:\n  - {{ name: users, topic: '{users}' }}\n  - {{ name: products, topic: '{products}', mode: global }}\n",
+            "data_dir: '{}'\nkafka: {{ brokers: '{}' }}\nbatch_max_records: 5000\ntables:\n  - {{ name: users, topic: '{users}' }}\nremote:\n  - {{ name: products, mysql: {{ url: '{}', table: '{products}', key: [sku] }}, cache: {{ ttl_s: 3600 }} }}\n",
             dir.path().join("data").display(),
-            args.brokers
+            args.brokers,
+            args.mysql_url
         ),
     )?;
     let job_file = dir.path().join("jobs.yaml");
@@ -138,11 +134,11 @@ pub(crate) async fn run(args: EnrichBenchArgs) -> anyhow::Result<()> {
     );
     for (name, s) in [
         (
-            "enrich, 2 joins, first run (tables materializing meanwhile)",
+            "enrich, 2 joins, first run (tables materializing, cache cold)",
             &warm,
         ),
         (
-            "enrich, 2 joins (local partitioned + local global)",
+            "enrich, 2 joins (local partitioned + cached remote MariaDB)",
             &measured,
         ),
     ] {
@@ -154,6 +150,27 @@ pub(crate) async fn run(args: EnrichBenchArgs) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// Creates `tributary_bench.products_<n>` in MariaDB; returns `db.table`.
+async fn load_products(url: &str, n: u64) -> anyhow::Result<String> {
+    use mysql_async::prelude::Queryable;
+    let table = format!("tributary_bench.products_{n}");
+    let mut conn = mysql_async::Conn::new(mysql_async::Opts::from_url(url)?).await?;
+    conn.query_drop(format!(
+        "CREATE DATABASE IF NOT EXISTS tributary_bench; DROP TABLE IF EXISTS {table}; \
+         CREATE TABLE {table} (sku VARCHAR(20) PRIMARY KEY, title VARCHAR(60), price DECIMAL(10,2))"
+    ))
+    .await?;
+    let rows: Vec<String> = (0..n)
+        .map(|i| format!("('SKU-{i}', 'product {i}', {}.99)", i % 100))
+        .collect();
+    for chunk in rows.chunks(5000) {
+        conn.query_drop(format!("INSERT INTO {table} VALUES {}", chunk.join(",")))
+            .await?;
+    }
+    conn.disconnect().await?;
+    Ok(table)
 }
 
 /// Runs the job file once, bounded; returns its summary.

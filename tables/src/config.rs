@@ -28,7 +28,11 @@ pub struct TablesConfig {
     #[serde(default)]
     pub rocksdb: RocksDbConfig,
     /// The tables to materialize.
+    #[serde(default)]
     pub tables: Vec<LocalTableConfig>,
+    /// Tables looked up in a remote store, behind a cache and a rate limit.
+    #[serde(default)]
+    pub remote: Vec<RemoteTableConfig>,
     /// Most records applied in one atomic write batch.
     #[serde(default = "default_batch")]
     pub batch_max_records: usize,
@@ -134,6 +138,192 @@ pub struct LocalTableConfig {
     pub mode: TableMode,
 }
 
+/// A remote table: lookups go to a backend, protected by the layers below.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RemoteTableConfig {
+    /// Table name used by lookups.
+    pub name: String,
+    /// The MySQL/MariaDB table rows are read from.
+    pub mysql: MySqlBackendConfig,
+    /// Cache of rows (and of misses).
+    #[serde(default)]
+    pub cache: CacheConfig,
+    /// Backend calls per second (cache hits are free); unlimited when absent.
+    #[serde(default)]
+    pub rate_limit: Option<RateLimitConfig>,
+    /// Coalescing of concurrent lookups into one call.
+    #[serde(default)]
+    pub batch: BatchConfig,
+    /// Time limit of one backend call, in milliseconds.
+    #[serde(default = "default_timeout_ms")]
+    pub timeout_ms: u64,
+    /// Retries of retryable failures (connection lost, timeout).
+    #[serde(default)]
+    pub retries: RetryPolicyConfig,
+    /// Circuit breaker.
+    #[serde(default)]
+    pub breaker: BreakerConfig,
+    /// Change topic of the source table: each change evicts the cached key, so
+    /// cached rows stay fresh without a short TTL.
+    #[serde(default)]
+    pub invalidate_from: Option<String>,
+}
+
+/// The MySQL/MariaDB backend.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MySqlBackendConfig {
+    /// `mysql://user:password@host:port` (`${VAR}` for secrets).
+    pub url: String,
+    /// `db.table`.
+    pub table: String,
+    /// Key columns, in key order (a lookup key gives their values).
+    pub key: Vec<String>,
+    /// Columns returned (every column when absent); must include the key.
+    #[serde(default)]
+    pub columns: Option<Vec<String>>,
+}
+
+/// Cache of a remote table.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CacheConfig {
+    /// Most cached keys (0 disables the cache).
+    #[serde(default = "default_cache_entries")]
+    pub max_entries: u64,
+    /// Lifetime of a cached row, in seconds.
+    #[serde(default = "default_ttl")]
+    pub ttl_s: u64,
+    /// Lifetime of a cached miss (no row), in seconds.
+    #[serde(default = "default_negative_ttl")]
+    pub negative_ttl_s: u64,
+}
+
+impl Default for CacheConfig {
+    fn default() -> Self {
+        CacheConfig {
+            max_entries: default_cache_entries(),
+            ttl_s: default_ttl(),
+            negative_ttl_s: default_negative_ttl(),
+        }
+    }
+}
+
+/// Rate limit of backend calls.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RateLimitConfig {
+    /// Calls per second.
+    pub per_second: u32,
+    /// Calls allowed at once after a quiet period.
+    #[serde(default = "default_burst")]
+    pub burst: u32,
+    /// Longest wait for a permit, in milliseconds; then the lookup fails.
+    #[serde(default = "default_max_wait")]
+    pub max_wait_ms: u64,
+}
+
+/// Batching of backend calls.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BatchConfig {
+    /// Most keys per call.
+    #[serde(default = "default_max_keys")]
+    pub max_keys: usize,
+    /// How long the first key waits for others, in milliseconds.
+    #[serde(default = "default_window")]
+    pub window_ms: u64,
+}
+
+impl Default for BatchConfig {
+    fn default() -> Self {
+        BatchConfig {
+            max_keys: default_max_keys(),
+            window_ms: default_window(),
+        }
+    }
+}
+
+/// Retries of a failed backend call.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RetryPolicyConfig {
+    /// Further attempts.
+    #[serde(default = "default_retries")]
+    pub max: u32,
+    /// Backoff before the first retry, in milliseconds (doubling, jittered).
+    #[serde(default = "default_backoff")]
+    pub backoff_ms: u64,
+}
+
+impl Default for RetryPolicyConfig {
+    fn default() -> Self {
+        RetryPolicyConfig {
+            max: default_retries(),
+            backoff_ms: default_backoff(),
+        }
+    }
+}
+
+/// Circuit breaker of a remote table.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BreakerConfig {
+    /// Consecutive failed calls that open it.
+    #[serde(default = "default_failures")]
+    pub failures: u32,
+    /// Seconds it stays open before one call probes the backend.
+    #[serde(default = "default_open")]
+    pub open_s: u64,
+}
+
+impl Default for BreakerConfig {
+    fn default() -> Self {
+        BreakerConfig {
+            failures: default_failures(),
+            open_s: default_open(),
+        }
+    }
+}
+
+fn default_timeout_ms() -> u64 {
+    1000
+}
+fn default_cache_entries() -> u64 {
+    100_000
+}
+fn default_ttl() -> u64 {
+    300
+}
+fn default_negative_ttl() -> u64 {
+    30
+}
+fn default_burst() -> u32 {
+    10
+}
+fn default_max_wait() -> u64 {
+    1000
+}
+fn default_max_keys() -> usize {
+    100
+}
+fn default_window() -> u64 {
+    2
+}
+fn default_retries() -> u32 {
+    2
+}
+fn default_backoff() -> u64 {
+    50
+}
+fn default_failures() -> u32 {
+    5
+}
+fn default_open() -> u64 {
+    10
+}
+
 fn default_batch() -> usize {
     1000
 }
@@ -159,6 +349,54 @@ fn default_keep() -> usize {
 /// Default port of the HTTP endpoint.
 pub const DEFAULT_HTTP_PORT: u16 = 9101;
 
+impl RemoteTableConfig {
+    fn validate(&self, i: usize) -> Result<(), ConfigError> {
+        let at = |field: &str| format!("remote[{i}].{field}");
+        config_text::check_name(at("name"), &self.name)?;
+        let m = &self.mysql;
+        if !m.url.starts_with("mysql://") {
+            return Err(ConfigError::new(at("mysql.url"), "must be a mysql:// URL"));
+        }
+        if m.table.split('.').count() != 2 || m.table.split('.').any(str::is_empty) {
+            return Err(ConfigError::new(
+                at("mysql.table"),
+                format!("{:?} must be db.table", m.table),
+            ));
+        }
+        if m.key.is_empty() {
+            return Err(ConfigError::new(at("mysql.key"), "name the key columns"));
+        }
+        if let Some(columns) = &m.columns
+            && let Some(k) = m.key.iter().find(|k| !columns.contains(k))
+        {
+            return Err(ConfigError::new(
+                at("mysql.columns"),
+                format!("must include the key column {k:?}"),
+            ));
+        }
+        let positive = [
+            ("timeout_ms", self.timeout_ms),
+            ("batch.max_keys", self.batch.max_keys as u64),
+            ("breaker.failures", u64::from(self.breaker.failures)),
+            ("breaker.open_s", self.breaker.open_s),
+        ];
+        if let Some(l) = &self.rate_limit
+            && (l.per_second == 0 || l.burst == 0)
+        {
+            return Err(ConfigError::new(
+                at("rate_limit"),
+                "per_second and burst must be at least 1",
+            ));
+        }
+        for (field, value) in positive {
+            if value == 0 {
+                return Err(ConfigError::new(at(field), "must be at least 1"));
+            }
+        }
+        Ok(())
+    }
+}
+
 impl TablesConfig {
     /// Reads, interpolates, parses and validates a file.
     pub fn load(path: &std::path::Path) -> Result<Self, ConfigError> {
@@ -174,10 +412,22 @@ impl TablesConfig {
 impl Validate for TablesConfig {
     /// Checks what serde cannot.
     fn validate(&self) -> Result<(), ConfigError> {
-        if self.tables.is_empty() {
-            return Err(ConfigError::new("tables", "declare at least one table"));
+        if self.tables.is_empty() && self.remote.is_empty() {
+            return Err(ConfigError::new(
+                "tables",
+                "declare at least one table (tables: local, remote: remote)",
+            ));
         }
         let (mut names, mut topics) = (HashSet::new(), HashSet::new());
+        for (i, r) in self.remote.iter().enumerate() {
+            r.validate(i)?;
+            if !names.insert(&r.name) {
+                return Err(ConfigError::new(
+                    format!("remote[{i}].name"),
+                    format!("{:?} is declared twice", r.name),
+                ));
+            }
+        }
         for (i, t) in self.tables.iter().enumerate() {
             config_text::check_name(format!("tables[{i}].name"), &t.name)?;
             if !names.insert(&t.name) {
@@ -248,6 +498,45 @@ tables:
         assert_eq!(c.tables[1].mode, TableMode::Global);
         assert_eq!(c.kafka.group_id, "tributary-tables");
         assert_eq!(c.rocksdb.compression, Compression::Lz4);
+    }
+
+    const REMOTE: &str = "
+data_dir: /tmp/x
+kafka: { brokers: 'b:1' }
+remote:
+  - name: products
+    mysql: { url: 'mysql://r:pw@db:3306', table: shop.products, key: [sku], columns: [sku, title] }
+    rate_limit: { per_second: 50 }
+";
+
+    #[test]
+    fn remote_tables_parse_and_name_bad_fields() {
+        let c = TablesConfig::parse(REMOTE).unwrap();
+        let r = &c.remote[0];
+        assert_eq!(r.cache.max_entries, 100_000);
+        assert_eq!(r.rate_limit.as_ref().unwrap().burst, 10);
+        assert_eq!(r.batch.max_keys, 100);
+        let field = |text: &str| TablesConfig::parse(text).unwrap_err().field;
+        assert_eq!(
+            field(&REMOTE.replace("columns: [sku, title]", "columns: [title]")),
+            "remote[0].mysql.columns"
+        );
+        assert_eq!(
+            field(&REMOTE.replace("shop.products", "products")),
+            "remote[0].mysql.table"
+        );
+        assert_eq!(
+            field(&REMOTE.replace("mysql://", "http://")),
+            "remote[0].mysql.url"
+        );
+        assert_eq!(
+            field(&REMOTE.replace("per_second: 50", "per_second: 0")),
+            "remote[0].rate_limit"
+        );
+        assert_eq!(
+            field(&format!("{REMOTE}tables: [{{ name: products, topic: t }}]")),
+            "tables[0].name"
+        );
     }
 
     #[test]

@@ -39,6 +39,22 @@ pub enum TableError {
         /// The key's partition.
         partition: i32,
     },
+    /// A remote table's backend could not answer.
+    #[error("table {table}: {problem}")]
+    Remote {
+        /// Table name.
+        table: String,
+        /// What failed (breaker open, rate limit, backend error).
+        problem: String,
+    },
+    /// The table cannot do this.
+    #[error("table {table}: {operation} is not supported")]
+    Unsupported {
+        /// Table name.
+        table: String,
+        /// The operation.
+        operation: &'static str,
+    },
     /// A stored value is not what the materializer writes.
     #[error("table {table}: corrupt stored value: {problem}")]
     Corrupt {

@@ -11,7 +11,8 @@
 //! - [`checkpoint`]: consistent, incremental checkpoints and restore.
 //! - [`config`], [`error`], [`metrics`].
 //!
-//! Remote tables (cache, rate limit, batching) are still to come.
+//! - [`remote`]: remote tables (MySQL/MariaDB) behind a cache, batching, a rate
+//!   limit, timeouts, retries and a circuit breaker, with CDC invalidation.
 
 pub mod checkpoint;
 pub mod config;
@@ -22,6 +23,7 @@ pub mod local_table;
 pub mod materializer;
 pub mod metrics;
 pub mod progress;
+pub mod remote;
 pub mod store;
 pub mod table;
 

@@ -57,6 +57,34 @@ pub struct TablesMetrics {
     pub disk_bytes: Gauge<u64, AtomicU64>,
     /// Memtable and block-cache bytes.
     pub memory_bytes: Gauge<u64, AtomicU64>,
+    /// Remote tables: backend calls by result (`ok`, `retried`, `failed`).
+    pub remote_calls: Family<ResultLabel, Counter>,
+    /// Remote tables: lookups answered by the cache (`hit`) or not (`miss`).
+    pub remote_cache: Family<ResultLabel, Counter>,
+    /// Remote tables: keys per backend call.
+    pub remote_batch_keys: Family<TableLabel, Histogram, fn() -> Histogram>,
+    /// Remote tables: backend calls that waited for a rate-limiter permit.
+    pub remote_limiter_waits: Family<TableLabel, Counter>,
+    /// Remote tables: 1 while the circuit breaker is open.
+    pub remote_breaker_open: Family<TableLabel, Gauge>,
+    /// Remote tables: latency of `get`, in seconds.
+    pub remote_get_seconds: Family<TableLabel, Histogram, fn() -> Histogram>,
+    /// Remote tables: cached keys evicted by change events of the source.
+    pub remote_invalidations: Family<TableLabel, Counter>,
+}
+
+/// Labels: a table and an outcome.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResultLabel {
+    /// Table name.
+    pub table: String,
+    /// Outcome.
+    pub result: String,
+}
+
+fn batch_histogram() -> Histogram {
+    // 1 .. 512 keys
+    Histogram::new(exponential_buckets(1.0, 2.0, 10))
 }
 
 impl Default for TablesMetrics {
@@ -69,6 +97,13 @@ impl Default for TablesMetrics {
             get_seconds: Family::new_with_constructor(latency_histogram),
             disk_bytes: Gauge::default(),
             memory_bytes: Gauge::default(),
+            remote_calls: Family::default(),
+            remote_cache: Family::default(),
+            remote_batch_keys: Family::new_with_constructor(batch_histogram),
+            remote_limiter_waits: Family::default(),
+            remote_breaker_open: Family::default(),
+            remote_get_seconds: Family::new_with_constructor(latency_histogram),
+            remote_invalidations: Family::default(),
         }
     }
 }
@@ -108,6 +143,41 @@ impl TablesMetrics {
             "memory_bytes",
             "RocksDB memtable and block cache bytes",
             m.memory_bytes.clone(),
+        );
+        r.register(
+            "remote_calls",
+            "Backend calls of remote tables, by result",
+            m.remote_calls.clone(),
+        );
+        r.register(
+            "remote_cache",
+            "Remote-table lookups answered by the cache (hit) or not (miss)",
+            m.remote_cache.clone(),
+        );
+        r.register(
+            "remote_batch_keys",
+            "Keys per backend call",
+            m.remote_batch_keys.clone(),
+        );
+        r.register(
+            "remote_limiter_waits",
+            "Backend calls that waited for a rate-limiter permit",
+            m.remote_limiter_waits.clone(),
+        );
+        r.register(
+            "remote_breaker_open",
+            "1 while a remote table's circuit breaker is open",
+            m.remote_breaker_open.clone(),
+        );
+        r.register(
+            "remote_get_seconds",
+            "Latency of remote-table lookups",
+            m.remote_get_seconds.clone(),
+        );
+        r.register(
+            "remote_invalidations",
+            "Cached keys evicted by change events",
+            m.remote_invalidations.clone(),
         );
         m
     }

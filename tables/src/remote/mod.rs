@@ -1,0 +1,259 @@
+//! Remote tables: the [`Table`] trait over a store that is not local, protected
+//! so that lookups cannot overload it.
+//!
+//! A lookup goes: moka cache (rows and misses, each with a TTL; concurrent
+//! misses of one key share one load: single-flight) → [`fetcher`] (batching,
+//! circuit breaker, rate limit, timeout, retries) → [`backend`] (MySQL/MariaDB).
+//! A remote table can follow the change topic of its source table
+//! ([`invalidation`]): each change evicts the key, so cached rows stay fresh
+//! without a short TTL.
+
+pub mod backend;
+pub mod breaker;
+pub mod fetcher;
+pub mod invalidation;
+pub mod mysql;
+pub mod stats;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use governor::{Quota, RateLimiter};
+use moka::Expiry;
+use moka::future::Cache;
+use serde_json::Value;
+
+use crate::config::RemoteTableConfig;
+use crate::error::TableError;
+use crate::metrics::TablesMetrics;
+use crate::remote::backend::Backend;
+use crate::remote::breaker::Breaker;
+use crate::remote::fetcher::{Fetcher, Policy};
+use crate::remote::stats::RemoteStats;
+use crate::table::{KeyRange, Table, TableDescription};
+
+/// A cached lookup: the row, or `None` for a key without one.
+type Cached = Option<Arc<Value>>;
+
+/// Rows live `hit`, misses `miss`.
+struct Ttl {
+    hit: Duration,
+    miss: Duration,
+}
+
+impl Expiry<String, Cached> for Ttl {
+    fn expire_after_create(
+        &self,
+        _key: &String,
+        value: &Cached,
+        _created_at: std::time::Instant,
+    ) -> Option<Duration> {
+        Some(if value.is_some() { self.hit } else { self.miss })
+    }
+}
+
+/// A table answered by a remote store.
+pub struct RemoteTable {
+    name: String,
+    key_columns: Vec<String>,
+    cache: Option<Cache<String, Cached>>,
+    fetcher: Fetcher,
+    stats: RemoteStats,
+    source: String,
+}
+
+impl RemoteTable {
+    /// A table over `backend`, with the layers `config` describes.
+    pub fn new(
+        config: &RemoteTableConfig,
+        backend: Arc<dyn Backend>,
+        metrics: &TablesMetrics,
+    ) -> Self {
+        let stats = RemoteStats::new(&config.name, metrics);
+        let limiter = config.rate_limit.as_ref().map(|l| {
+            let per_second = std::num::NonZeroU32::new(l.per_second).expect("validated ≥ 1");
+            let burst = std::num::NonZeroU32::new(l.burst).expect("validated ≥ 1");
+            RateLimiter::direct(Quota::per_second(per_second).allow_burst(burst))
+        });
+        let policy = Policy {
+            max_keys: config.batch.max_keys,
+            window: Duration::from_millis(config.batch.window_ms),
+            timeout: Duration::from_millis(config.timeout_ms),
+            retries: config.retries.max,
+            backoff: Duration::from_millis(config.retries.backoff_ms),
+            max_wait: Duration::from_millis(
+                config.rate_limit.as_ref().map_or(0, |l| l.max_wait_ms),
+            ),
+        };
+        let breaker = Arc::new(Breaker::new(
+            config.breaker.failures,
+            Duration::from_secs(config.breaker.open_s),
+        ));
+        let cache = (config.cache.max_entries > 0).then(|| {
+            Cache::builder()
+                .max_capacity(config.cache.max_entries)
+                .expire_after(Ttl {
+                    hit: Duration::from_secs(config.cache.ttl_s),
+                    miss: Duration::from_secs(config.cache.negative_ttl_s),
+                })
+                .build()
+        });
+        RemoteTable {
+            name: config.name.clone(),
+            key_columns: config.mysql.key.clone(),
+            cache,
+            fetcher: Fetcher::start(backend, policy, limiter, breaker, stats.clone()),
+            stats,
+            source: format!("mysql:{}", config.mysql.table),
+        }
+    }
+
+    /// The key's values in key-column order, and its cache key.
+    fn key_values(&self, key: &Value) -> Result<(Vec<Value>, String), TableError> {
+        let bad = |problem: String| TableError::BadKey {
+            table: self.name.clone(),
+            problem,
+        };
+        let values = match key {
+            Value::Object(map) => {
+                if let Some(extra) = map.keys().find(|k| !self.key_columns.contains(k)) {
+                    return Err(bad(format!(
+                        "`{extra}` is not a key column (key columns: {:?})",
+                        self.key_columns
+                    )));
+                }
+                self.key_columns
+                    .iter()
+                    .map(|c| {
+                        map.get(c)
+                            .cloned()
+                            .ok_or_else(|| bad(format!("missing key column `{c}`")))
+                    })
+                    .collect::<Result<Vec<_>, _>>()?
+            }
+            Value::Array(values) => values.clone(),
+            scalar => vec![scalar.clone()],
+        };
+        if values.len() != self.key_columns.len() {
+            return Err(bad(format!(
+                "expected {} key values ({:?}), got {}",
+                self.key_columns.len(),
+                self.key_columns,
+                values.len()
+            )));
+        }
+        let text = serde_json::to_string(&values).expect("JSON serializes");
+        Ok((values, text))
+    }
+
+    /// The table's name.
+    pub fn name_str(&self) -> &str {
+        &self.name
+    }
+
+    /// Evicts `key` (a change of the source row); the next lookup reads it again.
+    pub async fn invalidate(&self, key: &Value) {
+        if let (Some(cache), Ok((_, text))) = (&self.cache, self.key_values(key)) {
+            cache.invalidate(&text).await;
+            self.stats.invalidations.inc();
+        }
+    }
+
+    fn remote_error(&self, e: impl std::fmt::Display) -> TableError {
+        TableError::Remote {
+            table: self.name.clone(),
+            problem: e.to_string(),
+        }
+    }
+}
+
+#[async_trait]
+impl Table for RemoteTable {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    async fn get(&self, key: &Value) -> Result<Option<Value>, TableError> {
+        let started = Instant::now();
+        let (values, text) = self.key_values(key)?;
+        let row = match &self.cache {
+            None => {
+                self.stats.misses.inc();
+                self.fetcher.get(values).await.map(|r| r.map(Arc::new))
+            }
+            Some(cache) => match cache.get(&text).await {
+                Some(cached) => {
+                    self.stats.hits.inc();
+                    Ok(cached)
+                }
+                None => {
+                    self.stats.misses.inc();
+                    // Concurrent misses of one key wait for this one load.
+                    cache
+                        .try_get_with(text, async {
+                            self.fetcher.get(values).await.map(|r| r.map(Arc::new))
+                        })
+                        .await
+                        .map_err(|e| (*e).clone())
+                }
+            },
+        }
+        .map_err(|e| self.remote_error(e))?;
+        self.stats
+            .get_seconds
+            .observe(started.elapsed().as_secs_f64());
+        Ok(row.map(|r| (*r).clone()))
+    }
+
+    async fn multi_get(&self, keys: &[Value]) -> Result<Vec<Option<Value>>, TableError> {
+        // At once, so that the misses share backend calls.
+        futures::future::try_join_all(keys.iter().map(|k| self.get(k))).await
+    }
+
+    async fn scan(&self, _: &KeyRange, _: usize) -> Result<Vec<(Value, Value)>, TableError> {
+        Err(TableError::Unsupported {
+            table: self.name.clone(),
+            operation: "scan (remote tables answer point lookups only)",
+        })
+    }
+
+    async fn describe(&self) -> TableDescription {
+        TableDescription {
+            name: self.name.clone(),
+            kind: "remote",
+            topic: self.source.clone(),
+            key_columns: self.key_columns.clone(),
+            partition_count: 0,
+            partitions: Vec::new(),
+        }
+    }
+}
+
+/// Builds every remote table of `config` and starts their CDC invalidation
+/// (which runs until `shutdown`).
+pub async fn start_all(
+    config: &crate::TablesConfig,
+    metrics: &TablesMetrics,
+    shutdown: &tokio_util::sync::CancellationToken,
+) -> Result<Vec<Arc<RemoteTable>>, TableError> {
+    let mut tables = Vec::new();
+    for remote in &config.remote {
+        let backend = mysql::MySqlBackend::new(&remote.mysql).map_err(|e| TableError::Remote {
+            table: remote.name.clone(),
+            problem: e.to_string(),
+        })?;
+        let table = Arc::new(RemoteTable::new(remote, Arc::new(backend), metrics));
+        if let Some(topic) = &remote.invalidate_from {
+            invalidation::follow(
+                table.clone(),
+                &config.kafka.brokers,
+                topic,
+                shutdown.clone(),
+            )
+            .await?;
+        }
+        tables.push(table);
+    }
+    Ok(tables)
+}

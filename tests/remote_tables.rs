@@ -1,0 +1,328 @@
+//! Remote tables against the stack's MariaDB: the database sees no more than the
+//! configured rate, a Zipf workload gets the cache hits it should, CDC keeps
+//! cached rows fresh, and the breaker fails fast while the database is away.
+
+#![allow(clippy::unwrap_used)] // tests fail loudly
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use common::*;
+use mysql_async::prelude::Queryable;
+use prometheus_client::registry::Registry;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+use tributary_tables::remote::RemoteTable;
+use tributary_tables::{Table, TablesConfig, TablesMetrics};
+
+/// A database with `products(sku, title, price)` of `rows` rows, and a user of
+/// its own (`<db>_reader`) whose statements MariaDB counts (`userstat`).
+async fn products(rows: usize) -> (String, String) {
+    let mut conn = root_conn().await;
+    let db = create_db(&mut conn, "remote").await;
+    conn.query_drop(format!(
+        "CREATE TABLE {db}.products (sku VARCHAR(20) PRIMARY KEY, title VARCHAR(60), price DECIMAL(10,2))"
+    ))
+    .await
+    .unwrap();
+    let values: Vec<String> = (0..rows)
+        .map(|i| format!("('SKU-{i}', 'product {i}', {}.50)", i % 100))
+        .collect();
+    conn.query_drop(format!(
+        "INSERT INTO {db}.products VALUES {}",
+        values.join(",")
+    ))
+    .await
+    .unwrap();
+    let user = format!("{db}_reader");
+    conn.query_drop(format!(
+        "CREATE USER '{user}'@'%' IDENTIFIED BY 'pw'; GRANT SELECT ON {db}.* TO '{user}'@'%'; SET GLOBAL userstat = ON"
+    ))
+    .await
+    .unwrap();
+    (db, user)
+}
+
+/// SELECTs MariaDB counted for `user`.
+async fn selects_by(user: &str) -> u64 {
+    let mut conn = root_conn().await;
+    conn.exec_first(
+        "SELECT SELECT_COMMANDS FROM information_schema.USER_STATISTICS WHERE USER = ?",
+        (user,),
+    )
+    .await
+    .unwrap()
+    .unwrap_or(0)
+}
+
+/// A remote `products` table with `settings` (YAML fields of the remote table).
+async fn table(
+    db: &str,
+    user: &str,
+    port: u16,
+    settings: &str,
+) -> (Arc<RemoteTable>, Registry, CancellationToken) {
+    let config = TablesConfig::parse(&format!(
+        "data_dir: /unused\nkafka: {{ brokers: '{}' }}\nremote:\n  - name: products\n    mysql: {{ url: 'mysql://{user}:pw@127.0.0.1:{port}', table: {db}.products, key: [sku] }}\n{settings}\n",
+        brokers()
+    ))
+    .unwrap();
+    let mut registry = Registry::default();
+    let metrics = TablesMetrics::register(&mut registry);
+    let shutdown = CancellationToken::new();
+    let mut tables = tributary_tables::remote::start_all(&config, &metrics, &shutdown)
+        .await
+        .unwrap();
+    (tables.pop().unwrap(), registry, shutdown)
+}
+
+fn metric(registry: &Registry, name: &str) -> f64 {
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, registry).unwrap();
+    metric_sum(&text, name)
+}
+
+fn stack_port() -> u16 {
+    mysql_host_port().1
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_database_sees_no_more_than_the_configured_rate() {
+    let (db, user) = products(2000).await;
+    let (table, _registry, _stop) = table(
+        &db,
+        &user,
+        stack_port(),
+        "    cache: { max_entries: 0 }\n    batch: { max_keys: 1 }\n    rate_limit: { per_second: 20, burst: 1, max_wait_ms: 60000 }",
+    )
+    .await;
+    table.get(&json!("SKU-0")).await.unwrap(); // connect first
+    // Demand: 200 lookups a second of distinct keys, 10× the limit, for 4 s.
+    let demand = tokio::spawn({
+        let table = table.clone();
+        async move {
+            for i in 1..800 {
+                let table = table.clone();
+                tokio::spawn(async move { table.get(&json!(format!("SKU-{i}"))).await });
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (before, started) = (selects_by(&user).await, Instant::now());
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let seen = selects_by(&user).await - before;
+    let expected = 20.0 * started.elapsed().as_secs_f64();
+    demand.abort();
+    assert!(
+        (seen as f64) <= expected * 1.05 + 1.0 && (seen as f64) >= expected * 0.95 - 1.0,
+        "the database saw {seen} SELECTs in {:?}; the limit allows {expected:.0}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_zipf_workload_is_answered_from_the_cache() {
+    let (db, user) = products(1000).await;
+    let (table, registry, _stop) =
+        table(&db, &user, stack_port(), "    cache: { ttl_s: 3600 }").await;
+    // Zipf(s = 1) over 1000 keys, by inverse CDF with a fixed seed.
+    let weights: Vec<f64> = (1..=1000).map(|k| 1.0 / f64::from(k)).collect();
+    let total: f64 = weights.iter().sum();
+    let mut rng = 0x2545_f491_4f6c_dd1d_u64;
+    let mut keys = Vec::new();
+    for _ in 0..5000 {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        let mut target = (rng >> 11) as f64 / (1u64 << 53) as f64 * total;
+        let rank = weights
+            .iter()
+            .position(|w| {
+                target -= w;
+                target <= 0.0
+            })
+            .unwrap_or(999);
+        keys.push(rank);
+    }
+    // Connect first (connecting runs SELECTs of its own), with a key outside the workload.
+    assert!(table.get(&json!("none")).await.unwrap().is_none());
+    let before = selects_by(&user).await;
+    for key in &keys {
+        let row = table
+            .get(&json!(format!("SKU-{key}")))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(row["title"], format!("product {key}"));
+        assert_eq!(row["price"], format!("{}.50", key % 100));
+    }
+    let distinct = keys.iter().collect::<BTreeSet<_>>().len() as f64;
+    let (hits, misses) = (
+        metric(
+            &registry,
+            "tributary_table_remote_cache_total{table=\"products\",result=\"hit\"}",
+        ),
+        metric(
+            &registry,
+            "tributary_table_remote_cache_total{table=\"products\",result=\"miss\"}",
+        ),
+    );
+    assert_eq!(
+        misses,
+        distinct + 1.0,
+        "one miss per distinct key (and the first lookup)"
+    );
+    assert_eq!(hits, 5000.0 - distinct);
+    assert_eq!(
+        (selects_by(&user).await - before) as f64,
+        distinct,
+        "one SELECT per miss"
+    );
+    println!(
+        "Zipf(1) over 1000 keys, 5000 lookups: hit ratio {:.3}",
+        hits / 5000.0
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn changes_evict_cached_rows_through_cdc() {
+    let (db, user) = products(10).await;
+    let mut conn = root_conn().await;
+    let capture = CaptureSetup::new(&db, &gtid_now(&mut conn).await);
+    let _capture = TributaryProcess::capture(&capture.yaml());
+    let topic = capture.topic("products");
+    // Make the change topic exist before the table follows it.
+    conn.query_drop(format!(
+        "UPDATE {db}.products SET price = 1 WHERE sku = 'SKU-9'"
+    ))
+    .await
+    .unwrap();
+    read_topic(&topic, Duration::from_secs(30), |r| !r.is_empty()).await;
+    let (table, registry, _stop) = table(
+        &db,
+        &user,
+        stack_port(),
+        &format!("    cache: {{ ttl_s: 3600 }}\n    invalidate_from: '{topic}'"),
+    )
+    .await;
+    let title = |row: Option<serde_json::Value>| row.unwrap()["title"].clone();
+    assert_eq!(
+        title(table.get(&json!("SKU-1")).await.unwrap()),
+        "product 1"
+    );
+    assert_eq!(
+        title(table.get(&json!("SKU-1")).await.unwrap()),
+        "product 1"
+    ); // cached
+    conn.query_drop(format!(
+        "UPDATE {db}.products SET title = 'renamed' WHERE sku = 'SKU-1'"
+    ))
+    .await
+    .unwrap();
+    let updated = Instant::now();
+    while title(table.get(&json!("SKU-1")).await.unwrap()) != "renamed" {
+        assert!(
+            updated.elapsed() < Duration::from_secs(1),
+            "the cached row is still stale 1 s after the update (TTL is an hour)"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    println!("fresh after {:?}", updated.elapsed());
+    assert!(metric(&registry, "tributary_table_remote_invalidations_total") >= 1.0);
+}
+
+/// A TCP relay to MariaDB that can be taken down (connections cut and refused).
+struct Relay {
+    port: u16,
+    up: Arc<AtomicBool>,
+    generation: Arc<tokio::sync::watch::Sender<u64>>,
+}
+
+impl Relay {
+    async fn start(target: u16) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let up = Arc::new(AtomicBool::new(true));
+        let (generation, _) = tokio::sync::watch::channel(0u64);
+        let generation = Arc::new(generation);
+        let (accepting, cuts) = (up.clone(), generation.clone());
+        tokio::spawn(async move {
+            while let Ok((mut client, _)) = listener.accept().await {
+                if !accepting.load(Ordering::SeqCst) {
+                    continue; // dropped: refused
+                }
+                let mut cut = cuts.subscribe();
+                tokio::spawn(async move {
+                    let Ok(mut server) =
+                        tokio::net::TcpStream::connect(("127.0.0.1", target)).await
+                    else {
+                        return;
+                    };
+                    tokio::select! {
+                        _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
+                        _ = cut.changed() => {}
+                    }
+                });
+            }
+        });
+        Relay {
+            port,
+            up,
+            generation,
+        }
+    }
+
+    fn set_up(&self, up: bool) {
+        self.up.store(up, Ordering::SeqCst);
+        if !up {
+            self.generation.send_modify(|g| *g += 1);
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_breaker_fails_fast_while_the_database_is_away() {
+    let (db, user) = products(10).await;
+    let relay = Relay::start(stack_port()).await;
+    let (table, registry, _stop) = table(
+        &db,
+        &user,
+        relay.port,
+        "    cache: { max_entries: 0 }\n    timeout_ms: 500\n    retries: { max: 1, backoff_ms: 10 }\n    breaker: { failures: 2, open_s: 1 }",
+    )
+    .await;
+    assert!(table.get(&json!("SKU-1")).await.unwrap().is_some());
+    relay.set_up(false);
+    tokio::time::sleep(Duration::from_millis(100)).await; // the cut connections close
+    for _ in 0..2 {
+        let err = table.get(&json!("SKU-1")).await.unwrap_err();
+        assert!(err.to_string().contains("backend"), "{err}");
+    }
+    let started = Instant::now();
+    let err = table.get(&json!("SKU-1")).await.unwrap_err();
+    assert!(err.to_string().contains("circuit open"), "{err}");
+    assert!(
+        started.elapsed() < Duration::from_millis(100),
+        "fails fast: {:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        metric(&registry, "tributary_table_remote_breaker_open"),
+        1.0
+    );
+    relay.set_up(true);
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    assert!(
+        table.get(&json!("SKU-1")).await.unwrap().is_some(),
+        "recovers"
+    );
+    assert_eq!(
+        metric(&registry, "tributary_table_remote_breaker_open"),
+        0.0
+    );
+}
