@@ -60,6 +60,8 @@ enum BenchCommand {
     Tables(bench::tables::TablesBenchArgs),
     /// Enrichment events/s vs the raw consume → produce throughput of the broker.
     Enrich(bench::enrich::EnrichBenchArgs),
+    /// A remote table (cache + batching) vs naive per-key SELECTs on MariaDB.
+    Remote(bench::remote::RemoteBenchArgs),
 }
 
 #[tokio::main]
@@ -82,6 +84,9 @@ async fn main() -> anyhow::Result<()> {
         Command::Bench {
             command: BenchCommand::Enrich(args),
         } => bench::enrich::run(args).await,
+        Command::Bench {
+            command: BenchCommand::Remote(args),
+        } => bench::remote::run(args).await,
         Command::Validate { file } => validate(&file),
         Command::Tail(args) => tail::run(args).await,
     }

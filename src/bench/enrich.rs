@@ -16,7 +16,7 @@ use tributary_enricher::{Bounds, EnrichConfig, EnrichMetrics};
 use tributary_proto::partition::partition_for_key;
 use tributary_tables::TablesMetrics;
 
-use super::{create_topic, produce};
+use super::{create_topic, load_products, produce};
 
 /// Arguments of `tributary bench enrich`.
 #[derive(Args)]
@@ -150,27 +150,6 @@ pub(crate) async fn run(args: EnrichBenchArgs) -> anyhow::Result<()> {
         );
     }
     Ok(())
-}
-
-/// Creates `tributary_bench.products_<n>` in MariaDB; returns `db.table`.
-async fn load_products(url: &str, n: u64) -> anyhow::Result<String> {
-    use mysql_async::prelude::Queryable;
-    let table = format!("tributary_bench.products_{n}");
-    let mut conn = mysql_async::Conn::new(mysql_async::Opts::from_url(url)?).await?;
-    conn.query_drop(format!(
-        "CREATE DATABASE IF NOT EXISTS tributary_bench; DROP TABLE IF EXISTS {table}; \
-         CREATE TABLE {table} (sku VARCHAR(20) PRIMARY KEY, title VARCHAR(60), price DECIMAL(10,2))"
-    ))
-    .await?;
-    let rows: Vec<String> = (0..n)
-        .map(|i| format!("('SKU-{i}', 'product {i}', {}.99)", i % 100))
-        .collect();
-    for chunk in rows.chunks(5000) {
-        conn.query_drop(format!("INSERT INTO {table} VALUES {}", chunk.join(",")))
-            .await?;
-    }
-    conn.disconnect().await?;
-    Ok(table)
 }
 
 /// Runs the job file once, bounded; returns its summary.

@@ -4,6 +4,7 @@
 mod delay_proxy;
 pub(crate) mod enrich;
 mod redis;
+pub(crate) mod remote;
 pub(crate) mod tables;
 
 use std::time::Duration;
@@ -12,6 +13,27 @@ use rdkafka::ClientConfig;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::producer::{FutureProducer, FutureRecord};
+
+/// Creates `tributary_bench.products_<n>` in MariaDB; returns `db.table`.
+pub(crate) async fn load_products(url: &str, n: u64) -> anyhow::Result<String> {
+    use mysql_async::prelude::Queryable;
+    let table = format!("tributary_bench.products_{n}");
+    let mut conn = mysql_async::Conn::new(mysql_async::Opts::from_url(url)?).await?;
+    conn.query_drop(format!(
+        "CREATE DATABASE IF NOT EXISTS tributary_bench; DROP TABLE IF EXISTS {table}; \
+         CREATE TABLE {table} (sku VARCHAR(20) PRIMARY KEY, title VARCHAR(60), price DECIMAL(10,2))"
+    ))
+    .await?;
+    let rows: Vec<String> = (0..n)
+        .map(|i| format!("('SKU-{i}', 'product {i}', {}.99)", i % 100))
+        .collect();
+    for chunk in rows.chunks(5000) {
+        conn.query_drop(format!("INSERT INTO {table} VALUES {}", chunk.join(",")))
+            .await?;
+    }
+    conn.disconnect().await?;
+    Ok(table)
+}
 
 /// Creates a topic with `partitions` partitions.
 pub(crate) async fn create_topic(
