@@ -326,3 +326,61 @@ async fn the_breaker_fails_fast_while_the_database_is_away() {
         0.0
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_http_service_backs_a_remote_table() {
+    use axum::extract::Path;
+    use axum::http::StatusCode;
+    let requests = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = requests.clone();
+    let app = axum::Router::new().route(
+        "/products/{sku}",
+        axum::routing::get(move |Path(sku): Path<String>| {
+            counted.fetch_add(1, Ordering::SeqCst);
+            async move {
+                match sku.as_str() {
+                    "broken" => (StatusCode::INTERNAL_SERVER_ERROR, String::new()),
+                    "SKU 1" => (
+                        StatusCode::OK,
+                        json!({ "sku": sku, "title": "one" }).to_string(),
+                    ),
+                    _ => (StatusCode::NOT_FOUND, String::new()),
+                }
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+
+    let config = TablesConfig::parse(&format!(
+        "data_dir: /unused\nkafka: {{ brokers: unused }}\nremote:\n  - name: catalog\n    http: {{ url: 'http://127.0.0.1:{port}/products/{{sku}}', key: [sku] }}\n    retries: {{ max: 2, backoff_ms: 5 }}\n"
+    ))
+    .unwrap();
+    let metrics = TablesMetrics::register(&mut Registry::default());
+    let table = tributary_tables::remote::start_all(&config, &metrics, &CancellationToken::new())
+        .await
+        .unwrap()
+        .pop()
+        .unwrap();
+    let count = || requests.load(Ordering::SeqCst);
+
+    let row = table.get(&json!("SKU 1")).await.unwrap().unwrap();
+    assert_eq!(
+        row,
+        json!({ "sku": "SKU 1", "title": "one" }),
+        "the key is percent-encoded"
+    );
+    assert!(table.get(&json!("SKU 1")).await.unwrap().is_some());
+    assert_eq!(count(), 1, "the second lookup is a cache hit");
+    assert_eq!(
+        table.get(&json!("nope")).await.unwrap(),
+        None,
+        "404 is no row"
+    );
+    assert_eq!(table.get(&json!("nope")).await.unwrap(), None);
+    assert_eq!(count(), 2, "misses are cached too");
+    let err = table.get(&json!("broken")).await.unwrap_err();
+    assert!(err.to_string().contains("500"), "{err}");
+    assert_eq!(count(), 5, "a 5xx is retried twice");
+}

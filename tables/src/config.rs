@@ -144,8 +144,12 @@ pub struct LocalTableConfig {
 pub struct RemoteTableConfig {
     /// Table name used by lookups.
     pub name: String,
-    /// The MySQL/MariaDB table rows are read from.
-    pub mysql: MySqlBackendConfig,
+    /// A MySQL/MariaDB table rows are read from (this or `http`).
+    #[serde(default)]
+    pub mysql: Option<MySqlBackendConfig>,
+    /// An HTTP service rows are read from (this or `mysql`).
+    #[serde(default)]
+    pub http: Option<HttpBackendConfig>,
     /// Cache of rows (and of misses).
     #[serde(default)]
     pub cache: CacheConfig,
@@ -183,6 +187,17 @@ pub struct MySqlBackendConfig {
     /// Columns returned (every column when absent); must include the key.
     #[serde(default)]
     pub columns: Option<Vec<String>>,
+}
+
+/// The HTTP JSON backend.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HttpBackendConfig {
+    /// URL template, `{column}` replaced by the key's (percent-encoded) values:
+    /// `http://catalog/products/{sku}`. 200 + JSON object: the row; 404: none.
+    pub url: String,
+    /// Key columns, in key order.
+    pub key: Vec<String>,
 }
 
 /// Cache of a remote table.
@@ -350,10 +365,46 @@ fn default_keep() -> usize {
 pub const DEFAULT_HTTP_PORT: u16 = 9101;
 
 impl RemoteTableConfig {
+    /// Key columns, in key order.
+    pub fn key_columns(&self) -> &[String] {
+        match (&self.mysql, &self.http) {
+            (Some(m), _) => &m.key,
+            (None, Some(h)) => &h.key,
+            (None, None) => &[],
+        }
+    }
+
     fn validate(&self, i: usize) -> Result<(), ConfigError> {
         let at = |field: &str| format!("remote[{i}].{field}");
         config_text::check_name(at("name"), &self.name)?;
-        let m = &self.mysql;
+        match (&self.mysql, &self.http) {
+            (Some(_), None) => {}
+            (None, Some(h)) => {
+                if !h.url.starts_with("http://") {
+                    return Err(ConfigError::new(
+                        at("http.url"),
+                        "must be an http:// URL template",
+                    ));
+                }
+                if let Some(k) = h.key.iter().find(|k| !h.url.contains(&format!("{{{k}}}"))) {
+                    return Err(ConfigError::new(
+                        at("http.url"),
+                        format!("must name the key column {k:?} as {{{k}}}"),
+                    ));
+                }
+                if h.key.is_empty() {
+                    return Err(ConfigError::new(at("http.key"), "name the key columns"));
+                }
+                return self.validate_layers(i);
+            }
+            _ => {
+                return Err(ConfigError::new(
+                    at("name"),
+                    "declare exactly one backend: mysql or http",
+                ));
+            }
+        }
+        let m = self.mysql.as_ref().expect("matched above");
         if !m.url.starts_with("mysql://") {
             return Err(ConfigError::new(at("mysql.url"), "must be a mysql:// URL"));
         }
@@ -374,6 +425,11 @@ impl RemoteTableConfig {
                 format!("must include the key column {k:?}"),
             ));
         }
+        self.validate_layers(i)
+    }
+
+    fn validate_layers(&self, i: usize) -> Result<(), ConfigError> {
+        let at = |field: &str| format!("remote[{i}].{field}");
         let positive = [
             ("timeout_ms", self.timeout_ms),
             ("batch.max_keys", self.batch.max_keys as u64),

@@ -3,7 +3,8 @@
 //!
 //! A lookup goes: moka cache (rows and misses, each with a TTL; concurrent
 //! misses of one key share one load: single-flight) → [`fetcher`] (batching,
-//! circuit breaker, rate limit, timeout, retries) → [`backend`] (MySQL/MariaDB).
+//! circuit breaker, rate limit, timeout, retries) → [`backend`] ([`mysql`] or
+//! [`http`]).
 //! A remote table can follow the change topic of its source table
 //! ([`invalidation`]): each change evicts the key, so cached rows stay fresh
 //! without a short TTL.
@@ -11,6 +12,7 @@
 pub mod backend;
 pub mod breaker;
 pub mod fetcher;
+pub mod http;
 pub mod invalidation;
 pub mod mysql;
 pub mod stats;
@@ -101,11 +103,15 @@ impl RemoteTable {
         });
         RemoteTable {
             name: config.name.clone(),
-            key_columns: config.mysql.key.clone(),
+            key_columns: config.key_columns().to_vec(),
             cache,
             fetcher: Fetcher::start(backend, policy, limiter, breaker, stats.clone()),
             stats,
-            source: format!("mysql:{}", config.mysql.table),
+            source: match (&config.mysql, &config.http) {
+                (Some(m), _) => format!("mysql:{}", m.table),
+                (None, Some(h)) => h.url.clone(),
+                (None, None) => String::new(),
+            },
         }
     }
 
@@ -239,11 +245,17 @@ pub async fn start_all(
 ) -> Result<Vec<Arc<RemoteTable>>, TableError> {
     let mut tables = Vec::new();
     for remote in &config.remote {
-        let backend = mysql::MySqlBackend::new(&remote.mysql).map_err(|e| TableError::Remote {
-            table: remote.name.clone(),
-            problem: e.to_string(),
-        })?;
-        let table = Arc::new(RemoteTable::new(remote, Arc::new(backend), metrics));
+        let backend: Arc<dyn Backend> = match (&remote.mysql, &remote.http) {
+            (Some(m), _) => {
+                Arc::new(mysql::MySqlBackend::new(m).map_err(|e| TableError::Remote {
+                    table: remote.name.clone(),
+                    problem: e.to_string(),
+                })?)
+            }
+            (None, Some(h)) => Arc::new(http::HttpBackend::new(h)),
+            (None, None) => unreachable!("validated: one backend per remote table"),
+        };
+        let table = Arc::new(RemoteTable::new(remote, backend, metrics));
         if let Some(topic) = &remote.invalidate_from {
             invalidation::follow(
                 table.clone(),
@@ -256,4 +268,97 @@ pub async fn start_all(
         tables.push(table);
     }
     Ok(tables)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::remote::backend::BackendError;
+
+    /// Answers every key after `delay`, recording each call's keys.
+    struct Slow {
+        calls: Mutex<Vec<Vec<Vec<Value>>>>,
+        delay: Duration,
+    }
+
+    #[async_trait]
+    impl Backend for Slow {
+        async fn fetch(&self, keys: &[Vec<Value>]) -> Result<Vec<Option<Value>>, BackendError> {
+            self.calls.lock().unwrap().push(keys.to_vec());
+            tokio::time::sleep(self.delay).await;
+            Ok(keys.iter().map(|k| Some(json!({ "sku": k[0] }))).collect())
+        }
+    }
+
+    fn table(settings: &str, delay: Duration) -> (Arc<RemoteTable>, Arc<Slow>) {
+        let config = crate::TablesConfig::parse(&format!(
+            "data_dir: /x\nkafka: {{ brokers: b }}\nremote:\n  - name: t\n    mysql: {{ url: 'mysql://u@h', table: d.t, key: [sku] }}\n{settings}\n"
+        ))
+        .unwrap();
+        let backend = Arc::new(Slow {
+            calls: Mutex::new(Vec::new()),
+            delay,
+        });
+        let table = RemoteTable::new(
+            &config.remote[0],
+            backend.clone(),
+            &TablesMetrics::default(),
+        );
+        (Arc::new(table), backend)
+    }
+
+    #[tokio::test]
+    async fn concurrent_misses_of_one_key_make_one_call() {
+        let (table, backend) = table("", Duration::from_millis(50));
+        let gets: Vec<_> = (0..10)
+            .map(|_| {
+                let table = table.clone();
+                tokio::spawn(async move { table.get(&json!("A")).await })
+            })
+            .collect();
+        for get in gets {
+            assert_eq!(get.await.unwrap().unwrap(), Some(json!({ "sku": "A" })));
+        }
+        assert_eq!(*backend.calls.lock().unwrap(), [vec![vec![json!("A")]]]);
+    }
+
+    #[tokio::test]
+    async fn a_lookup_fails_when_no_permit_comes_within_the_wait_budget() {
+        let (table, backend) = table(
+            "    cache: { max_entries: 0 }\n    rate_limit: { per_second: 1, burst: 1, max_wait_ms: 100 }",
+            Duration::ZERO,
+        );
+        assert!(table.get(&json!("A")).await.unwrap().is_some());
+        let started = std::time::Instant::now();
+        let err = table.get(&json!("B")).await.unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("rate limit: no permit within 100ms"),
+            "{err}"
+        );
+        assert!(started.elapsed() < Duration::from_millis(500));
+        assert_eq!(
+            backend.calls.lock().unwrap().len(),
+            1,
+            "the refused lookup called nothing"
+        );
+    }
+
+    #[tokio::test]
+    async fn keys_are_given_as_objects_arrays_or_bare_values() {
+        let (table, _) = table("", Duration::ZERO);
+        for key in [json!("A"), json!(["A"]), json!({ "sku": "A" })] {
+            assert_eq!(table.get(&key).await.unwrap(), Some(json!({ "sku": "A" })));
+        }
+        let err = table.get(&json!({ "id": 1 })).await.unwrap_err();
+        assert!(
+            err.to_string().contains("`id` is not a key column"),
+            "{err}"
+        );
+        assert!(table.get(&json!(["A", "B"])).await.is_err());
+    }
 }
