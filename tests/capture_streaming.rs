@@ -738,6 +738,85 @@ async fn schema_changes_mid_stream_are_recorded_and_later_rows_take_the_new_shap
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn create_drop_and_truncate_mid_stream_are_recorded_and_capture_goes_on() {
+    let mut conn = root_conn().await;
+    let db = create_db(&mut conn, "tables").await;
+    conn.query_drop(format!("CREATE TABLE `{db}`.a (id INT PRIMARY KEY, v INT)"))
+        .await
+        .unwrap();
+    let setup = CaptureSetup::new(&db, &gtid_now(&mut conn).await);
+    let _capture = TributaryProcess::capture(&setup.yaml());
+    let ddl = [
+        format!("CREATE TABLE `{db}`.b (id INT PRIMARY KEY, s VARCHAR(10))"),
+        format!("TRUNCATE TABLE `{db}`.a"),
+        format!("DROP TABLE `{db}`.b"),
+        format!("CREATE TABLE `{db}`.b (id INT PRIMARY KEY, n INT, extra INT)"),
+    ];
+    let statements = [
+        format!("INSERT INTO `{db}`.a VALUES (1, 1)"),
+        ddl[0].clone(),
+        format!("INSERT INTO `{db}`.b VALUES (1, 'x')"),
+        ddl[1].clone(),
+        format!("INSERT INTO `{db}`.a VALUES (2, 2)"),
+        ddl[2].clone(),
+        ddl[3].clone(),
+        format!("INSERT INTO `{db}`.b VALUES (2, 5, 6)"),
+    ];
+    for sql in &statements {
+        conn.query_drop(sql).await.unwrap();
+    }
+    let after = |records: &[Record], id: i64| {
+        records
+            .iter()
+            .find(|r| r.key["id"] == id)
+            .and_then(|r| r.value.as_ref())
+            .map(|v| v["after"].clone())
+    };
+    let a = read_topic(&setup.topic("a"), WAIT, |r| r.len() >= 2).await;
+    assert_eq!(after(&a, 1), Some(json!({ "id": 1, "v": 1 })));
+    assert_eq!(
+        after(&a, 2),
+        Some(json!({ "id": 2, "v": 2 })),
+        "capture goes on after TRUNCATE"
+    );
+    let b = read_topic(&setup.topic("b"), WAIT, |r| r.len() >= 2).await;
+    assert_eq!(
+        after(&b, 1),
+        Some(json!({ "id": 1, "s": "x" })),
+        "a table created mid-stream"
+    );
+    assert_eq!(
+        after(&b, 2),
+        Some(json!({ "id": 2, "n": 5, "extra": 6 })),
+        "a table dropped and created again with another shape"
+    );
+
+    let history_topic = format!("{}.schema-history", setup.server_name);
+    let mine = {
+        let db = db.clone();
+        move |r: &Record| {
+            r.value
+                .as_ref()
+                .and_then(|v| v["ddl"].as_str())
+                .filter(|d| d.contains(&db))
+                .map(str::to_owned)
+        }
+    };
+    let history = read_topic(&history_topic, WAIT, {
+        let mine = mine.clone();
+        move |r| r.iter().filter_map(&mine).count() >= 4
+    })
+    .await;
+    let recorded: Vec<String> = history.iter().filter_map(mine).collect();
+    assert_eq!(recorded.len(), 4, "{recorded:?}");
+    // The server may rewrite a statement (DROP TABLE gains a comment): compare its start.
+    for (got, sent) in recorded.iter().zip(&ddl) {
+        let verb: String = sent.split('`').next().unwrap().to_owned();
+        assert!(got.starts_with(&verb), "{got:?} should record {sent:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn an_idle_source_sends_heartbeats_with_its_position() {
     let server = tokio::task::spawn_blocking(|| PrivateMariaDb::start(&[]))
         .await
