@@ -62,6 +62,8 @@ enum BenchCommand {
     Enrich(bench::enrich::EnrichBenchArgs),
     /// A remote table (cache + batching) vs naive per-key SELECTs on MariaDB.
     Remote(bench::remote::RemoteBenchArgs),
+    /// Capture rows/s vs the broker's ceiling and mariadb-binlog; snapshot rows/s.
+    Capture(bench::capture::CaptureBenchArgs),
 }
 
 #[tokio::main]
@@ -87,6 +89,9 @@ async fn main() -> anyhow::Result<()> {
         Command::Bench {
             command: BenchCommand::Remote(args),
         } => bench::remote::run(args).await,
+        Command::Bench {
+            command: BenchCommand::Capture(args),
+        } => bench::capture::run(args).await,
         Command::Validate { file } => validate(&file),
         Command::Tail(args) => tail::run(args).await,
     }

@@ -1,6 +1,7 @@
 //! `tributary bench …`: benchmarks that print a table, comparing alternatives
 //! side by side in one run (ratios, since shared machines are noisy).
 
+pub(crate) mod capture;
 mod delay_proxy;
 pub(crate) mod enrich;
 mod redis;

@@ -1,0 +1,222 @@
+//! `tributary bench capture`: binlog → broker rows/s on a binlog of `--rows` row
+//! events, side by side in one run with the broker's own produce ceiling for
+//! messages of the same size, `mariadb-binlog` decoding the same events, and the
+//! snapshot rows/s of the same table.
+
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use clap::Args;
+use mysql_async::prelude::Queryable;
+use prometheus_client::registry::Registry;
+use tokio_util::sync::CancellationToken;
+use tributary_capture::{CaptureConfig, CaptureMetrics};
+
+use super::{create_topic, produce};
+
+/// Arguments of `tributary bench capture`.
+#[derive(Args)]
+pub(crate) struct CaptureBenchArgs {
+    /// Row events in the binlog (one table, inserted in batches of 10,000).
+    #[arg(long, default_value_t = 1_000_000)]
+    rows: u64,
+    /// MariaDB with binlog (root; capture reads as the stack's `tributary` user).
+    #[arg(
+        long,
+        env = "TRIBUTARY_MYSQL_URL",
+        default_value = "mysql://root@127.0.0.1:3307"
+    )]
+    mysql_url: String,
+    /// Kafka bootstrap servers.
+    #[arg(
+        long,
+        env = "TRIBUTARY_KAFKA_BROKERS",
+        default_value = "127.0.0.1:19092"
+    )]
+    brokers: String,
+}
+
+pub(crate) async fn run(args: CaptureBenchArgs) -> anyhow::Result<()> {
+    let n = args.rows;
+    let opts = mysql_async::Opts::from_url(&args.mysql_url)?;
+    let (host, port) = (opts.ip_or_hostname().to_owned(), opts.tcp_port());
+    let mut conn = mysql_async::Conn::new(opts).await?;
+    let db = format!("bench_capture_{}", std::process::id());
+    conn.query_drop(format!(
+        "CREATE DATABASE {db}; CREATE TABLE {db}.events (id BIGINT PRIMARY KEY, user_id INT, \
+         name VARCHAR(40), amount DECIMAL(10,2), created DATETIME)"
+    ))
+    .await?;
+    let start: String = conn
+        .query_first("SELECT @@gtid_binlog_pos")
+        .await?
+        .context("no GTID position")?;
+    let (start_file, start_pos) = binlog_position(&mut conn).await?;
+    eprintln!("[bench] inserting {n} rows into {db}.events (binlog from GTID {start})");
+    for first in (0..n).step_by(10_000) {
+        let values: Vec<String> = (first..(first + 10_000).min(n))
+            .map(|i| {
+                format!(
+                    "({i},{},'user {i}',{}.{:02},'2026-11-30 12:{:02}:{:02}')",
+                    i % 5000,
+                    i % 1000,
+                    i % 100,
+                    i / 60 % 60,
+                    i % 60
+                )
+            })
+            .collect();
+        conn.query_drop(format!(
+            "INSERT INTO {db}.events VALUES {}",
+            values.join(",")
+        ))
+        .await?;
+    }
+    // `--stop-position` applies to the last binlog file, where the inserts end.
+    let (_, end_pos) = binlog_position(&mut conn).await?;
+
+    eprintln!("[bench] capture: binlog → broker");
+    let server = format!("bench{}", std::process::id());
+    let yaml = |name: &str, snapshot: &str, start: &str| {
+        format!(
+            "server_name: {name}\nsource: {{ host: '{host}', port: {port}, user: tributary, password: tributary, server_id: {}{start} }}\nsnapshot: {{ mode: {snapshot} }}\ninclude: {{ databases: ['{db}'] }}\nkafka: {{ brokers: '{}' }}\n",
+            9000 + std::process::id() % 1000,
+            args.brokers
+        )
+    };
+    let streaming = CaptureConfig::parse(&yaml(
+        &server,
+        "never",
+        &format!(", start: {{ gtid: '{start}' }}"),
+    ))?;
+    let metrics = CaptureMetrics::register(&mut Registry::default());
+    let stop = CancellationToken::new();
+    let started = Instant::now();
+    let capture = tokio::spawn(tributary_capture::run(
+        streaming,
+        metrics.clone(),
+        stop.clone(),
+    ));
+    let label = tributary_capture::metrics::TableLabel {
+        table: format!("{db}.events"),
+    };
+    while metrics.events.get_or_create(&label).get() < n {
+        anyhow::ensure!(!capture.is_finished(), "capture stopped early");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    stop.cancel(); // drains: every event acknowledged
+    capture.await??;
+    let streamed = started.elapsed();
+
+    eprintln!("[bench] broker ceiling: as many messages of the same size from a plain producer");
+    let size = sample_size(&args.brokers, &format!("{server}.{db}.events")).await?;
+    let ceiling_topic = format!("{server}.ceiling");
+    create_topic(&args.brokers, &ceiling_topic, 3).await?;
+    let payload = "x".repeat(size);
+    let started = Instant::now();
+    produce(&args.brokers, &ceiling_topic, n, |i| {
+        ((i % 3) as i32, format!(r#"{{"id":{i}}}"#), payload.clone())
+    })
+    .await?;
+    let ceiling = started.elapsed();
+
+    eprintln!("[bench] mariadb-binlog decoding the same events");
+    let started = Instant::now();
+    let status = tokio::process::Command::new("mariadb-binlog")
+        .args([
+            "--read-from-remote-server".to_owned(),
+            format!("--host={host}"),
+            format!("--port={port}"),
+            "--user=root".to_owned(),
+            "--verbose".to_owned(),
+            "--base64-output=DECODE-ROWS".to_owned(),
+            format!("--start-position={start_pos}"),
+            format!("--stop-position={end_pos}"),
+            "--to-last-log".to_owned(),
+            start_file.clone(),
+        ])
+        .stdout(std::process::Stdio::null())
+        .status()
+        .await?;
+    let decoded = started.elapsed();
+    anyhow::ensure!(status.success(), "mariadb-binlog failed: {status}");
+
+    eprintln!("[bench] snapshot of the same table");
+    let snapshot = CaptureConfig::parse(&yaml(&format!("{server}snap"), "initial_only", ""))?;
+    let started = Instant::now();
+    tributary_capture::run(
+        snapshot,
+        CaptureMetrics::register(&mut Registry::default()),
+        CancellationToken::new(),
+    )
+    .await?;
+    let snapshotted = started.elapsed();
+
+    let rate = |d: Duration| n as f64 / d.as_secs_f64();
+    println!("\n## Capture ({n} row events, ~{size}-byte Debezium JSON values)\n");
+    println!("| pipeline | seconds | rows/s | vs broker ceiling |\n|---|---:|---:|---:|");
+    for (name, d) in [
+        (
+            "broker ceiling: plain producer (lz4, linger 20 ms), same size",
+            ceiling,
+        ),
+        (
+            "Tributary: binlog → broker (Debezium JSON, acks=all)",
+            streamed,
+        ),
+        (
+            "mariadb-binlog --verbose --base64-output=DECODE-ROWS > /dev/null",
+            decoded,
+        ),
+        (
+            "Tributary: snapshot of the same table → broker",
+            snapshotted,
+        ),
+    ] {
+        println!(
+            "| {name} | {:.2} | {:.0} | {:.2}× |",
+            d.as_secs_f64(),
+            rate(d),
+            rate(d) / rate(ceiling)
+        );
+    }
+    Ok(())
+}
+
+/// The current binlog file and position.
+async fn binlog_position(conn: &mut mysql_async::Conn) -> anyhow::Result<(String, u64)> {
+    let row: mysql_async::Row = conn
+        .query_first("SHOW MASTER STATUS")
+        .await?
+        .context("binary logging is off")?;
+    Ok((
+        row.get::<String, _>(0).context("no binlog file")?,
+        row.get::<u64, _>(1).context("no binlog position")?,
+    ))
+}
+
+/// The value size of the first record of `topic`.
+async fn sample_size(brokers: &str, topic: &str) -> anyhow::Result<usize> {
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", brokers)
+        .set("group.id", format!("{topic}.sample"))
+        .create()?;
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..3 {
+        tpl.add_partition_offset(topic, p, Offset::Beginning)?;
+    }
+    consumer.assign(&tpl)?;
+    let topic = topic.to_owned();
+    tokio::task::spawn_blocking(move || {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if let Some(Ok(msg)) = consumer.poll(Duration::from_millis(200)) {
+                return Ok(msg.payload().map_or(0, <[u8]>::len));
+            }
+        }
+        anyhow::bail!("no record in {topic}")
+    })
+    .await?
+}
