@@ -786,3 +786,93 @@ async fn missed_rows_are_retried_after_a_delay_then_dead_lettered() {
         retried.len() as f64
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn events_wait_in_the_retry_topic_while_a_remote_table_is_unavailable() {
+    use axum::extract::Path;
+    use axum::http::StatusCode;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    // A catalog service that answers 503 until it is up.
+    let up = Arc::new(AtomicBool::new(false));
+    let serving = up.clone();
+    let app = axum::Router::new().route(
+        "/products/{sku}",
+        axum::routing::get(move |Path(sku): Path<String>| {
+            let up = serving.load(Ordering::SeqCst);
+            async move {
+                if up {
+                    (
+                        StatusCode::OK,
+                        json!({ "sku": sku, "title": format!("title of {sku}") }).to_string(),
+                    )
+                } else {
+                    (StatusCode::SERVICE_UNAVAILABLE, String::new())
+                }
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+
+    let input = unique("outage");
+    create_topic_with(&input, 1, "delete").await;
+    let events: Vec<Produced> = (0..3u64)
+        .map(|n| {
+            (
+                0,
+                None,
+                Some(
+                    json!({ "order_id": n, "sku": format!("S{n}") })
+                        .to_string()
+                        .into_bytes(),
+                ),
+            )
+        })
+        .collect();
+    produce_raw(&input, &events).await;
+    let files = JobFiles::new(&input);
+    let job = files.write(
+        Some(&format!(
+            "[]\nremote:\n  - {{ name: catalog, http: {{ url: 'http://127.0.0.1:{port}/products/{{sku}}', key: [sku] }}, retries: {{ max: 0 }} }}"
+        )),
+        "[{ table: catalog, key: sku, select: [title], type: inner, on_miss: dlq }]",
+        "",
+    );
+    let mut text = std::fs::read_to_string(&job).unwrap();
+    text.push_str(&format!(
+        "    retry: {{ topic: '{input}.retry', delay_ms: 1000, max_attempts: 20 }}\n"
+    ));
+    std::fs::write(&job, text).unwrap();
+    let enricher = TributaryProcess::start(&["enrich"], &job, &[]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while files.metric("tributary_enrich_retried_total").await < 3.0 {
+        assert!(
+            Instant::now() < deadline,
+            "no retries; log:\n{}",
+            enricher.log()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    up.store(true, Ordering::SeqCst);
+    let out = read_raw(&files.output, Duration::from_secs(30), |r| r.len() >= 3).await;
+    assert_eq!(
+        order_ids(&out),
+        (0..3).collect(),
+        "log:\n{}",
+        enricher.log()
+    );
+    for record in &out {
+        let event = record.json();
+        assert_eq!(
+            event["title"],
+            format!("title of {}", event["sku"].as_str().unwrap())
+        );
+    }
+    let dead = read_raw(&files.dead_letter, Duration::from_secs(1), |_| false).await;
+    assert!(
+        dead.is_empty(),
+        "an outage is waited out, not dead-lettered: {dead:?}"
+    );
+}

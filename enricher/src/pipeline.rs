@@ -66,6 +66,8 @@ pub struct Join {
     select: Option<Vec<String>>,
     rename: Vec<(String, String)>,
     into: Option<String>,
+    /// A remote table that cannot answer sends the event to the retry topic.
+    retry_unavailable: bool,
     hits: Counter,
     misses: Counter,
 }
@@ -87,10 +89,13 @@ impl Join {
                     return Err(Outcome::NotHeld { table, partition });
                 }
                 Err(e) => {
-                    return Err(Outcome::Dead(format!(
-                        "join `{}`: lookup of {key} failed: {e}",
-                        self.name()
-                    )));
+                    let reason = format!("join `{}`: lookup of {key} failed: {e}", self.name());
+                    let unavailable = matches!(e, TableError::Remote { .. });
+                    return Err(if unavailable && self.retry_unavailable {
+                        Outcome::Retry(reason) // the backend may be back by then
+                    } else {
+                        Outcome::Dead(reason)
+                    });
                 }
             },
         };
@@ -192,6 +197,7 @@ impl Pipeline {
                 select: j.select.clone(),
                 rename: j.rename.clone().into_iter().collect(),
                 into: j.into.clone(),
+                retry_unavailable: job.retry.is_some(),
                 hits: metrics.join(&job.name, &j.table, "hit"),
                 misses: metrics.join(&job.name, &j.table, "miss"),
             })
