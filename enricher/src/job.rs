@@ -11,7 +11,7 @@
 use std::collections::BTreeSet;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -78,23 +78,47 @@ pub struct JobSummary {
 /// Which local tables a job's events wait for.
 #[derive(Clone)]
 pub struct TableGate {
-    /// Readiness of held partitions.
-    pub progress: Arc<Progress>,
-    /// Partitioned tables: the partition matching the event's must be ready.
-    pub copartitioned: Vec<String>,
-    /// Global tables with their partition counts: every partition must be ready.
-    pub global: Vec<(String, u32)>,
+    progress: Arc<Progress>,
+    copartitioned: Vec<String>,
+    global: Vec<(String, u32)>,
+    /// Global partitions are never given away, so once all are ready they stay
+    /// ready: checked once, not per event.
+    globals_ready: Arc<AtomicBool>,
 }
 
 impl TableGate {
+    /// Events wait for the partition matching theirs of each `copartitioned`
+    /// table, and for every partition of each `global` table (name, partition count).
+    pub fn new(
+        progress: Arc<Progress>,
+        copartitioned: Vec<String>,
+        global: Vec<(String, u32)>,
+    ) -> Self {
+        TableGate {
+            progress,
+            copartitioned,
+            global,
+            globals_ready: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
     fn ready(&self, partition: i32) -> bool {
         self.copartitioned
             .iter()
             .all(|t| self.progress.is_ready(t, partition))
-            && self.global.iter().all(|(t, count)| {
-                let held = self.progress.of_table(t);
-                held.len() == *count as usize && held.iter().all(|(_, p)| p.ready)
-            })
+            && self.globals_ready()
+    }
+
+    fn globals_ready(&self) -> bool {
+        if self.globals_ready.load(Ordering::Relaxed) {
+            return true;
+        }
+        let ready = self.global.iter().all(|(t, count)| {
+            let held = self.progress.of_table(t);
+            held.len() == *count as usize && held.iter().all(|(_, p)| p.ready)
+        });
+        self.globals_ready.store(ready, Ordering::Relaxed);
+        ready
     }
 
     async fn wait(&self, partition: i32) {

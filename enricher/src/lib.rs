@@ -194,11 +194,8 @@ async fn run_jobs(
                 }
             }
         }
-        let gate = materializer.map(|m| TableGate {
-            progress: m.progress(),
-            copartitioned: copartitioned.clone(),
-            global,
-        });
+        let gate =
+            materializer.map(|m| TableGate::new(m.progress(), copartitioned.clone(), global));
         let setup = JobSetup {
             pipeline: Arc::new(Pipeline::new(
                 job,
