@@ -20,25 +20,14 @@ pub(crate) struct CaptureBenchArgs {
     /// Row events in the binlog (one table, inserted in batches of 10,000).
     #[arg(long, default_value_t = 1_000_000)]
     rows: u64,
-    /// MariaDB with binlog (root; capture reads as the stack's `tributary` user).
-    #[arg(
-        long,
-        env = "TRIBUTARY_MYSQL_URL",
-        default_value = "mysql://root@127.0.0.1:3307"
-    )]
-    mysql_url: String,
-    /// Kafka bootstrap servers.
-    #[arg(
-        long,
-        env = "TRIBUTARY_KAFKA_BROKERS",
-        default_value = "127.0.0.1:19092"
-    )]
-    brokers: String,
+    /// The stack to run against.
+    #[command(flatten)]
+    stack: super::Stack,
 }
 
 pub(crate) async fn run(args: CaptureBenchArgs) -> anyhow::Result<()> {
     let n = args.rows;
-    let opts = mysql_async::Opts::from_url(&args.mysql_url)?;
+    let opts = mysql_async::Opts::from_url(&args.stack.mysql_url)?;
     let (host, port) = (opts.ip_or_hostname().to_owned(), opts.tcp_port());
     let mut conn = mysql_async::Conn::new(opts).await?;
     let db = format!("bench_capture_{}", std::process::id());
@@ -81,7 +70,7 @@ pub(crate) async fn run(args: CaptureBenchArgs) -> anyhow::Result<()> {
         format!(
             "server_name: {name}\nsource: {{ host: '{host}', port: {port}, user: tributary, password: tributary, server_id: {}{start} }}\nsnapshot: {{ mode: {snapshot} }}\ninclude: {{ databases: ['{db}'] }}\nkafka: {{ brokers: '{}' }}\n",
             9000 + std::process::id() % 1000,
-            args.brokers
+            args.stack.brokers
         )
     };
     let streaming = CaptureConfig::parse(&yaml(
@@ -109,12 +98,12 @@ pub(crate) async fn run(args: CaptureBenchArgs) -> anyhow::Result<()> {
     let streamed = started.elapsed();
 
     eprintln!("[bench] broker ceiling: as many messages of the same size from a plain producer");
-    let size = sample_size(&args.brokers, &format!("{server}.{db}.events")).await?;
+    let size = sample_size(&args.stack.brokers, &format!("{server}.{db}.events")).await?;
     let ceiling_topic = format!("{server}.ceiling");
-    create_topic(&args.brokers, &ceiling_topic, 3).await?;
+    create_topic(&args.stack.brokers, &ceiling_topic, 3).await?;
     let payload = "x".repeat(size);
     let started = Instant::now();
-    produce(&args.brokers, &ceiling_topic, n, |i| {
+    produce(&args.stack.brokers, &ceiling_topic, n, |i| {
         ((i % 3) as i32, format!(r#"{{"id":{i}}}"#), payload.clone())
     })
     .await?;

@@ -30,20 +30,9 @@ pub(crate) struct EnrichBenchArgs {
     /// Rows of the remote `products` table (in MariaDB).
     #[arg(long, default_value_t = 10_000)]
     products: u64,
-    /// MariaDB holding the products.
-    #[arg(
-        long,
-        env = "TRIBUTARY_MYSQL_URL",
-        default_value = "mysql://root@127.0.0.1:3307"
-    )]
-    mysql_url: String,
-    /// Kafka bootstrap servers.
-    #[arg(
-        long,
-        env = "TRIBUTARY_KAFKA_BROKERS",
-        default_value = "127.0.0.1:19092"
-    )]
-    brokers: String,
+    /// The stack to run against.
+    #[command(flatten)]
+    stack: super::Stack,
 }
 
 const PARTITIONS: u32 = 3;
@@ -52,7 +41,7 @@ pub(crate) async fn run(args: EnrichBenchArgs) -> anyhow::Result<()> {
     let run = format!("bench-enrich-{}", std::process::id());
     let (users, orders) = (format!("{run}.users"), format!("{run}.orders"));
     for topic in [&users, &orders] {
-        create_topic(&args.brokers, topic, PARTITIONS as i32).await?;
+        create_topic(&args.stack.brokers, topic, PARTITIONS as i32).await?;
     }
     eprintln!(
         "[bench] producing {} users, {} products, {} orders",
@@ -62,16 +51,16 @@ pub(crate) async fn run(args: EnrichBenchArgs) -> anyhow::Result<()> {
         let partition = partition_for_key(key.as_bytes(), PARTITIONS);
         (partition, key, value)
     };
-    produce(&args.brokers, &users, args.users, |id| {
+    produce(&args.stack.brokers, &users, args.users, |id| {
         keyed(
             format!(r#"{{"id":{id}}}"#),
             format!(r#"{{"id":{id},"name":"user {id}","tier":"pro","email":"u{id}@example.com"}}"#),
         )
     })
     .await?;
-    let products = load_products(&args.mysql_url, args.products).await?;
+    let products = load_products(&args.stack.mysql_url, args.products).await?;
     let (n_users, n_products) = (args.users, args.products);
-    produce(&args.brokers, &orders, args.events, |o| {
+    produce(&args.stack.brokers, &orders, args.events, |o| {
         let user = o * 7919 % n_users;
         // Co-partitioned with `users`: the partition of the user's key.
         let (partition, _, _) = keyed(format!(r#"{{"id":{user}}}"#), String::new());
@@ -88,7 +77,13 @@ pub(crate) async fn run(args: EnrichBenchArgs) -> anyhow::Result<()> {
     .await?;
 
     eprintln!("[bench] raw consume → produce");
-    let raw_seconds = raw_copy(&args.brokers, &orders, &format!("{run}.raw"), args.events).await?;
+    let raw_seconds = raw_copy(
+        &args.stack.brokers,
+        &orders,
+        &format!("{run}.raw"),
+        args.events,
+    )
+    .await?;
 
     let dir = tempfile::tempdir()?;
     std::fs::write(
@@ -96,8 +91,8 @@ pub(crate) async fn run(args: EnrichBenchArgs) -> anyhow::Result<()> {
         format!(
             "data_dir: '{}'\nkafka: {{ brokers: '{}' }}\nbatch_max_records: 5000\ntables:\n  - {{ name: users, topic: '{users}' }}\nremote:\n  - {{ name: products, mysql: {{ url: '{}', table: '{products}', key: [sku] }}, cache: {{ ttl_s: 3600 }} }}\n",
             dir.path().join("data").display(),
-            args.brokers,
-            args.mysql_url
+            args.stack.brokers,
+            args.stack.mysql_url
         ),
     )?;
     let job_file = dir.path().join("jobs.yaml");
@@ -105,7 +100,7 @@ pub(crate) async fn run(args: EnrichBenchArgs) -> anyhow::Result<()> {
         &job_file,
         format!(
             "kafka: {{ brokers: '{}' }}\ntables: tables.yaml\njobs:\n  - name: bench\n    input: {{ topics: ['{orders}'] }}\n    joins:\n      - {{ table: users, key: user_id, select: [name, tier], into: user }}\n      - {{ table: products, key: sku, select: [title, price], into: product }}\n    output: {{ topic: '{run}.enriched', key: order_id }}\n    dead_letter: {{ topic: '{run}.dlq' }}\n",
-            args.brokers
+            args.stack.brokers
         ),
     )?;
     let bounds = Bounds {

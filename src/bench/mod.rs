@@ -36,6 +36,25 @@ pub(crate) async fn load_products(url: &str, n: u64) -> anyhow::Result<String> {
     Ok(table)
 }
 
+/// The stack a benchmark runs against (`deploy/local/up.sh`).
+#[derive(clap::Args)]
+pub(crate) struct Stack {
+    /// Kafka bootstrap servers.
+    #[arg(
+        long,
+        env = "TRIBUTARY_KAFKA_BROKERS",
+        default_value = "127.0.0.1:19092"
+    )]
+    pub(crate) brokers: String,
+    /// MariaDB (root), with binlog.
+    #[arg(
+        long,
+        env = "TRIBUTARY_MYSQL_URL",
+        default_value = "mysql://root@127.0.0.1:3307"
+    )]
+    pub(crate) mysql_url: String,
+}
+
 /// Creates a topic with `partitions` partitions.
 pub(crate) async fn create_topic(
     brokers: &str,

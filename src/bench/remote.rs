@@ -26,20 +26,16 @@ pub(crate) struct RemoteBenchArgs {
     /// Concurrent clients.
     #[arg(long, default_value_t = 32)]
     clients: usize,
-    /// MariaDB (root; the bench creates a reader user whose statements it counts).
-    #[arg(
-        long,
-        env = "TRIBUTARY_MYSQL_URL",
-        default_value = "mysql://root@127.0.0.1:3307"
-    )]
-    mysql_url: String,
+    /// The stack to run against.
+    #[command(flatten)]
+    stack: super::Stack,
 }
 
 const READER: &str = "tributary_bench_reader";
 
 pub(crate) async fn run(args: RemoteBenchArgs) -> anyhow::Result<()> {
-    let table = super::load_products(&args.mysql_url, args.rows).await?;
-    let root = mysql_async::Opts::from_url(&args.mysql_url)?;
+    let table = super::load_products(&args.stack.mysql_url, args.rows).await?;
+    let root = mysql_async::Opts::from_url(&args.stack.mysql_url)?;
     let (host, port) = (root.ip_or_hostname().to_owned(), root.tcp_port());
     let mut admin = mysql_async::Conn::new(root).await?;
     admin

@@ -31,20 +31,9 @@ pub(crate) struct TablesBenchArgs {
     /// Lookups per loopback MariaDB/Redis series (a tenth of them across the round trip).
     #[arg(long, default_value_t = 20_000)]
     remote_lookups: usize,
-    /// Kafka bootstrap servers.
-    #[arg(
-        long,
-        env = "TRIBUTARY_KAFKA_BROKERS",
-        default_value = "127.0.0.1:19092"
-    )]
-    brokers: String,
-    /// MariaDB to compare with.
-    #[arg(
-        long,
-        env = "TRIBUTARY_MYSQL_URL",
-        default_value = "mysql://root@127.0.0.1:3307"
-    )]
-    mysql_url: String,
+    /// The stack to run against.
+    #[command(flatten)]
+    stack: super::Stack,
     /// Redis to compare with.
     #[arg(long, default_value = "127.0.0.1:6379")]
     redis: String,
@@ -76,8 +65,8 @@ pub(crate) async fn run(args: TablesBenchArgs) -> anyhow::Result<()> {
     let n = args.rows;
     let topic = format!("bench-tables-{}", std::process::id());
     eprintln!("[bench] producing {n} records to {topic}");
-    create_topic(&args.brokers, &topic, 3).await?;
-    produce(&args.brokers, &topic, n, |id| {
+    create_topic(&args.stack.brokers, &topic, 3).await?;
+    produce(&args.stack.brokers, &topic, n, |id| {
         let key = format!(r#"{{"id":{id}}}"#);
         let partition = partition_for_key(key.as_bytes(), 3);
         (partition, key, row(id))
@@ -88,7 +77,7 @@ pub(crate) async fn run(args: TablesBenchArgs) -> anyhow::Result<()> {
     let config = TablesConfig::parse(&format!(
         "data_dir: '{}'\nkafka: {{ brokers: '{}' }}\nbatch_max_records: 5000\ntables: [{{ name: kv, topic: '{topic}', mode: global }}]\n",
         dir.path().display(),
-        args.brokers
+        args.stack.brokers
     ))?;
     eprintln!("[bench] materializing from scratch");
     let started = Instant::now();
@@ -111,13 +100,13 @@ pub(crate) async fn run(args: TablesBenchArgs) -> anyhow::Result<()> {
     let local_2 = local_lookups(&table, n, args.local_lookups, 2).await?;
 
     eprintln!("[bench] loading MariaDB and Redis");
-    let pool = mysql_async::Pool::new(mysql_async::Opts::from_url(&args.mysql_url)?);
+    let pool = mysql_async::Pool::new(mysql_async::Opts::from_url(&args.stack.mysql_url)?);
     load_mariadb(&pool, n).await?;
     let redis_addr = resolve(&args.redis)?;
     let redis_loaded = tokio::task::spawn_blocking(move || load_redis(redis_addr, n)).await?;
     redis_loaded.context("loading Redis")?;
 
-    let mysql_opts = mysql_async::Opts::from_url(&args.mysql_url)?;
+    let mysql_opts = mysql_async::Opts::from_url(&args.stack.mysql_url)?;
     let mysql_addr = resolve(&format!(
         "{}:{}",
         mysql_opts.ip_or_hostname(),
