@@ -4,6 +4,7 @@
 mod bench;
 mod enrich_cmd;
 mod http;
+mod lookup_cmd;
 mod tables_cmd;
 mod tail;
 
@@ -40,6 +41,14 @@ enum Command {
         #[command(subcommand)]
         command: BenchCommand,
     },
+    /// Materialize tables and serve them over the gRPC lookup API (the `grpc:` section).
+    Serve {
+        /// Tables configuration file (YAML) with a `grpc:` section.
+        #[arg(long, short)]
+        config: PathBuf,
+    },
+    /// Query a lookup server: get, batch get, scan, describe, list (prints JSON).
+    Lookup(lookup_cmd::LookupArgs),
     /// Local tables materialized from change topics.
     Tables {
         #[command(subcommand)]
@@ -64,6 +73,8 @@ enum BenchCommand {
     Remote(bench::remote::RemoteBenchArgs),
     /// Capture rows/s vs the broker's ceiling and mariadb-binlog; snapshot rows/s.
     Capture(bench::capture::CaptureBenchArgs),
+    /// Lookup API Get latency at 1/10/50 clients; BatchGet(100) vs MariaDB selects.
+    Grpc(bench::grpc::GrpcBenchArgs),
 }
 
 #[tokio::main]
@@ -79,6 +90,8 @@ async fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Capture { config } => capture(config).await,
         Command::Tables { command } => tables_cmd::run(command).await,
+        Command::Serve { config } => tables_cmd::materialize(config, true).await,
+        Command::Lookup(args) => lookup_cmd::run(args).await,
         Command::Enrich(args) => enrich_cmd::run(args).await,
         Command::Bench {
             command: BenchCommand::Tables(args),
@@ -92,6 +105,9 @@ async fn main() -> anyhow::Result<()> {
         Command::Bench {
             command: BenchCommand::Capture(args),
         } => bench::capture::run(args).await,
+        Command::Bench {
+            command: BenchCommand::Grpc(args),
+        } => bench::grpc::run(args).await,
         Command::Validate { file } => validate(&file),
         Command::Tail(args) => tail::run(args).await,
     }

@@ -11,7 +11,9 @@ use tokio_util::sync::CancellationToken;
 use tracing::{error, info};
 use tributary_tables::checkpoint;
 use tributary_tables::config::CheckpointConfig;
+use tributary_tables::grpc::ServedTables;
 use tributary_tables::materializer::Materializer;
+use tributary_tables::remote;
 use tributary_tables::store::Store;
 use tributary_tables::{TablesConfig, TablesMetrics};
 
@@ -20,7 +22,8 @@ use crate::{http, shutdown_on_signal};
 /// Subcommands of `tributary tables`.
 #[derive(Subcommand)]
 pub(crate) enum TablesCommand {
-    /// Materialize the configured tables and keep them up to date until SIGTERM.
+    /// Materialize the configured tables and keep them up to date until SIGTERM
+    /// (serving lookups too when the config has a `grpc:` section).
     Run {
         /// Tables configuration file (YAML).
         #[arg(long, short)]
@@ -51,7 +54,7 @@ pub(crate) enum TablesCommand {
 
 pub(crate) async fn run(command: TablesCommand) -> anyhow::Result<()> {
     match command {
-        TablesCommand::Run { config } => materialize(config).await,
+        TablesCommand::Run { config } => materialize(config, false).await,
         TablesCommand::Checkpoint { config, to } => {
             let config = load(&config)?;
             let dest = destination(&config, to)?;
@@ -99,20 +102,44 @@ fn destination(config: &TablesConfig, explicit: Option<PathBuf>) -> anyhow::Resu
     }
 }
 
-async fn materialize(path: PathBuf) -> anyhow::Result<()> {
+/// Materializes the tables of `path` until SIGTERM, serving them over gRPC when the
+/// config has a `grpc:` section (required when `require_api`: `tributary serve`).
+pub(crate) async fn materialize(path: PathBuf, require_api: bool) -> anyhow::Result<()> {
     let config = load(&path)?;
+    if require_api && config.grpc.is_none() {
+        bail!(
+            "{}: no `grpc:` section; add one (at least grpc.listen) to serve lookups",
+            path.display()
+        );
+    }
     let mut registry = Registry::default();
     let metrics = TablesMetrics::register(&mut registry);
     let shutdown = shutdown_on_signal();
-    let materializer = Materializer::start(&config, metrics, shutdown.clone()).await?;
+    let materializer = Materializer::start(&config, metrics.clone(), shutdown.clone()).await?;
     let progress = materializer.progress();
+    let api = match &config.grpc {
+        Some(grpc) => {
+            let remote = remote::start_all(&config, &metrics, &shutdown).await?;
+            let tables = ServedTables {
+                local: materializer.tables().to_vec(),
+                progress: Some(progress.clone()),
+                remote,
+            };
+            Some(
+                tributary_tables::grpc::start(&config, grpc, tables, metrics, shutdown.clone())
+                    .await?,
+            )
+        }
+        None => None,
+    };
     let listen = config
         .metrics
         .listen_or(tributary_tables::config::DEFAULT_HTTP_PORT);
+    let has_local = !config.tables.is_empty();
     let server = http::serve(
         listen,
         registry,
-        move || progress.serving(),
+        move || !has_local || progress.serving(),
         shutdown.clone(),
     )
     .await?;
@@ -128,6 +155,9 @@ async fn materialize(path: PathBuf) -> anyhow::Result<()> {
     let result = materializer.join().await;
     shutdown.cancel();
     server.await.ok();
+    if let Some(api) = api {
+        api.join().await.context("lookup API")?;
+    }
     if let Some(task) = checkpoints {
         task.await.ok();
     }

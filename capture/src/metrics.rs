@@ -63,6 +63,16 @@ impl CaptureMetrics {
             "1 while the binlog stream is open",
             m.streaming.clone(),
         );
+        r.register(
+            "snapshot_rows_done",
+            "Rows read so far by the snapshot, per table",
+            m.snapshot_rows_done.clone(),
+        );
+        r.register(
+            "snapshot_rows_estimated",
+            "The server's row estimate of each table being snapshotted",
+            m.snapshot_rows_estimated.clone(),
+        );
         m
     }
 

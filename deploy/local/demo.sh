@@ -3,7 +3,7 @@
 # runs `tributary capture`, makes inserts/updates/deletes and prints the change
 # events that arrive in Kafka; then runs an enrichment job that joins the
 # captured orders with the captured users (a local table) and prints the
-# enriched orders.
+# enriched orders, and looks the users table up over the gRPC lookup API.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 "$repo_root/deploy/local/up.sh"
@@ -66,12 +66,15 @@ echo "[demo] capture metrics:"
 curl -fs "http://127.0.0.1:$port/metrics" | grep '^tributary_capture_events_total' || true
 
 echo "[demo] enrichment: orders (change topic) joined with users (local table from CDC)"
-enrich_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+enrich_port=$(free_port)
+grpc_port=$(free_port)
 cat >"$demo_dir/tables.yaml" <<YAML
 data_dir: $demo_dir/tables-$server
 kafka: { brokers: $TRIBUTARY_KAFKA_BROKERS }
 tables:
   - { name: users, topic: $server.shop.users, mode: global }
+grpc: { listen: 127.0.0.1:$grpc_port }
 YAML
 cat >"$demo_dir/jobs.yaml" <<YAML
 kafka: { brokers: $TRIBUTARY_KAFKA_BROKERS }
@@ -96,6 +99,9 @@ trap 'kill $capture_pid $enrich_pid 2>/dev/null || true' EXIT
 echo "[demo] enriched orders in $server.orders.enriched (user 1 was deleted: user is null):"
 "$bin" tail --brokers "$TRIBUTARY_KAFKA_BROKERS" --topic "$server.orders.enriched" --max 3 --idle-timeout 30
 curl -fs "http://127.0.0.1:$enrich_port/metrics" | grep -E '^tributary_enrich_(events_(in|out)|join_lookups)_total' || true
+echo "[demo] the same users table over the gRPC lookup API (tributary lookup):"
+"$bin" lookup --endpoint "http://127.0.0.1:$grpc_port" users 1 2
+"$bin" lookup --endpoint "http://127.0.0.1:$grpc_port" users --describe
 kill -TERM $enrich_pid $capture_pid
 wait $enrich_pid $capture_pid || true
 echo "[demo] done; logs: $demo_dir/capture.log, $demo_dir/enrich.log"

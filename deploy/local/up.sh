@@ -37,6 +37,13 @@ PY
   rm -rf "$tmp"
 fi
 
+# The offline Kubernetes schema validator of the deploy/ manifests test.
+if [ ! -x "$K8S_VALIDATE_BIN" ]; then
+  log "installing kubernetes-validate (PyPI) into ${K8S_VALIDATE_BIN%/bin/*}"
+  python3 -m venv "${K8S_VALIDATE_BIN%/bin/*}"
+  "${K8S_VALIDATE_BIN%/kubernetes-validate}/pip" install --quiet "$K8S_VALIDATE_PKG"
+fi
+
 mkdir -p "$mariadb_dir" "$tansu_dir"
 
 # "Up" means a server answers on the port, even one started from another clone.

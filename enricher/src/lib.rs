@@ -11,7 +11,8 @@
 //! - [`error`], [`metrics`].
 //!
 //! [`run`] starts the local tables the jobs join (partitioned tables follow the
-//! jobs' input partitions), checks co-partitioning, and runs every job.
+//! jobs' input partitions) and, when the tables file has a `grpc:` section, the
+//! lookup API over them; checks co-partitioning, and runs every job.
 
 pub mod bounds;
 pub mod config;
@@ -35,6 +36,7 @@ use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info};
 use tributary_tables::config::TableMode;
+use tributary_tables::grpc::ServedTables;
 use tributary_tables::materializer::Materializer;
 use tributary_tables::progress::Progress;
 use tributary_tables::remote::RemoteTable;
@@ -94,6 +96,29 @@ pub async fn run(
         }
         None => Vec::new(),
     };
+    // The lookup API over the same tables, when the tables file configures one.
+    let api = match (&tables, tables.as_ref().and_then(|t| t.grpc.as_ref())) {
+        (Some(config), Some(grpc)) => {
+            let served = ServedTables {
+                local: materializer
+                    .as_ref()
+                    .map(|m| m.tables().to_vec())
+                    .unwrap_or_default(),
+                progress: materializer.as_ref().map(Materializer::progress),
+                remote: remote.clone(),
+            };
+            let api = tributary_tables::grpc::start(
+                config,
+                grpc,
+                served,
+                table_metrics.clone(),
+                tables_stop.clone(),
+            )
+            .await?;
+            Some(api)
+        }
+        _ => None,
+    };
     started(Readiness {
         progress: materializer.as_ref().map(Materializer::progress),
     });
@@ -107,6 +132,9 @@ pub async fn run(
     tables_stop.cancel();
     if let Some(materializer) = materializer {
         materializer.join().await?;
+    }
+    if let Some(api) = api {
+        api.join().await?;
     }
     result
 }

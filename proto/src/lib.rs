@@ -5,11 +5,15 @@
 //! - [`envelope`]: the change event ([`ChangeEvent`], [`Op`], [`SourceInfo`]).
 //! - [`debezium_json`]: the Debezium-compatible JSON codec for keys and envelopes.
 //! - [`partition`]: Kafka's murmur2 partitioner, so Java clients and Tributary agree.
+//! - [`gtid`]: MariaDB GTIDs and the newest applied per domain (read-your-position).
+//! - [`grpc`]: the gRPC lookup API `tributary.v1` (generated) and its JSON mapping.
 
 pub mod config_text;
 pub mod debezium_json;
 pub mod envelope;
 pub mod error;
+pub mod grpc;
+pub mod gtid;
 pub mod partition;
 pub mod value;
 

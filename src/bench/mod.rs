@@ -4,6 +4,7 @@
 pub(crate) mod capture;
 mod delay_proxy;
 pub(crate) mod enrich;
+pub(crate) mod grpc;
 mod redis;
 pub(crate) mod remote;
 pub(crate) mod tables;
@@ -134,7 +135,11 @@ impl Series {
         }
     }
 
-    fn quantile(&self, q: f64) -> Duration {
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub(crate) fn quantile(&self, q: f64) -> Duration {
         if self.latencies.is_empty() {
             return Duration::ZERO;
         }
@@ -146,7 +151,7 @@ impl Series {
         self.quantile(0.5)
     }
 
-    fn ops_per_second(&self) -> f64 {
+    pub(crate) fn ops_per_second(&self) -> f64 {
         self.latencies.len() as f64 / self.wall.as_secs_f64()
     }
 }

@@ -42,7 +42,7 @@ pub(crate) struct TablesBenchArgs {
     rtt_us: u64,
 }
 
-fn row(id: u64) -> String {
+pub(crate) fn row(id: u64) -> String {
     format!(
         r#"{{"id":{id},"name":"user {id}","email":"user{id}@example.com","tier":"pro","score":{}}}"#,
         id % 1000
@@ -50,10 +50,10 @@ fn row(id: u64) -> String {
 }
 
 /// xorshift64*: cheap, reproducible key choice.
-struct Keys(u64);
+pub(crate) struct Keys(pub(crate) u64);
 
 impl Keys {
-    fn next(&mut self, below: u64) -> u64 {
+    pub(crate) fn next(&mut self, below: u64) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
@@ -182,7 +182,7 @@ pub(crate) async fn run(args: TablesBenchArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn resolve(addr: &str) -> anyhow::Result<SocketAddr> {
+pub(crate) fn resolve(addr: &str) -> anyhow::Result<SocketAddr> {
     addr.to_socket_addrs()?
         .next()
         .with_context(|| format!("cannot resolve {addr}"))
@@ -202,7 +202,7 @@ async fn stop(materializer: Materializer, shutdown: CancellationToken) -> anyhow
     Ok(materializer.join().await?)
 }
 
-async fn wait_applied(materializer: &Materializer, n: u64) {
+pub(crate) async fn wait_applied(materializer: &Materializer, n: u64) {
     let progress = materializer.progress();
     while progress
         .of_table("kv")
@@ -259,7 +259,7 @@ async fn local_lookups(
     Ok(Series::new(name, latencies, started.elapsed()))
 }
 
-async fn load_mariadb(pool: &mysql_async::Pool, n: u64) -> anyhow::Result<()> {
+pub(crate) async fn load_mariadb(pool: &mysql_async::Pool, n: u64) -> anyhow::Result<()> {
     let mut conn = pool.get_conn().await?;
     conn.query_drop(format!(
         "CREATE DATABASE IF NOT EXISTS tributary_bench; \

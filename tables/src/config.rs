@@ -16,6 +16,8 @@ use std::path::PathBuf;
 use serde::Deserialize;
 use tributary_proto::config_text::{self, ConfigError, HttpConfig, Validate};
 
+use crate::grpc::config::GrpcConfig;
+
 /// The whole file.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -42,6 +44,9 @@ pub struct TablesConfig {
     /// HTTP endpoint for `/metrics`, `/healthz`, `/readyz`.
     #[serde(default)]
     pub metrics: HttpConfig,
+    /// The gRPC lookup API (not served when absent).
+    #[serde(default)]
+    pub grpc: Option<GrpcConfig>,
 }
 
 /// Where and how often the running instance checkpoints its store.
@@ -530,6 +535,9 @@ impl Validate for TablesConfig {
                 "rocksdb.bloom_filter_bits",
                 "must be between 0 and 64",
             ));
+        }
+        if let Some(grpc) = &self.grpc {
+            grpc.validate()?;
         }
         Ok(())
     }

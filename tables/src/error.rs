@@ -55,6 +55,9 @@ pub enum TableError {
         /// The operation.
         operation: &'static str,
     },
+    /// The lookup API cannot start or stopped.
+    #[error("lookup API: {0}")]
+    Api(String),
     /// A stored value is not what the materializer writes.
     #[error("table {table}: corrupt stored value: {problem}")]
     Corrupt {

@@ -11,6 +11,8 @@
 //! - [`checkpoint`]: consistent, incremental checkpoints and restore.
 //! - [`config`], [`error`], [`metrics`].
 //!
+//! - [`grpc`]: the gRPC lookup API over local and remote tables (routing between
+//!   instances, read-your-position, TLS and tokens).
 //! - [`remote`]: remote tables (MySQL/MariaDB) behind a cache, batching, a rate
 //!   limit, timeouts, retries and a circuit breaker, with CDC invalidation.
 
@@ -18,6 +20,7 @@ pub mod checkpoint;
 pub mod config;
 pub mod error;
 pub mod follower;
+pub mod grpc;
 pub mod key_codec;
 pub mod local_table;
 pub mod materializer;

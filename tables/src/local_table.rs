@@ -167,6 +167,25 @@ impl LocalTable {
         self.lookup(key, <[u8]>::to_vec)
     }
 
+    /// The partition `key` lives in (`None` until the first record has been
+    /// materialized, when the key columns are not known yet).
+    pub fn partition_of_key(&self, key: &Value) -> Result<Option<i32>, TableError> {
+        let Some(columns) = self.key_columns()? else {
+            return Ok(None);
+        };
+        let values = self.key_values(columns, key, true)?;
+        Ok(Some(self.partition_of(columns, &values)))
+    }
+
+    /// The bytes `key` sorts by in scans (to merge scans of several instances).
+    pub fn sort_key(&self, key: &Value) -> Result<Vec<u8>, TableError> {
+        let Some(columns) = self.key_columns()? else {
+            return Ok(Vec::new());
+        };
+        let values = self.key_values(columns, key, true)?;
+        key_codec::encode(&values).map_err(|e| self.bad_key(e))
+    }
+
     fn parse_row(&self, raw: &[u8]) -> Result<Value, TableError> {
         serde_json::from_slice(raw).map_err(|e| TableError::Corrupt {
             table: self.name.clone(),
@@ -238,6 +257,9 @@ impl Table for LocalTable {
                 end_at_assignment: p.end_at_assignment,
                 ready: p.ready,
                 rows_estimate: self.store.estimate_rows(&self.name, partition),
+                lag: p.lag(),
+                latest_end: p.latest_end.or(p.end_at_assignment),
+                applied_gtids: p.gtids.to_strings(),
             })
             .collect();
         TableDescription {

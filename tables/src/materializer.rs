@@ -25,6 +25,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 use tributary_proto::debezium_json;
+use tributary_proto::gtid::{AppliedGtids, Gtid};
 
 use crate::config::{TableMode, TablesConfig};
 use crate::error::TableError;
@@ -312,7 +313,8 @@ fn resume_positions(
         let next = stored.map_or(0, |o| o + 1);
         let offset = stored.map_or(Offset::Beginning, |o| Offset::Offset(o + 1));
         positions.add_partition_offset(topic, partition, offset)?;
-        shared.progress.assign(table, partition, next);
+        let gtids = shared.store.stored_gtids(table, partition)?;
+        shared.progress.assign(table, partition, next, gtids);
         info!(%table, partition, next_offset = next, "partition assigned; resuming from the stored offset");
     }
     Ok(positions)
@@ -475,8 +477,8 @@ impl<C: ConsumerContext + 'static> Worker<C> {
     fn apply_batch(&mut self) -> Result<(), TableError> {
         let (store, routes) = (self.shared.store.clone(), self.shared.routes.clone());
         let mut batch = store.batch();
-        // (table, partition) → (last offset, records): table names borrowed from the routes.
-        let mut last: BTreeMap<(&str, i32), (i64, u64)> = BTreeMap::new();
+        // (table, partition) → what the batch applies to it; table names borrowed from the routes.
+        let mut last: BTreeMap<(&str, i32), BatchOfPartition> = BTreeMap::new();
         let mut timeout = Duration::from_millis(100);
         for _ in 0..self.batch_max {
             let msg = match self.consumer.poll(timeout) {
@@ -491,35 +493,63 @@ impl<C: ConsumerContext + 'static> Worker<C> {
             let Some(table) = routes.table_of_topic.get(msg.topic()) else {
                 continue;
             };
-            if let Err(reason) = apply_record(&mut self.known_keys, &mut batch, table, &msg)? {
-                self.shared
-                    .metrics
-                    .bad_records
-                    .get_or_create(&TableLabel {
-                        table: table.clone(),
-                    })
-                    .inc();
-                warn!(%table, topic = msg.topic(), partition = msg.partition(), offset = msg.offset(), %reason, "skipping a record that cannot be applied");
+            let applied = apply_record(&mut self.known_keys, &mut batch, table, &msg)?;
+            let entry = last.entry((table.as_str(), msg.partition())).or_default();
+            entry.last_offset = msg.offset();
+            entry.records += 1;
+            match applied {
+                Ok(Some(gtid)) => entry.gtids.apply(gtid),
+                Ok(None) => {}
+                Err(reason) => {
+                    self.shared
+                        .metrics
+                        .bad_records
+                        .get_or_create(&TableLabel {
+                            table: table.clone(),
+                        })
+                        .inc();
+                    warn!(%table, topic = msg.topic(), partition = msg.partition(), offset = msg.offset(), %reason, "skipping a record that cannot be applied");
+                }
             }
-            let entry = last
-                .entry((table.as_str(), msg.partition()))
-                .or_insert((0, 0));
-            *entry = (msg.offset(), entry.1 + 1);
         }
         if last.is_empty() {
             return Ok(());
         }
-        for ((table, partition), (offset, _)) in &last {
-            batch.offset(table, *partition, *offset)?;
+        for ((table, partition), applied) in &mut last {
+            batch.offset(table, *partition, applied.last_offset)?;
+            if !applied.gtids.is_empty() {
+                // Domains this batch did not touch keep their newest GTID.
+                let mut all = self
+                    .shared
+                    .progress
+                    .of_partition(table, *partition)
+                    .map(|p| p.gtids)
+                    .unwrap_or_default();
+                all.merge(&applied.gtids);
+                batch.gtids(table, *partition, &all)?;
+                applied.gtids = all;
+            }
         }
         batch.commit()?;
-        for ((table, partition), (offset, count)) in &last {
-            self.shared.progress.applied(table, *partition, offset + 1);
+        for ((table, partition), applied) in last {
+            // A batch without GTIDs (plain rows, snapshots) keeps the partition's.
+            let gtids = if applied.gtids.is_empty() {
+                self.shared
+                    .progress
+                    .of_partition(table, partition)
+                    .map(|p| p.gtids)
+                    .unwrap_or_default()
+            } else {
+                applied.gtids
+            };
+            self.shared
+                .progress
+                .applied(table, partition, applied.last_offset + 1, gtids);
             self.shared
                 .metrics
                 .applied
-                .get_or_create(&PartitionLabel::new(table, *partition))
-                .inc_by(*count);
+                .get_or_create(&PartitionLabel::new(table, partition))
+                .inc_by(applied.records);
         }
         Ok(())
     }
@@ -538,6 +568,7 @@ impl<C: ConsumerContext + 'static> Worker<C> {
                     partition,
                     Duration::from_secs(1),
                 ) {
+                    self.shared.progress.set_latest_end(table, partition, high);
                     metrics
                         .lag_records
                         .get_or_create(&label)
@@ -551,14 +582,23 @@ impl<C: ConsumerContext + 'static> Worker<C> {
     }
 }
 
-/// Adds one record to the batch. The outer error is a storage failure (fatal); the
-/// inner one a record that cannot be applied (skipped).
+/// What one batch applies to one partition.
+#[derive(Default)]
+struct BatchOfPartition {
+    last_offset: i64,
+    records: u64,
+    gtids: AppliedGtids,
+}
+
+/// Adds one record to the batch, returning the source GTID of its change if it
+/// names one. The outer error is a storage failure (fatal); the inner one a
+/// record that cannot be applied (skipped).
 fn apply_record(
     known_keys: &mut HashMap<String, HashMap<i32, Vec<String>>>,
     batch: &mut ApplyBatch<'_>,
     table: &str,
     msg: &BorrowedMessage<'_>,
-) -> Result<Result<(), String>, TableError> {
+) -> Result<Result<Option<Gtid>, String>, TableError> {
     let partition = msg.partition();
     let Some(raw_key) = msg.key() else {
         return Ok(Err("record has no key".into()));
@@ -584,18 +624,30 @@ fn apply_record(
     }
     let Some(payload) = msg.payload() else {
         batch.delete(table, partition, &encoded)?;
-        return Ok(Ok(()));
+        return Ok(Ok(None));
     };
-    match row_of(payload) {
-        Ok(Some(row)) => batch.upsert(table, partition, &encoded, &row)?,
-        Ok(None) => batch.delete(table, partition, &encoded)?,
+    let change = match row_of(payload) {
+        Ok(change) => change,
         Err(reason) => return Ok(Err(reason)),
+    };
+    match change.row {
+        Some(row) => batch.upsert(table, partition, &encoded, &row)?,
+        None => batch.delete(table, partition, &encoded)?,
     }
-    Ok(Ok(()))
+    Ok(Ok(change.gtid))
 }
 
-/// The row a record value stores: `Some(row JSON)` to upsert, `None` to delete.
-fn row_of(payload: &[u8]) -> Result<Option<Vec<u8>>, String> {
+/// What a record value does to its row.
+#[derive(Debug, PartialEq)]
+struct RowChange {
+    /// The row JSON to store; `None` deletes.
+    row: Option<Vec<u8>>,
+    /// The GTID of the source transaction (change events of MariaDB sources).
+    gtid: Option<Gtid>,
+}
+
+/// The row a record value stores and the GTID it comes from.
+fn row_of(payload: &[u8]) -> Result<RowChange, String> {
     let value: Value =
         serde_json::from_slice(payload).map_err(|e| format!("value is not JSON: {e}"))?;
     // Neither a change event nor one wrapped with its schema.
@@ -603,12 +655,22 @@ fn row_of(payload: &[u8]) -> Result<Option<Vec<u8>>, String> {
         let wrapped = m.contains_key("schema") && m.contains_key("payload");
         !(m.contains_key("op") || wrapped)
     });
-    match debezium_json::row_after(value)? {
+    let gtid = if plain {
+        None
+    } else {
+        let event = value.get("payload").unwrap_or(&value);
+        event
+            .pointer("/source/gtid")
+            .and_then(Value::as_str)
+            .and_then(|g| g.parse().ok())
+    };
+    let row = match debezium_json::row_after(value)? {
         // A plain row is stored as it came.
-        Some(_) if plain => Ok(Some(payload.to_vec())),
-        Some(row) => Ok(Some(serde_json::to_vec(&row).expect("JSON serializes"))),
-        None => Ok(None),
-    }
+        Some(_) if plain => Some(payload.to_vec()),
+        Some(row) => Some(serde_json::to_vec(&row).expect("JSON serializes")),
+        None => None,
+    };
+    Ok(RowChange { row, gtid })
 }
 
 #[cfg(test)]
@@ -617,7 +679,7 @@ mod tests {
 
     #[test]
     fn rows_from_envelopes_plain_rows_and_bad_values() {
-        let row = |s: &str| row_of(s.as_bytes());
+        let row = |s: &str| row_of(s.as_bytes()).map(|c| c.row);
         assert_eq!(
             row(r#"{"op":"c","after":{"id":1},"before":null}"#)
                 .unwrap()
@@ -649,5 +711,27 @@ mod tests {
         assert!(row(r#"{"op":"c","after":null}"#).is_err());
         assert!(row("[1]").is_err());
         assert!(row("{oops").unwrap_err().contains("not JSON"));
+    }
+
+    #[test]
+    fn change_events_carry_their_source_gtid() {
+        let gtid = |s: &str| row_of(s.as_bytes()).unwrap().gtid.map(|g| g.to_string());
+        assert_eq!(
+            gtid(r#"{"op":"c","after":{"id":1},"source":{"gtid":"0-1-42"}}"#).as_deref(),
+            Some("0-1-42")
+        );
+        assert_eq!(
+            gtid(
+                r#"{"schema":{},"payload":{"op":"d","before":{"id":1},"source":{"gtid":"2-3-4"}}}"#
+            )
+            .as_deref(),
+            Some("2-3-4")
+        );
+        assert_eq!(gtid(r#"{"op":"r","after":{"id":1},"source":{}}"#), None);
+        assert_eq!(
+            gtid(r#"{"id":1,"source":{"gtid":"0-1-1"}}"#),
+            None,
+            "a plain row"
+        );
     }
 }

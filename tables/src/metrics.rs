@@ -71,6 +71,28 @@ pub struct TablesMetrics {
     pub remote_get_seconds: Family<TableLabel, Histogram, fn() -> Histogram>,
     /// Remote tables: cached keys evicted by change events of the source.
     pub remote_invalidations: Family<TableLabel, Counter>,
+    /// Lookup API: requests by method and status code.
+    pub grpc_requests: Family<GrpcLabel, Counter>,
+    /// Lookup API: latency by method, in seconds.
+    pub grpc_seconds: Family<MethodLabel, Histogram, fn() -> Histogram>,
+    /// Lookup API: requests (or parts of them) forwarded to the owner of a partition.
+    pub grpc_forwarded: Family<MethodLabel, Counter>,
+}
+
+/// Label: a lookup API method.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct MethodLabel {
+    /// `Get`, `BatchGet`, `Scan`, `ListTables`, `DescribeTable`.
+    pub method: &'static str,
+}
+
+/// Labels: a lookup API method and the status it answered.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct GrpcLabel {
+    /// The method.
+    pub method: &'static str,
+    /// gRPC status code name (`Ok`, `InvalidArgument`, ...).
+    pub code: String,
 }
 
 /// Labels: a table and an outcome.
@@ -104,6 +126,9 @@ impl Default for TablesMetrics {
             remote_breaker_open: Family::default(),
             remote_get_seconds: Family::new_with_constructor(latency_histogram),
             remote_invalidations: Family::default(),
+            grpc_requests: Family::default(),
+            grpc_seconds: Family::new_with_constructor(latency_histogram),
+            grpc_forwarded: Family::default(),
         }
     }
 }
@@ -178,6 +203,21 @@ impl TablesMetrics {
             "remote_invalidations",
             "Cached keys evicted by change events",
             m.remote_invalidations.clone(),
+        );
+        r.register(
+            "grpc_requests",
+            "Lookup API requests by method and status code",
+            m.grpc_requests.clone(),
+        );
+        r.register(
+            "grpc_seconds",
+            "Latency of lookup API requests",
+            m.grpc_seconds.clone(),
+        );
+        r.register(
+            "grpc_forwarded",
+            "Lookup API requests forwarded to a partition's owner",
+            m.grpc_forwarded.clone(),
         );
         m
     }

@@ -1,18 +1,36 @@
-//! Which partitions an instance holds and how far each has got (readiness).
+//! Which partitions an instance holds and how far each has got: offsets,
+//! readiness, the newest source GTIDs applied, and a notification on every
+//! applied batch (for reads that wait for a position).
 
 use std::collections::BTreeMap;
 use std::sync::RwLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use tokio::sync::Notify;
+use tributary_proto::gtid::AppliedGtids;
+
 /// Progress of one held partition.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PartitionProgress {
     /// Offset of the next record to apply.
     pub next_offset: i64,
     /// The topic's end observed after assignment; `None` until fetched.
     pub end_at_assignment: Option<i64>,
+    /// The topic's end as last observed (refreshed every few seconds).
+    pub latest_end: Option<i64>,
     /// Caught up once with `end_at_assignment`; stays true until revoked.
     pub ready: bool,
+    /// The newest source GTID applied per replication domain.
+    pub gtids: AppliedGtids,
+}
+
+impl PartitionProgress {
+    /// Records behind the topic's end as last observed (0 when unknown).
+    pub fn lag(&self) -> i64 {
+        self.latest_end
+            .or(self.end_at_assignment)
+            .map_or(0, |end| (end - self.next_offset).max(0))
+    }
 }
 
 /// Held partitions per table: table name → partition → progress.
@@ -23,6 +41,7 @@ type Held = BTreeMap<String, BTreeMap<i32, PartitionProgress>>;
 pub struct Progress {
     held: RwLock<Held>,
     awaiting_group: AtomicBool,
+    applied: Notify,
 }
 
 impl Progress {
@@ -44,12 +63,15 @@ impl Progress {
         self.awaiting_group.store(false, Ordering::SeqCst);
     }
 
-    /// A partition was assigned; applying resumes at `next_offset`.
-    pub fn assign(&self, table: &str, partition: i32, next_offset: i64) {
+    /// A partition was assigned; applying resumes at `next_offset`, after the
+    /// changes of `gtids`.
+    pub fn assign(&self, table: &str, partition: i32, next_offset: i64, gtids: AppliedGtids) {
         let fresh = PartitionProgress {
             next_offset,
             end_at_assignment: None,
+            latest_end: None,
             ready: false,
+            gtids,
         };
         self.with(|held| {
             held.entry(table.to_owned())
@@ -68,9 +90,24 @@ impl Progress {
         self.update(table, partition, |p| p.end_at_assignment = Some(end));
     }
 
-    /// Records that everything before `next_offset` is applied.
-    pub fn applied(&self, table: &str, partition: i32, next_offset: i64) {
-        self.update(table, partition, |p| p.next_offset = next_offset);
+    /// Records the topic's end as observed now (for lag).
+    pub fn set_latest_end(&self, table: &str, partition: i32, end: i64) {
+        self.update(table, partition, |p| p.latest_end = Some(end));
+    }
+
+    /// Records that everything before `next_offset` is applied, up to `gtids`.
+    pub fn applied(&self, table: &str, partition: i32, next_offset: i64, gtids: AppliedGtids) {
+        self.update(table, partition, |p| {
+            p.next_offset = next_offset;
+            p.gtids = gtids;
+        });
+        self.applied.notify_waiters();
+    }
+
+    /// Completes at the next applied batch (of any partition). Create it before
+    /// checking a condition, then await it, so no batch is missed in between.
+    pub fn next_applied(&self) -> tokio::sync::futures::Notified<'_> {
+        self.applied.notified()
     }
 
     fn update(&self, table: &str, partition: i32, f: impl FnOnce(&mut PartitionProgress)) {
@@ -93,18 +130,19 @@ impl Progress {
 
     /// Whether this instance holds the partition and has caught up with it.
     pub fn is_ready(&self, table: &str, partition: i32) -> bool {
-        self.read(|held| {
-            held.get(table)
-                .and_then(|t| t.get(&partition))
-                .is_some_and(|p| p.ready)
-        })
+        self.of_partition(table, partition).is_some_and(|p| p.ready)
+    }
+
+    /// Progress of one held partition.
+    pub fn of_partition(&self, table: &str, partition: i32) -> Option<PartitionProgress> {
+        self.read(|held| held.get(table).and_then(|t| t.get(&partition)).cloned())
     }
 
     /// Held partitions of a table.
     pub fn of_table(&self, table: &str) -> Vec<(i32, PartitionProgress)> {
         self.read(|held| {
             held.get(table)
-                .map(|t| t.iter().map(|(p, s)| (*p, *s)).collect())
+                .map(|t| t.iter().map(|(p, s)| (*p, s.clone())).collect())
                 .unwrap_or_default()
         })
     }
@@ -143,19 +181,19 @@ mod tests {
     fn ready_once_caught_up_with_the_end_at_assignment() {
         let p = Progress::default();
         assert!(!p.serving(), "nothing held yet");
-        p.assign("t", 0, 10);
+        p.assign("t", 0, 10, AppliedGtids::default());
         assert!(!p.of_table("t").iter().all(|(_, s)| s.ready));
         p.set_end("t", 0, 20);
-        p.applied("t", 0, 15);
+        p.applied("t", 0, 15, AppliedGtids::default());
         assert!(!p.of_table("t").iter().all(|(_, s)| s.ready));
-        p.applied("t", 0, 25); // past an under-reported end
+        p.applied("t", 0, 25, AppliedGtids::default()); // past an under-reported end
         assert!(p.of_table("t").iter().all(|(_, s)| s.ready));
         assert!(p.serving());
         p.await_group();
         assert!(!p.serving(), "a group assignment is pending");
         p.group_assigned();
         assert!(p.serving());
-        p.assign("t", 1, 0);
+        p.assign("t", 1, 0, AppliedGtids::default());
         p.set_end("t", 1, 0); // empty partition: ready at once
         assert!(p.of_table("t").iter().all(|(_, s)| s.ready));
         p.revoke("t", 0);

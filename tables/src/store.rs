@@ -3,8 +3,8 @@
 //! One database per instance; one column family per (table, partition), named
 //! `<table>@<partition>`, so a partition can be dropped or handed over on its
 //! own. Rows live under their [`key_codec`](crate::key_codec) key; metadata
-//! under keys starting with `00`: the offset of the last applied record and the
-//! table's key column names. The offset is written in the same `WriteBatch` as
+//! under keys starting with `00`: the offset of the last applied record, the
+//! newest source GTIDs applied and the table's key column names. The offset is written in the same `WriteBatch` as
 //! the rows it covers, so a crash never leaves data and offset out of step.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -16,6 +16,8 @@ use rocksdb::{
     Options, ReadOptions, WriteBatch,
 };
 
+use tributary_proto::gtid::AppliedGtids;
+
 use crate::config::{Compression, RocksDbConfig};
 use crate::error::TableError;
 
@@ -25,6 +27,8 @@ type Db = DBWithThreadMode<MultiThreaded>;
 const OFFSET_KEY: &[u8] = b"\x00offset";
 /// Meta key: the table's key column names (JSON array), in key order.
 const KEY_COLUMNS_KEY: &[u8] = b"\x00key_columns";
+/// Meta key: the newest source GTID applied per domain (JSON array of strings).
+const GTIDS_KEY: &[u8] = b"\x00gtids";
 
 /// The database of one instance.
 pub struct Store {
@@ -172,6 +176,23 @@ impl Store {
         Ok(raw
             .and_then(|b| <[u8; 8]>::try_from(&b[..]).ok())
             .map(i64::from_be_bytes))
+    }
+
+    /// The newest source GTIDs applied to a partition (empty if none recorded).
+    pub fn stored_gtids(&self, table: &str, partition: i32) -> Result<AppliedGtids, TableError> {
+        let corrupt = |problem: String| TableError::Corrupt {
+            table: table.to_owned(),
+            problem: format!("stored GTIDs: {problem}"),
+        };
+        let Some(cf) = self.cf(table, partition) else {
+            return Ok(AppliedGtids::default());
+        };
+        let Some(raw) = self.db.get_pinned_cf(&cf, GTIDS_KEY)? else {
+            return Ok(AppliedGtids::default());
+        };
+        let texts: Vec<String> =
+            serde_json::from_slice(&raw).map_err(|e| corrupt(e.to_string()))?;
+        AppliedGtids::from_strings(&texts).map_err(corrupt)
     }
 
     /// The table's key column names, as recorded by the materializer.
@@ -358,6 +379,19 @@ impl<'a> ApplyBatch<'a> {
         Ok(())
     }
 
+    /// Records the newest source GTIDs applied to a partition, with its offset.
+    pub fn gtids(
+        &mut self,
+        table: &str,
+        partition: i32,
+        gtids: &AppliedGtids,
+    ) -> Result<(), TableError> {
+        let cf = self.cf(table, partition)?;
+        let texts = serde_json::to_vec(&gtids.to_strings()).expect("strings serialize");
+        self.batch.put_cf(&cf, GTIDS_KEY, texts);
+        Ok(())
+    }
+
     /// Records the table's key column names.
     pub fn key_columns(
         &mut self,
@@ -402,12 +436,19 @@ mod tests {
             let mut batch = store.batch();
             batch.delete("users", 2, b"\x06k1\x00\x01").unwrap();
             batch.offset("users", 2, 42).unwrap();
+            let gtids = AppliedGtids::from_strings(&["0-1-9"]).unwrap();
+            batch.gtids("users", 2, &gtids).unwrap();
             batch.commit().unwrap();
         }
         let store = Store::open(dir.path(), &RocksDbConfig::default()).unwrap();
         assert_eq!(store.partitions("users"), [2]);
         assert_eq!(store.stored_offset("users", 2).unwrap(), Some(42));
         assert_eq!(store.stored_offset("users", 1).unwrap(), None);
+        assert_eq!(
+            store.stored_gtids("users", 2).unwrap().to_strings(),
+            ["0-1-9"]
+        );
+        assert!(store.stored_gtids("users", 1).unwrap().is_empty());
         assert_eq!(store.get("users", 2, b"\x06k1\x00\x01").unwrap(), None);
         assert_eq!(
             store.get("users", 2, b"\x06k2\x00\x01").unwrap().unwrap(),

@@ -23,6 +23,12 @@ pub struct PartitionState {
     pub ready: bool,
     /// RocksDB's row estimate.
     pub rows_estimate: u64,
+    /// Records behind the topic's end as last observed.
+    pub lag: i64,
+    /// The topic's end as last observed.
+    pub latest_end: Option<i64>,
+    /// The newest source GTID applied per replication domain.
+    pub applied_gtids: Vec<String>,
 }
 
 /// What a table is and how far it has got.

@@ -1,0 +1,132 @@
+//! The gRPC lookup API (`tributary.v1`, from `tributary/v1/lookup.proto`): the
+//! generated messages, client and server, the descriptor set for server
+//! reflection, and the mapping between [`v1::Value`] and JSON.
+//!
+//! The mapping is one-to-one: integers that fit `i64` become `int_value`, larger
+//! ones `uint_value`, other numbers `double_value`; objects keep their field order.
+
+use serde_json::{Map, Number, Value as Json};
+
+/// Generated code of package `tributary.v1`.
+#[allow(missing_docs, unreachable_pub, clippy::all, clippy::pedantic)]
+pub mod v1 {
+    tonic::include_proto!("tributary.v1");
+}
+
+use v1::value::Kind;
+
+/// The encoded `FileDescriptorSet` of the API, for server reflection.
+pub const FILE_DESCRIPTOR_SET: &[u8] =
+    include_bytes!(concat!(env!("OUT_DIR"), "/lookup_descriptor.bin"));
+
+/// Fully qualified name of the lookup service (for health checks).
+pub const SERVICE_NAME: &str = "tributary.v1.Lookup";
+
+/// A JSON value as an API value.
+pub fn from_json(json: &Json) -> v1::Value {
+    let kind = match json {
+        Json::Null => Kind::NullValue(v1::NullValue::NullValue as i32),
+        Json::Bool(b) => Kind::BoolValue(*b),
+        Json::Number(n) => match (n.as_i64(), n.as_u64()) {
+            (Some(i), _) => Kind::IntValue(i),
+            (None, Some(u)) => Kind::UintValue(u),
+            (None, None) => Kind::DoubleValue(n.as_f64().unwrap_or(f64::NAN)),
+        },
+        Json::String(s) => Kind::StringValue(s.clone()),
+        Json::Array(items) => Kind::ListValue(v1::ListValue {
+            values: items.iter().map(from_json).collect(),
+        }),
+        Json::Object(map) => Kind::StructValue(v1::Struct {
+            fields: map
+                .iter()
+                .map(|(name, value)| v1::Field {
+                    name: name.clone(),
+                    value: Some(from_json(value)),
+                })
+                .collect(),
+        }),
+    };
+    v1::Value { kind: Some(kind) }
+}
+
+/// An API value as JSON; the error says what cannot be JSON and where.
+pub fn to_json(value: &v1::Value) -> Result<Json, String> {
+    to_json_at(value, "$")
+}
+
+fn to_json_at(value: &v1::Value, at: &str) -> Result<Json, String> {
+    Ok(match &value.kind {
+        None => return Err(format!("{at}: a value must set one of its kinds")),
+        Some(Kind::NullValue(_)) => Json::Null,
+        Some(Kind::BoolValue(b)) => Json::Bool(*b),
+        Some(Kind::IntValue(i)) => Json::from(*i),
+        Some(Kind::UintValue(u)) => Json::from(*u),
+        Some(Kind::DoubleValue(d)) => Json::Number(
+            Number::from_f64(*d).ok_or_else(|| format!("{at}: {d} is not a JSON number"))?,
+        ),
+        Some(Kind::StringValue(s)) => Json::String(s.clone()),
+        Some(Kind::ListValue(list)) => Json::Array(
+            list.values
+                .iter()
+                .enumerate()
+                .map(|(i, v)| to_json_at(v, &format!("{at}[{i}]")))
+                .collect::<Result<_, _>>()?,
+        ),
+        Some(Kind::StructValue(s)) => {
+            let mut map = Map::new();
+            for field in &s.fields {
+                let at = format!("{at}.{}", field.name);
+                let value = field
+                    .value
+                    .as_ref()
+                    .ok_or_else(|| format!("{at}: a field needs a value"))?;
+                map.insert(field.name.clone(), to_json_at(value, &at)?);
+            }
+            Json::Object(map)
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_round_trips_with_exact_integers_and_field_order() {
+        let json: Json = serde_json::from_str(
+            r#"{"z":1,"a":[true,null,"s",1.5,-7],"big":18446744073709551615,"max":9007199254740993}"#,
+        )
+        .unwrap();
+        let value = from_json(&json);
+        assert_eq!(to_json(&value).unwrap(), json);
+        let Some(Kind::StructValue(s)) = &value.kind else {
+            panic!("an object maps to a struct");
+        };
+        let names: Vec<&str> = s.fields.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(names, ["z", "a", "big", "max"], "field order is kept");
+        assert_eq!(
+            s.fields[2].value.as_ref().unwrap().kind,
+            Some(Kind::UintValue(u64::MAX))
+        );
+        assert_eq!(
+            s.fields[3].value.as_ref().unwrap().kind,
+            Some(Kind::IntValue(9_007_199_254_740_993)),
+            "above 2^53 stays exact"
+        );
+    }
+
+    #[test]
+    fn values_that_are_not_json_are_refused_with_their_place() {
+        let nan = v1::Value {
+            kind: Some(Kind::DoubleValue(f64::NAN)),
+        };
+        let list = v1::Value {
+            kind: Some(Kind::ListValue(v1::ListValue {
+                values: vec![from_json(&Json::Null), nan],
+            })),
+        };
+        assert!(to_json(&list).unwrap_err().starts_with("$[1]"));
+        let empty = v1::Value { kind: None };
+        assert!(to_json(&empty).unwrap_err().contains("one of its kinds"));
+    }
+}

@@ -1,0 +1,579 @@
+//! The `tributary.v1.Lookup` service: checks each request, answers it from the
+//! local and remote tables, and forwards what belongs to partitions held by
+//! another instance (or names that instance when forwarding is off).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Instant as StdInstant;
+
+use futures::Stream;
+use serde_json::Value as Json;
+use tonic::{Request, Response, Status};
+use tributary_proto::grpc::v1::lookup_server::Lookup;
+use tributary_proto::grpc::v1::scan_request::Range;
+use tributary_proto::grpc::v1::{
+    self, BatchGetRequest, BatchGetResponse, DescribeTableRequest, GetRequest, GetResponse,
+    ListTablesRequest, ListTablesResponse, ScanRequest, ScanRow, TableInfo,
+};
+use tributary_proto::grpc::{from_json, to_json};
+
+use crate::error::TableError;
+use crate::grpc::call::{Admission, Call, within};
+use crate::grpc::position::{MinPosition, wait_for};
+use crate::grpc::routing::Routing;
+use crate::local_table::LocalTable;
+use crate::metrics::{GrpcLabel, MethodLabel, TablesMetrics};
+use crate::progress::Progress;
+use crate::remote::RemoteTable;
+use crate::table::{KeyRange, Table, TableDescription};
+
+/// A table the API serves.
+#[derive(Clone)]
+enum Served {
+    Local(Arc<LocalTable>),
+    Remote(Arc<RemoteTable>),
+}
+
+impl Served {
+    fn table(&self) -> &dyn Table {
+        match self {
+            Served::Local(t) => t.as_ref(),
+            Served::Remote(t) => t.as_ref(),
+        }
+    }
+}
+
+/// Limits on what one request may ask for.
+pub(crate) struct Limits {
+    pub(crate) max_batch_keys: usize,
+    pub(crate) max_scan_rows: usize,
+}
+
+/// The service over one instance's tables.
+pub(crate) struct LookupService {
+    tables: BTreeMap<String, Served>,
+    progress: Option<Arc<Progress>>,
+    routing: Option<Arc<Routing>>,
+    limits: Limits,
+    admission: Admission,
+    metrics: TablesMetrics,
+}
+
+/// Where the keys of one partitioned lookup go.
+struct Split {
+    /// Indices of keys held here, and their partitions.
+    here: Vec<(usize, i32)>,
+    /// Owner address → indices of its keys.
+    elsewhere: BTreeMap<String, Vec<usize>>,
+}
+
+impl LookupService {
+    pub(crate) fn new(
+        local: &[Arc<LocalTable>],
+        remote: &[Arc<RemoteTable>],
+        progress: Option<Arc<Progress>>,
+        routing: Option<Arc<Routing>>,
+        limits: Limits,
+        admission: Admission,
+        metrics: TablesMetrics,
+    ) -> Self {
+        let local = local
+            .iter()
+            .map(|t| (t.name().to_owned(), Served::Local(t.clone())));
+        let remote = remote
+            .iter()
+            .map(|t| (t.name().to_owned(), Served::Remote(t.clone())));
+        LookupService {
+            tables: local.chain(remote).collect(),
+            progress,
+            routing,
+            limits,
+            admission,
+            metrics,
+        }
+    }
+
+    fn served(&self, name: &str) -> Result<&Served, Status> {
+        self.tables.get(name).ok_or_else(|| {
+            let known: Vec<&String> = self.tables.keys().collect();
+            Status::not_found(format!("no table named {name:?} (tables here: {known:?})"))
+        })
+    }
+
+    fn progress(&self) -> &Progress {
+        self.progress
+            .as_deref()
+            .expect("local tables come with their progress")
+    }
+
+    /// Counts and times a request by method and status.
+    async fn observe<T>(
+        &self,
+        method: &'static str,
+        work: impl Future<Output = Result<T, Status>>,
+    ) -> Result<T, Status> {
+        let started = StdInstant::now();
+        let result = work.await;
+        let code = match &result {
+            Ok(_) => "Ok".to_owned(),
+            Err(status) => format!("{:?}", status.code()),
+        };
+        let requests = self
+            .metrics
+            .grpc_requests
+            .get_or_create(&GrpcLabel { method, code });
+        requests.inc();
+        let seconds = self
+            .metrics
+            .grpc_seconds
+            .get_or_create(&MethodLabel { method });
+        seconds.observe(started.elapsed().as_secs_f64());
+        result
+    }
+
+    fn forwarded(&self, method: &'static str) {
+        let forwarded = self
+            .metrics
+            .grpc_forwarded
+            .get_or_create(&MethodLabel { method });
+        forwarded.inc();
+    }
+
+    /// The owner of a partition held elsewhere, if this request may go there.
+    fn owner(&self, table: &str, partition: i32, call: &Call) -> Result<String, Status> {
+        if call.forwarded {
+            return Err(Status::unavailable(format!(
+                "table {table}: partition {partition} was forwarded here but is not held here (its owner is changing; retry)"
+            )));
+        }
+        let owner = self
+            .routing
+            .as_ref()
+            .and_then(|r| r.owner_of(table, partition));
+        match (owner, self.routing.as_ref().is_some_and(|r| r.forwards())) {
+            (Some(owner), true) => Ok(owner),
+            (Some(owner), false) => {
+                let mut status = Status::failed_precondition(format!(
+                    "table {table}: partition {partition} is held by {owner}; ask it"
+                ));
+                if let Ok(value) = owner.parse() {
+                    status.metadata_mut().insert("x-tributary-owner", value);
+                }
+                Err(status)
+            }
+            (None, _) => Err(Status::unavailable(format!(
+                "table {table}: partition {partition} is not held here and no instance announces it"
+            ))),
+        }
+    }
+
+    /// A held partition must have caught up before it answers.
+    fn check_ready(&self, table: &str, partition: i32) -> Result<(), Status> {
+        match self.progress().of_partition(table, partition) {
+            Some(p) if p.ready => Ok(()),
+            Some(p) => Err(Status::unavailable(format!(
+                "table {table}: partition {partition} is still catching up ({} records behind)",
+                p.lag()
+            ))),
+            None => Err(Status::unavailable(format!(
+                "table {table}: partition {partition} was just released"
+            ))),
+        }
+    }
+
+    /// Splits a local table's keys by where their partitions are held.
+    fn split(&self, table: &LocalTable, keys: &[Json], call: &Call) -> Result<Split, Status> {
+        let mut split = Split {
+            here: Vec::new(),
+            elsewhere: BTreeMap::new(),
+        };
+        for (i, key) in keys.iter().enumerate() {
+            match table.partition_of_key(key).map_err(status)? {
+                // Nothing materialized yet: the key is answered "not found".
+                None => {}
+                Some(p) if self.progress().holds(table.name(), p) => split.here.push((i, p)),
+                Some(p) => split
+                    .elsewhere
+                    .entry(self.owner(table.name(), p, call)?)
+                    .or_default()
+                    .push(i),
+            }
+        }
+        Ok(split)
+    }
+
+    /// Looks up the keys of a local table held here (after readiness and position).
+    async fn get_here(
+        &self,
+        table: &LocalTable,
+        keys: &[Json],
+        partitions: &BTreeSet<i32>,
+        position: Option<&MinPosition>,
+        call: &Call,
+    ) -> Result<Vec<Option<Json>>, Status> {
+        for &p in partitions {
+            self.check_ready(table.name(), p)?;
+        }
+        if let Some(want) = position {
+            let partitions: Vec<i32> = partitions.iter().copied().collect();
+            wait_for(
+                self.progress(),
+                table.name(),
+                &partitions,
+                want,
+                call.deadline,
+            )
+            .await?;
+        }
+        table.multi_get(keys).await.map_err(status)
+    }
+
+    async fn answer_get(&self, request: Request<GetRequest>) -> Result<GetResponse, Status> {
+        let call = self.admission.admit(&request).await?;
+        let GetRequest {
+            table,
+            key,
+            min_position,
+        } = request.into_inner();
+        let key = json_field(key.as_ref(), "key")?;
+        let batch = BatchGetRequest {
+            table,
+            keys: Vec::new(),
+            min_position,
+        };
+        let mut rows = self.batch_get_keys(&batch, vec![key], &call, "Get").await?;
+        Ok(rows.pop().expect("one row per key"))
+    }
+
+    async fn answer_batch_get(
+        &self,
+        request: Request<BatchGetRequest>,
+    ) -> Result<BatchGetResponse, Status> {
+        let call = self.admission.admit(&request).await?;
+        let batch = request.into_inner();
+        if batch.keys.len() > self.limits.max_batch_keys {
+            return Err(Status::invalid_argument(format!(
+                "{} keys exceed the batch limit of {} (grpc.max_batch_keys)",
+                batch.keys.len(),
+                self.limits.max_batch_keys
+            )));
+        }
+        let keys = batch
+            .keys
+            .iter()
+            .enumerate()
+            .map(|(i, k)| json_field(Some(k), &format!("keys[{i}]")))
+            .collect::<Result<Vec<_>, _>>()?;
+        let results = self.batch_get_keys(&batch, keys, &call, "BatchGet").await?;
+        Ok(BatchGetResponse { results })
+    }
+
+    /// Answers `keys` of `request.table`, forwarding the keys held elsewhere.
+    async fn batch_get_keys(
+        &self,
+        request: &BatchGetRequest,
+        keys: Vec<Json>,
+        call: &Call,
+        method: &'static str,
+    ) -> Result<Vec<GetResponse>, Status> {
+        let position = MinPosition::from_request(request.min_position.as_ref())?;
+        let table = match self.served(&request.table)? {
+            Served::Remote(table) => {
+                if position.is_some() {
+                    return Err(Status::invalid_argument(format!(
+                        "table {}: a remote table has no source position to wait for",
+                        request.table
+                    )));
+                }
+                let rows = within(call.deadline, "remote lookup", async {
+                    table.multi_get(&keys).await.map_err(status)
+                })
+                .await?;
+                return Ok(rows.into_iter().map(found).collect());
+            }
+            Served::Local(table) => table,
+        };
+        let split = self.split(table, &keys, call)?;
+        let mut results: Vec<GetResponse> = vec![found(None); keys.len()];
+        let here_keys: Vec<Json> = split.here.iter().map(|(i, _)| keys[*i].clone()).collect();
+        let partitions = split.here.iter().map(|(_, p)| *p).collect();
+        let here = self.get_here(table, &here_keys, &partitions, position.as_ref(), call);
+        let there = split.elsewhere.iter().map(|(owner, indices)| {
+            let keys: Vec<v1::Value> = indices.iter().map(|i| from_json(&keys[*i])).collect();
+            let message = BatchGetRequest {
+                table: request.table.clone(),
+                keys,
+                min_position: request.min_position.clone(),
+            };
+            self.forwarded(method);
+            self.forward_batch(owner, message, call)
+        });
+        let (here, there) = tokio::join!(here, futures::future::try_join_all(there));
+        for ((i, _), row) in split.here.iter().zip(here?) {
+            results[*i] = found(row);
+        }
+        for ((_, indices), answer) in split.elsewhere.iter().zip(there?) {
+            for (i, result) in indices.iter().zip(answer.results) {
+                results[*i] = result;
+            }
+        }
+        Ok(results)
+    }
+
+    async fn forward_batch(
+        &self,
+        owner: &str,
+        message: BatchGetRequest,
+        call: &Call,
+    ) -> Result<BatchGetResponse, Status> {
+        let routing = self.routing.as_ref().expect("owners come from routing");
+        let mut client = routing.client(owner)?;
+        let answer = client
+            .batch_get(routing.request(message, call.deadline))
+            .await
+            .map_err(|s| forwarded_status(owner, s))?;
+        Ok(answer.into_inner())
+    }
+
+    async fn answer_scan(&self, request: Request<ScanRequest>) -> Result<Vec<ScanRow>, Status> {
+        let call = self.admission.admit(&request).await?;
+        let scan = request.into_inner();
+        let limit = match scan.limit as usize {
+            0 => self.limits.max_scan_rows,
+            n if n <= self.limits.max_scan_rows => n,
+            n => {
+                return Err(Status::invalid_argument(format!(
+                    "limit {n} exceeds the scan limit of {} (grpc.max_scan_rows)",
+                    self.limits.max_scan_rows
+                )));
+            }
+        };
+        let range = match &scan.range {
+            None => KeyRange::all(),
+            Some(Range::Prefix(prefix)) => KeyRange::Prefix(json_field(Some(prefix), "prefix")?),
+            Some(Range::Between(between)) => KeyRange::Between {
+                from: between
+                    .from
+                    .as_ref()
+                    .map(|v| json_field(Some(v), "between.from"))
+                    .transpose()?,
+                to: between
+                    .to
+                    .as_ref()
+                    .map(|v| json_field(Some(v), "between.to"))
+                    .transpose()?,
+            },
+        };
+        let position = MinPosition::from_request(scan.min_position.as_ref())?;
+        let table = match self.served(&scan.table)? {
+            Served::Remote(_) => {
+                return Err(Status::unimplemented(format!(
+                    "table {}: remote tables answer point lookups only",
+                    scan.table
+                )));
+            }
+            Served::Local(table) => table,
+        };
+        if let Some(MinPosition::Gtid(_)) = position {
+            return Err(Status::invalid_argument(
+                "min_position.gtid applies to the keys its transaction wrote; pass offsets to scan",
+            ));
+        }
+        let held: Vec<i32> = self
+            .progress()
+            .of_table(table.name())
+            .into_iter()
+            .map(|(p, _)| p)
+            .collect();
+        for &p in &held {
+            self.check_ready(table.name(), p)?;
+        }
+        if let Some(want) = &position {
+            wait_for(self.progress(), table.name(), &held, want, call.deadline).await?;
+        }
+        let mut rows = table.scan(&range, limit).await.map_err(status)?;
+        // Partitions held elsewhere: ask their owners (unless this scan was
+        // forwarded here for the partitions held here), then merge in key order.
+        let mut owners = BTreeSet::new();
+        if !call.forwarded {
+            for p in 0..table.describe().await.partition_count as i32 {
+                if !held.contains(&p) {
+                    owners.insert(self.owner(table.name(), p, &call)?);
+                }
+            }
+        }
+        if !owners.is_empty() {
+            let asks = owners.iter().map(|owner| {
+                self.forwarded("Scan");
+                self.forward_scan(owner, scan.clone(), &call)
+            });
+            for remote_rows in futures::future::try_join_all(asks).await? {
+                rows.extend(remote_rows);
+            }
+            let mut keyed = rows
+                .into_iter()
+                .map(|(key, row)| Ok((table.sort_key(&key).map_err(status)?, key, row)))
+                .collect::<Result<Vec<_>, Status>>()?;
+            keyed.sort_by(|a, b| a.0.cmp(&b.0));
+            rows = keyed.into_iter().map(|(_, k, r)| (k, r)).collect();
+            rows.truncate(limit);
+        }
+        Ok(rows
+            .into_iter()
+            .map(|(key, row)| ScanRow {
+                key: Some(from_json(&key)),
+                row: Some(from_json(&row)),
+            })
+            .collect())
+    }
+
+    async fn forward_scan(
+        &self,
+        owner: &str,
+        scan: ScanRequest,
+        call: &Call,
+    ) -> Result<Vec<(Json, Json)>, Status> {
+        let routing = self.routing.as_ref().expect("owners come from routing");
+        let mut client = routing.client(owner)?;
+        let mut stream = client
+            .scan(routing.request(scan, call.deadline))
+            .await
+            .map_err(|s| forwarded_status(owner, s))?
+            .into_inner();
+        let mut rows = Vec::new();
+        while let Some(row) = stream
+            .message()
+            .await
+            .map_err(|s| forwarded_status(owner, s))?
+        {
+            let key =
+                json_field(row.key.as_ref(), "key").map_err(|s| forwarded_status(owner, s))?;
+            let value =
+                json_field(row.row.as_ref(), "row").map_err(|s| forwarded_status(owner, s))?;
+            rows.push((key, value));
+        }
+        Ok(rows)
+    }
+
+    async fn describe(&self, name: &str) -> Result<TableInfo, Status> {
+        Ok(table_info(self.served(name)?.table().describe().await))
+    }
+}
+
+type ScanStream = Pin<Box<dyn Stream<Item = Result<ScanRow, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl Lookup for LookupService {
+    async fn get(&self, request: Request<GetRequest>) -> Result<Response<GetResponse>, Status> {
+        self.observe("Get", self.answer_get(request))
+            .await
+            .map(Response::new)
+    }
+
+    async fn batch_get(
+        &self,
+        request: Request<BatchGetRequest>,
+    ) -> Result<Response<BatchGetResponse>, Status> {
+        self.observe("BatchGet", self.answer_batch_get(request))
+            .await
+            .map(Response::new)
+    }
+
+    type ScanStream = ScanStream;
+
+    async fn scan(&self, request: Request<ScanRequest>) -> Result<Response<ScanStream>, Status> {
+        let rows = self.observe("Scan", self.answer_scan(request)).await?;
+        let stream: ScanStream = Box::pin(futures::stream::iter(rows.into_iter().map(Ok)));
+        Ok(Response::new(stream))
+    }
+
+    async fn list_tables(
+        &self,
+        request: Request<ListTablesRequest>,
+    ) -> Result<Response<ListTablesResponse>, Status> {
+        self.observe("ListTables", async {
+            let _call = self.admission.admit(&request).await?;
+            let mut tables = Vec::new();
+            for name in self.tables.keys() {
+                tables.push(self.describe(name).await?);
+            }
+            Ok(ListTablesResponse { tables })
+        })
+        .await
+        .map(Response::new)
+    }
+
+    async fn describe_table(
+        &self,
+        request: Request<DescribeTableRequest>,
+    ) -> Result<Response<TableInfo>, Status> {
+        self.observe("DescribeTable", async {
+            let _call = self.admission.admit(&request).await?;
+            self.describe(&request.get_ref().table).await
+        })
+        .await
+        .map(Response::new)
+    }
+}
+
+fn found(row: Option<Json>) -> GetResponse {
+    GetResponse {
+        found: row.is_some(),
+        row: row.as_ref().map(from_json),
+    }
+}
+
+/// A required JSON value of a request, or `INVALID_ARGUMENT` naming the field.
+fn json_field(value: Option<&v1::Value>, field: &str) -> Result<Json, Status> {
+    let value = value.ok_or_else(|| Status::invalid_argument(format!("{field} is required")))?;
+    to_json(value)
+        .map_err(|e| Status::invalid_argument(format!("{field}: {}", e.trim_start_matches("$: "))))
+}
+
+/// A table error as the status a client can act on.
+fn status(error: TableError) -> Status {
+    let message = error.to_string();
+    match error {
+        TableError::BadKey { .. } => Status::invalid_argument(message),
+        TableError::UnknownTable(_) => Status::not_found(message),
+        TableError::NotOwned { .. } | TableError::Remote { .. } => Status::unavailable(message),
+        TableError::Unsupported { .. } => Status::unimplemented(message),
+        _ => Status::internal(message),
+    }
+}
+
+/// An error of a forwarded request, saying which instance answered it.
+fn forwarded_status(owner: &str, status: Status) -> Status {
+    Status::new(
+        status.code(),
+        format!("forwarded to {owner}: {}", status.message()),
+    )
+}
+
+fn table_info(d: TableDescription) -> TableInfo {
+    let partitions: Vec<v1::PartitionInfo> = d
+        .partitions
+        .iter()
+        .map(|p| v1::PartitionInfo {
+            partition: p.partition,
+            next_offset: p.next_offset,
+            end_offset: p.latest_end.unwrap_or(-1),
+            ready: p.ready,
+            rows_estimate: p.rows_estimate,
+            lag: p.lag,
+            applied_gtids: p.applied_gtids.clone(),
+        })
+        .collect();
+    TableInfo {
+        ready: d.kind == "remote" || (!partitions.is_empty() && partitions.iter().all(|p| p.ready)),
+        rows_estimate: partitions.iter().map(|p| p.rows_estimate).sum(),
+        lag: partitions.iter().map(|p| p.lag).sum(),
+        name: d.name,
+        kind: d.kind.to_owned(),
+        topic: d.topic,
+        key_columns: d.key_columns,
+        partition_count: d.partition_count,
+        partitions,
+    }
+}

@@ -1,0 +1,835 @@
+//! The gRPC lookup API against the real stack: answers equal the database,
+//! read-your-position, health after readiness, forwarding between instances,
+//! TLS and tokens, malformed and oversized requests.
+
+#![allow(clippy::unwrap_used)] // tests fail loudly
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use common::*;
+use mysql_async::prelude::Queryable;
+use prometheus_client::registry::Registry;
+use serde_json::{Value as Json, json};
+use tokio_util::sync::CancellationToken;
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
+use tonic::{Code, Request};
+use tonic_health::pb::HealthCheckRequest;
+use tonic_health::pb::health_check_response::ServingStatus;
+use tonic_health::pb::health_client::HealthClient;
+use tributary_proto::grpc::v1::lookup_client::LookupClient;
+use tributary_proto::grpc::v1::{self, scan_request::Range};
+use tributary_proto::grpc::{from_json, to_json};
+use tributary_tables::grpc::{LookupApi, ServedTables};
+use tributary_tables::materializer::Materializer;
+use tributary_tables::{TablesConfig, TablesMetrics};
+
+/// An in-process instance: materialized tables and their lookup API.
+struct Instance {
+    materializer: Materializer,
+    api: LookupApi,
+    registry: Registry,
+    shutdown: CancellationToken,
+}
+
+impl Instance {
+    async fn start(yaml: &str) -> Self {
+        let config = TablesConfig::parse(yaml).unwrap();
+        let mut registry = Registry::default();
+        let metrics = TablesMetrics::register(&mut registry);
+        let shutdown = CancellationToken::new();
+        let materializer = Materializer::start(&config, metrics.clone(), shutdown.clone())
+            .await
+            .unwrap();
+        let remote = tributary_tables::remote::start_all(&config, &metrics, &shutdown)
+            .await
+            .unwrap();
+        let served = ServedTables {
+            local: materializer.tables().to_vec(),
+            progress: Some(materializer.progress()),
+            remote,
+        };
+        let grpc = config.grpc.as_ref().unwrap();
+        let api = tributary_tables::grpc::start(&config, grpc, served, metrics, shutdown.clone())
+            .await
+            .unwrap();
+        Instance {
+            materializer,
+            api,
+            registry,
+            shutdown,
+        }
+    }
+
+    fn addr(&self) -> SocketAddr {
+        self.api.local_addr
+    }
+
+    fn url(&self) -> String {
+        format!("http://{}", self.addr())
+    }
+
+    async fn client(&self) -> LookupClient<Channel> {
+        LookupClient::connect(self.url()).await.unwrap()
+    }
+
+    fn metric(&self, name: &str) -> f64 {
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &self.registry).unwrap();
+        metric_sum(&text, name)
+    }
+
+    async fn stop(self) {
+        self.shutdown.cancel();
+        self.materializer.join().await.unwrap();
+        self.api.join().await.unwrap();
+    }
+}
+
+/// A tables file with one table and a `grpc:` section.
+fn config_yaml(data_dir: &std::path::Path, group: &str, topic: &str, grpc: &str) -> String {
+    format!(
+        "data_dir: '{}'\nkafka: {{ brokers: '{}', group_id: '{group}' }}\ntables:\n  - {{ name: items, topic: '{topic}' }}\ngrpc: {grpc}\n",
+        data_dir.display(),
+        brokers(),
+    )
+}
+
+fn key(json: Json) -> Option<v1::Value> {
+    Some(from_json(&json))
+}
+
+fn get(key_json: Json) -> v1::GetRequest {
+    v1::GetRequest {
+        table: "items".into(),
+        key: key(key_json),
+        min_position: None,
+    }
+}
+
+fn row_of(response: v1::GetResponse) -> Option<Json> {
+    assert_eq!(response.found, response.row.is_some());
+    response.row.map(|r| to_json(&r).unwrap())
+}
+
+async fn scan_all(client: &mut LookupClient<Channel>, scan: v1::ScanRequest) -> Vec<(Json, Json)> {
+    let mut stream = client.scan(scan).await.unwrap().into_inner();
+    let mut rows = Vec::new();
+    while let Some(row) = stream.message().await.unwrap() {
+        rows.push((
+            to_json(&row.key.unwrap()).unwrap(),
+            to_json(&row.row.unwrap()).unwrap(),
+        ));
+    }
+    rows
+}
+
+fn scan(range: Option<Range>, limit: u32) -> v1::ScanRequest {
+    v1::ScanRequest {
+        table: "items".into(),
+        range,
+        limit,
+        min_position: None,
+    }
+}
+
+async fn health_of(channel: Channel) -> ServingStatus {
+    let mut health = HealthClient::new(channel);
+    let answer = health
+        .check(HealthCheckRequest {
+            service: "tributary.v1.Lookup".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    ServingStatus::try_from(answer.status).unwrap()
+}
+
+/// The `items` rows of the database, as capture writes them.
+async fn db_rows(conn: &mut mysql_async::Conn, db: &str) -> BTreeMap<i64, Json> {
+    let rows: Vec<(i64, String, i64)> = conn
+        .query(format!("SELECT id, name, qty FROM `{db}`.items"))
+        .await
+        .unwrap();
+    rows.into_iter()
+        .map(|(id, name, qty)| (id, json!({ "id": id, "name": name, "qty": qty })))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn lookups_equal_the_database_health_follows_readiness_and_reads_see_their_writes() {
+    let mut conn = root_conn().await;
+    let db = create_db(&mut conn, "api").await;
+    conn.query_drop(format!(
+        "CREATE TABLE `{db}`.items (id BIGINT PRIMARY KEY, name VARCHAR(40), qty INT)"
+    ))
+    .await
+    .unwrap();
+    for chunk in (1..=3000).collect::<Vec<i64>>().chunks(1000) {
+        let values: Vec<String> = chunk
+            .iter()
+            .map(|i| format!("({i}, 'item {i}', {})", i * 3))
+            .collect();
+        conn.query_drop(format!(
+            "INSERT INTO `{db}`.items VALUES {}",
+            values.join(",")
+        ))
+        .await
+        .unwrap();
+    }
+    let setup = CaptureSetup::new(&db, "").with_snapshot(500);
+    let _capture = TributaryProcess::capture(&setup.yaml());
+    let data = tempfile::tempdir().unwrap();
+    let grpc = format!("{{ listen: '127.0.0.1:{}' }}", free_port());
+    let instance = Instance::start(&config_yaml(
+        data.path(),
+        &unique("api"),
+        &setup.topic("items"),
+        &grpc,
+    ))
+    .await;
+
+    // Health: NOT_SERVING until every held partition has caught up.
+    let channel = Endpoint::from_shared(instance.url())
+        .unwrap()
+        .connect_lazy();
+    let first = health_of(channel.clone()).await;
+    assert_eq!(
+        first,
+        ServingStatus::NotServing,
+        "the group has not assigned partitions yet"
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while health_of(channel.clone()).await != ServingStatus::Serving {
+        assert!(Instant::now() < deadline, "never SERVING");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut client = instance.client().await;
+    let described = client
+        .describe_table(v1::DescribeTableRequest {
+            table: "items".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(described.ready && described.partitions.iter().all(|p| p.ready));
+    assert_eq!(described.partitions.len(), 3);
+    assert_eq!(described.key_columns, ["id"]);
+
+    // The whole table, scanned, equals the database (capture may still be streaming).
+    let expected = db_rows(&mut conn, &db).await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let rows = scan_all(&mut client, scan(None, 0)).await;
+        let got: BTreeMap<i64, Json> = rows
+            .iter()
+            .map(|(k, r)| (k["id"].as_i64().unwrap(), r.clone()))
+            .collect();
+        if got == expected {
+            let ids: Vec<i64> = rows
+                .iter()
+                .map(|(k, _)| k["id"].as_i64().unwrap())
+                .collect();
+            assert!(ids.windows(2).all(|w| w[0] < w[1]), "scan is in key order");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "scan never matched: {} of {} rows",
+            got.len(),
+            expected.len()
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    // Point lookups, keys given every way a key may be given.
+    for id in (1..=3000).step_by(97) {
+        let forms = [json!(id), json!([id]), json!({ "id": id })];
+        for form in forms {
+            let row = row_of(client.get(get(form)).await.unwrap().into_inner());
+            assert_eq!(row.as_ref(), expected.get(&id), "id {id}");
+        }
+    }
+    assert_eq!(
+        row_of(client.get(get(json!(99_999))).await.unwrap().into_inner()),
+        None
+    );
+    // Batches, with missing keys, in request order.
+    let ids: Vec<i64> = (2950..=3050).rev().collect();
+    let batch = v1::BatchGetRequest {
+        table: "items".into(),
+        keys: ids.iter().map(|id| from_json(&json!(id))).collect(),
+        min_position: None,
+    };
+    let results = client.batch_get(batch).await.unwrap().into_inner().results;
+    assert_eq!(results.len(), ids.len());
+    for (id, result) in ids.iter().zip(results) {
+        assert_eq!(row_of(result).as_ref(), expected.get(id), "id {id}");
+    }
+    // Scans by prefix, by range, with a limit.
+    let one = scan_all(
+        &mut client,
+        scan(Some(Range::Prefix(from_json(&json!(42)))), 0),
+    )
+    .await;
+    assert_eq!(one, [(json!({ "id": 42 }), expected[&42].clone())]);
+    let between = v1::KeyRange {
+        from: key(json!(100)),
+        to: key(json!({ "id": 200 })),
+    };
+    let ranged = scan_all(&mut client, scan(Some(Range::Between(between)), 0)).await;
+    let want: Vec<(Json, Json)> = (100..200)
+        .map(|id| (json!({ "id": id }), expected[&id].clone()))
+        .collect();
+    assert_eq!(ranged, want);
+    let first7 = scan_all(&mut client, scan(None, 7)).await;
+    assert_eq!(first7, want_ids(&expected, 1..8));
+
+    // The command-line client prints the same row.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tributary"))
+        .args(["lookup", "--endpoint", &instance.url(), "items", "42"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let printed: Json = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(printed, expected[&42]);
+
+    // Read your own write: a row changed just before is seen through its GTID.
+    let mut stale_without_position = 0;
+    for i in 0..20i64 {
+        let id = 1 + i * 149;
+        let qty = 1_000_000 + i;
+        conn.query_drop(format!(
+            "UPDATE `{db}`.items SET qty = {qty} WHERE id = {id}"
+        ))
+        .await
+        .unwrap();
+        let gtid: String = conn
+            .query_first("SELECT @@last_gtid")
+            .await
+            .unwrap()
+            .unwrap();
+        let plain = row_of(client.get(get(json!(id))).await.unwrap().into_inner()).unwrap();
+        stale_without_position += i32::from(plain["qty"] != qty);
+        let mut request = Request::new(v1::GetRequest {
+            min_position: Some(v1::Position {
+                kind: Some(v1::position::Kind::Gtid(gtid.clone())),
+            }),
+            ..get(json!(id))
+        });
+        request.set_timeout(Duration::from_secs(10));
+        let row = row_of(client.get(request).await.unwrap().into_inner()).unwrap();
+        assert_eq!(row["qty"], qty, "the read after {gtid} saw the old row");
+    }
+    println!(
+        "reads without a position that missed the write just made: {stale_without_position}/20"
+    );
+    // A position nobody has reached waits until the deadline, and says how far it got.
+    let gtid: String = conn
+        .query_first("SELECT @@last_gtid")
+        .await
+        .unwrap()
+        .unwrap();
+    let (prefix, seq) = gtid.rsplit_once('-').unwrap();
+    let future = format!("{prefix}-{}", seq.parse::<u64>().unwrap() + 1000);
+    let mut request = Request::new(v1::GetRequest {
+        min_position: Some(v1::Position {
+            kind: Some(v1::position::Kind::Gtid(future.clone())),
+        }),
+        ..get(json!(1))
+    });
+    request.set_timeout(Duration::from_millis(300));
+    let err = client.get(request).await.unwrap_err();
+    assert_eq!(err.code(), Code::DeadlineExceeded, "{err:?}");
+    assert!(
+        err.message().contains(&format!("not yet GTID {future}")),
+        "{}",
+        err.message()
+    );
+
+    assert!(instance.metric("tributary_table_grpc_requests_total") > 0.0);
+    instance.stop().await;
+}
+
+fn want_ids(expected: &BTreeMap<i64, Json>, ids: std::ops::Range<i64>) -> Vec<(Json, Json)> {
+    ids.map(|id| (json!({ "id": id }), expected[&id].clone()))
+        .collect()
+}
+
+/// Plain JSON rows `{"id": n, "v": "value n"}` keyed `{"id": n}`, where the
+/// default partitioner puts them.
+async fn plain_topic(partitions: u32, rows: i64) -> (String, BTreeMap<i64, Json>) {
+    let topic = unique("api_items");
+    create_topic(&topic, partitions as i32).await;
+    let expected: BTreeMap<i64, Json> = (1..=rows)
+        .map(|id| (id, json!({ "id": id, "v": format!("value {id}") })))
+        .collect();
+    let records: Vec<(Json, Option<Vec<u8>>)> = expected
+        .iter()
+        .map(|(id, row)| (json!({ "id": id }), Some(serde_json::to_vec(row).unwrap())))
+        .collect();
+    produce(&topic, partitions, &records).await;
+    (topic, expected)
+}
+
+async fn wait_serving(instance: &Instance) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !instance.materializer.progress().serving() {
+        assert!(Instant::now() < deadline, "not serving within a minute");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn malformed_and_oversized_requests_are_refused_cleanly() {
+    let (topic, expected) = plain_topic(1, 50).await;
+    let data = tempfile::tempdir().unwrap();
+    let grpc = format!(
+        "{{ listen: '127.0.0.1:{}', max_batch_keys: 10, max_message_bytes: 4096, max_scan_rows: 20 }}",
+        free_port()
+    );
+    let instance = Instance::start(&config_yaml(data.path(), &unique("api"), &topic, &grpc)).await;
+    wait_serving(&instance).await;
+    let mut client = instance.client().await;
+    let refused = |result: Result<tonic::Response<v1::GetResponse>, tonic::Status>| {
+        let status = result.unwrap_err();
+        (status.code(), status.message().to_owned())
+    };
+
+    let (code, message) = refused(
+        client
+            .get(v1::GetRequest {
+                table: "nope".into(),
+                ..get(json!(1))
+            })
+            .await,
+    );
+    assert_eq!(code, Code::NotFound);
+    assert!(
+        message.contains("\"nope\"") && message.contains("items"),
+        "{message}"
+    );
+    let (code, message) = refused(
+        client
+            .get(v1::GetRequest {
+                key: None,
+                ..get(json!(1))
+            })
+            .await,
+    );
+    assert_eq!(
+        (code, message.as_str()),
+        (Code::InvalidArgument, "key is required")
+    );
+    let (code, message) = refused(client.get(get(json!({ "sku": 1 }))).await);
+    assert_eq!(code, Code::InvalidArgument);
+    assert!(message.contains("`sku` is not a key column"), "{message}");
+    let (code, message) = refused(client.get(get(json!([1, 2]))).await);
+    assert_eq!(code, Code::InvalidArgument, "{message}");
+    let nan = v1::Value {
+        kind: Some(v1::value::Kind::DoubleValue(f64::NAN)),
+    };
+    let (code, message) = refused(
+        client
+            .get(v1::GetRequest {
+                key: Some(nan),
+                ..get(json!(1))
+            })
+            .await,
+    );
+    assert_eq!(code, Code::InvalidArgument);
+    assert!(message.contains("not a JSON number"), "{message}");
+    let empty = v1::Value { kind: None };
+    let (code, _) = refused(
+        client
+            .get(v1::GetRequest {
+                key: Some(empty),
+                ..get(json!(1))
+            })
+            .await,
+    );
+    assert_eq!(code, Code::InvalidArgument);
+    let bad_gtid = v1::Position {
+        kind: Some(v1::position::Kind::Gtid("yesterday".into())),
+    };
+    let (code, message) = refused(
+        client
+            .get(v1::GetRequest {
+                min_position: Some(bad_gtid.clone()),
+                ..get(json!(1))
+            })
+            .await,
+    );
+    assert_eq!(code, Code::InvalidArgument);
+    assert!(message.contains("min_position.gtid"), "{message}");
+
+    let batch = |n: i64| v1::BatchGetRequest {
+        table: "items".into(),
+        keys: (1..=n).map(|id| from_json(&json!(id))).collect(),
+        min_position: None,
+    };
+    let status = client.batch_get(batch(11)).await.unwrap_err();
+    assert_eq!(status.code(), Code::InvalidArgument);
+    assert!(
+        status.message().contains("grpc.max_batch_keys"),
+        "{}",
+        status.message()
+    );
+    let huge = client
+        .get(get(json!("x".repeat(10_000))))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(huge.code(), Code::OutOfRange | Code::ResourceExhausted),
+        "an oversized message: {huge:?}"
+    );
+    let status = client.scan(scan(None, 21)).await.unwrap_err();
+    assert_eq!(status.code(), Code::InvalidArgument);
+    assert!(
+        status.message().contains("grpc.max_scan_rows"),
+        "{}",
+        status.message()
+    );
+    let status = client
+        .scan(v1::ScanRequest {
+            min_position: Some(bad_gtid),
+            ..scan(None, 5)
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::InvalidArgument);
+    let gtid_scan = v1::Position {
+        kind: Some(v1::position::Kind::Gtid("0-1-1".into())),
+    };
+    let status = client
+        .scan(v1::ScanRequest {
+            min_position: Some(gtid_scan),
+            ..scan(None, 5)
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::InvalidArgument);
+    assert!(
+        status.message().contains("pass offsets"),
+        "{}",
+        status.message()
+    );
+
+    // Still healthy, still right.
+    let results = client
+        .batch_get(batch(10))
+        .await
+        .unwrap()
+        .into_inner()
+        .results;
+    let rows: Vec<Json> = results.into_iter().map(|r| row_of(r).unwrap()).collect();
+    let want: Vec<Json> = (1..=10).map(|id| expected[&id].clone()).collect();
+    assert_eq!(rows, want);
+    let scanned = scan_all(&mut client, scan(None, 20)).await;
+    assert_eq!(scanned.len(), 20);
+    assert!(
+        instance
+            .metric("tributary_table_grpc_requests_total{method=\"Get\",code=\"InvalidArgument\"")
+            >= 5.0
+    );
+    instance.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn requests_for_partitions_held_elsewhere_are_forwarded_or_name_the_owner() {
+    let (topic, expected) = plain_topic(4, 400).await;
+    let group = unique("api_route");
+    let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (port_a, port_b) = (free_port(), free_port());
+    let routing = "routing: { publish_interval_ms: 300 }";
+    let a = Instance::start(&config_yaml(
+        dir_a.path(),
+        &group,
+        &topic,
+        &format!("{{ listen: '127.0.0.1:{port_a}', {routing} }}"),
+    ))
+    .await;
+    // The second instance is the `tributary serve` command, answering with the owner
+    // instead of forwarding.
+    let config_b = write_config(&config_yaml(
+        dir_b.path(),
+        &group,
+        &topic,
+        &format!(
+            "{{ listen: '127.0.0.1:{port_b}', routing: {{ publish_interval_ms: 300, forward: false }} }}\nmetrics: {{ listen: '127.0.0.1:{}' }}",
+            free_port()
+        ),
+    ));
+    let b = TributaryProcess::start(&["serve"], &config_b, &[]);
+    let url_b = format!("http://127.0.0.1:{port_b}");
+
+    // Both hold some partitions, and A answers every key (some through B).
+    let mut client_a = a.client().await;
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let held = a.materializer.progress().of_table("items").len();
+        let all = futures::future::join_all(expected.keys().map(|id| {
+            let mut client = client_a.clone();
+            let request = get(json!(id));
+            async move { client.get(request).await }
+        }))
+        .await;
+        let answered = all.iter().filter(|r| r.is_ok()).count();
+        if (1..4).contains(&held)
+            && a.materializer.progress().serving()
+            && answered == expected.len()
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "A holds {held} partitions, answers {answered} keys; B log:\n{}",
+            b.log()
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    for (id, row) in &expected {
+        let got = row_of(client_a.get(get(json!(id))).await.unwrap().into_inner());
+        assert_eq!(got.as_ref(), Some(row), "id {id}");
+    }
+    assert!(
+        a.metric("tributary_table_grpc_forwarded_total") > 0.0,
+        "some keys were B's"
+    );
+    let ids: Vec<i64> = expected.keys().copied().collect();
+    for chunk in ids.chunks(100) {
+        let batch = v1::BatchGetRequest {
+            table: "items".into(),
+            keys: chunk.iter().map(|id| from_json(&json!(id))).collect(),
+            min_position: None,
+        };
+        let results = client_a
+            .batch_get(batch)
+            .await
+            .unwrap()
+            .into_inner()
+            .results;
+        let rows: Vec<Option<Json>> = results.into_iter().map(row_of).collect();
+        let want: Vec<Option<Json>> = chunk.iter().map(|id| expected.get(id).cloned()).collect();
+        assert_eq!(rows, want);
+    }
+    let scanned = scan_all(&mut client_a, scan(None, 0)).await;
+    assert_eq!(
+        scanned,
+        want_ids(&expected, 1..401),
+        "a scan merges both instances in key order"
+    );
+
+    // B does not forward: it names A for A's keys and answers its own.
+    let held_by_a: Vec<i32> = a
+        .materializer
+        .progress()
+        .of_table("items")
+        .into_iter()
+        .map(|(p, _)| p)
+        .collect();
+    let mut client_b = LookupClient::connect(url_b).await.unwrap();
+    let (mut named_owner, mut answered) = (0, 0);
+    for id in expected.keys() {
+        let key = serde_json::to_vec(&json!({ "id": id })).unwrap();
+        let partition = tributary_proto::partition::partition_for_key(&key, 4);
+        match client_b.get(get(json!(id))).await {
+            Ok(answer) => {
+                assert!(!held_by_a.contains(&partition));
+                assert_eq!(row_of(answer.into_inner()).as_ref(), expected.get(id));
+                answered += 1;
+            }
+            Err(status) => {
+                assert!(held_by_a.contains(&partition), "{status:?}");
+                assert_eq!(status.code(), Code::FailedPrecondition);
+                assert_eq!(
+                    status.metadata().get("x-tributary-owner").unwrap(),
+                    &a.addr().to_string()
+                );
+                named_owner += 1;
+            }
+        }
+    }
+    assert!(
+        named_owner > 0 && answered > 0,
+        "owner named {named_owner}, answered {answered}"
+    );
+    let (clean, log) = b.terminate(Duration::from_secs(30));
+    assert!(clean, "{log}");
+    a.stop().await;
+}
+
+/// A CA and certificates for a server on 127.0.0.1 and a client, as PEM files.
+struct Pki {
+    dir: tempfile::TempDir,
+}
+
+impl Pki {
+    fn new() -> Self {
+        use rcgen::{
+            BasicConstraints, CertificateParams, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let write = |name: &str, text: String| std::fs::write(dir.path().join(name), text).unwrap();
+        let ca_key = KeyPair::generate().unwrap();
+        let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let ca_cert = ca_params.self_signed(&ca_key).unwrap();
+        write("ca.pem", ca_cert.pem());
+        let issuer = Issuer::new(ca_params, ca_key);
+        for (name, san, usage) in [
+            ("server", "127.0.0.1", ExtendedKeyUsagePurpose::ServerAuth),
+            ("client", "client", ExtendedKeyUsagePurpose::ClientAuth),
+        ] {
+            let key = KeyPair::generate().unwrap();
+            let mut params = CertificateParams::new(vec![san.to_owned()]).unwrap();
+            params.extended_key_usages = vec![usage];
+            let cert = params.signed_by(&key, &issuer).unwrap();
+            write(&format!("{name}.pem"), cert.pem());
+            write(&format!("{name}.key"), key.serialize_pem());
+        }
+        Pki { dir }
+    }
+
+    fn path(&self, name: &str) -> String {
+        self.dir.path().join(name).display().to_string()
+    }
+
+    fn read(&self, name: &str) -> Vec<u8> {
+        std::fs::read(self.dir.path().join(name)).unwrap()
+    }
+
+    fn client_tls(&self, with_cert: bool) -> ClientTlsConfig {
+        let tls = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(self.read("ca.pem")));
+        if with_cert {
+            tls.identity(Identity::from_pem(
+                self.read("client.pem"),
+                self.read("client.key"),
+            ))
+        } else {
+            tls
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn tls_and_a_token_are_required_when_configured() {
+    let (topic, expected) = plain_topic(1, 10).await;
+    let pki = Pki::new();
+    let data = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let grpc = format!(
+        "{{ listen: '127.0.0.1:{port}', token: s3cret, routing: {{ enabled: false }}, tls: {{ cert: '{}', key: '{}', client_ca: '{}' }} }}",
+        pki.path("server.pem"),
+        pki.path("server.key"),
+        pki.path("ca.pem")
+    );
+    let instance = Instance::start(&config_yaml(data.path(), &unique("api"), &topic, &grpc)).await;
+    wait_serving(&instance).await;
+    let https = format!("https://127.0.0.1:{port}");
+    let with_token = |token: Option<&str>| {
+        let mut request = Request::new(get(json!(3)));
+        if let Some(token) = token {
+            request
+                .metadata_mut()
+                .insert("authorization", format!("Bearer {token}").parse().unwrap());
+        }
+        request
+    };
+
+    // Plaintext, or TLS without a client certificate: no answer.
+    let plain = Endpoint::from_shared(format!("http://127.0.0.1:{port}"))
+        .unwrap()
+        .connect_lazy();
+    assert!(
+        LookupClient::new(plain)
+            .get(with_token(Some("s3cret")))
+            .await
+            .is_err()
+    );
+    let no_cert = Endpoint::from_shared(https.clone())
+        .unwrap()
+        .tls_config(pki.client_tls(false))
+        .unwrap()
+        .connect_lazy();
+    assert!(
+        LookupClient::new(no_cert)
+            .get(with_token(Some("s3cret")))
+            .await
+            .is_err()
+    );
+
+    // Mutual TLS: the token decides.
+    let channel = Endpoint::from_shared(https)
+        .unwrap()
+        .tls_config(pki.client_tls(true))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut client = LookupClient::new(channel.clone());
+    for token in [None, Some("wrong")] {
+        let status = client.get(with_token(token)).await.unwrap_err();
+        assert_eq!(status.code(), Code::Unauthenticated, "token {token:?}");
+    }
+    let row = row_of(
+        client
+            .get(with_token(Some("s3cret")))
+            .await
+            .unwrap()
+            .into_inner(),
+    );
+    assert_eq!(row.as_ref(), expected.get(&3));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while health_of(channel.clone()).await != ServingStatus::Serving {
+        assert!(
+            Instant::now() < deadline,
+            "health (which needs no token) never SERVING"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // The command-line client over mutual TLS with the token.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tributary"))
+        .args([
+            "lookup",
+            "--endpoint",
+            &format!("https://127.0.0.1:{port}"),
+            "--ca",
+            &pki.path("ca.pem"),
+        ])
+        .args([
+            "--cert",
+            &pki.path("client.pem"),
+            "--key",
+            &pki.path("client.key"),
+        ])
+        .args(["--token", "s3cret", "items", "4", "5"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<Json> = out
+        .stdout
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| serde_json::from_slice(l).unwrap())
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            json!({ "key": 4, "row": expected[&4] }),
+            json!({ "key": 5, "row": expected[&5] })
+        ]
+    );
+    instance.stop().await;
+}
