@@ -22,9 +22,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::task::JoinHandle;
-use tokio_stream::wrappers::TcpListenerStream;
 use tokio_util::sync::CancellationToken;
 use tonic::service::interceptor::InterceptedService;
+use tonic::transport::server::TcpIncoming;
 use tonic::transport::{Certificate, ClientTlsConfig, Identity, Server, ServerTlsConfig};
 use tonic_health::ServingStatus;
 use tracing::info;
@@ -150,10 +150,11 @@ pub async fn start(
         .add_service(reflection)
         .add_service(lookup);
     info!(%local_addr, advertise = %grpc.advertised(), tls = grpc.tls.is_some(), token = grpc.token.is_some(), "lookup API listening");
-    let task = tokio::spawn(router.serve_with_incoming_shutdown(
-        TcpListenerStream::new(listener),
-        shutdown.cancelled_owned(),
-    ));
+    // No Nagle: a response of several segments would otherwise wait for the
+    // client's delayed ACK (~40 ms).
+    let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+    let task =
+        tokio::spawn(router.serve_with_incoming_shutdown(incoming, shutdown.cancelled_owned()));
     Ok(LookupApi { local_addr, task })
 }
 
