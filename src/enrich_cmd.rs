@@ -11,7 +11,7 @@ use tributary_enricher::bounds::{StartAt, StopAt};
 use tributary_enricher::{Bounds, EnrichConfig, EnrichMetrics, JobSummary, Readiness};
 use tributary_tables::TablesMetrics;
 
-use crate::{http, shutdown_on_signal};
+use crate::{http, shutdown_on_signal, status};
 
 /// Arguments of `tributary enrich`.
 #[derive(Args)]
@@ -48,7 +48,23 @@ pub(crate) async fn run(args: EnrichArgs) -> anyhow::Result<()> {
         .config
         .metrics
         .listen_or(tributary_enricher::config::DEFAULT_HTTP_PORT);
-    let server = http::serve(listen, registry, ready, shutdown.clone()).await?;
+    let board = status::StatusBoard::register("enrich", &mut registry);
+    status::spawn_sampler(
+        board.clone(),
+        {
+            let (readiness, metrics) = (readiness.clone(), metrics.clone());
+            let jobs: Vec<String> = loaded.config.jobs.iter().map(|j| j.name.clone()).collect();
+            move || {
+                let mut samples = status::job_samples(&jobs, &metrics);
+                if let Some(progress) = readiness.get().and_then(Readiness::progress) {
+                    samples.extend(status::table_samples(progress));
+                }
+                samples
+            }
+        },
+        shutdown.clone(),
+    );
+    let server = http::serve(listen, registry, ready, board, shutdown.clone()).await?;
     info!(%listen, "metrics and health endpoints up");
     let result = tributary_enricher::run(
         loaded,

@@ -1,4 +1,5 @@
-//! The HTTP port: Prometheus `/metrics`, `/healthz` (alive) and `/readyz` (doing its job).
+//! The HTTP port: Prometheus `/metrics`, `/healthz` (alive), `/readyz` (doing its
+//! job), `/status` (Burrow-style evaluation, JSON) and `/` (the status page).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -10,16 +11,30 @@ use prometheus_client::registry::Registry;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use crate::status::{StatusBoard, now_ms};
+
 /// Binds `listen` and serves until `shutdown`; fails at once if the port is taken.
 pub(crate) async fn serve(
     listen: SocketAddr,
     registry: Registry,
     ready: impl Fn() -> bool + Send + Sync + 'static,
+    status: Arc<StatusBoard>,
     shutdown: CancellationToken,
 ) -> anyhow::Result<JoinHandle<()>> {
     let registry = Arc::new(registry);
     let ready = Arc::new(ready);
     let app = Router::new()
+        .route(
+            "/",
+            get(|| async { axum::response::Html(include_str!("status_page.html")) }),
+        )
+        .route(
+            "/status",
+            get(move || {
+                let status = status.clone();
+                async move { axum::Json(status.report(now_ms())) }
+            }),
+        )
         .route(
             "/metrics",
             get(move || {

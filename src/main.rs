@@ -5,6 +5,8 @@ mod bench;
 mod enrich_cmd;
 mod http;
 mod lookup_cmd;
+mod status;
+mod status_cmd;
 mod tables_cmd;
 mod tail;
 
@@ -61,6 +63,9 @@ enum Command {
     },
     /// Print the records of a topic as JSON lines (key, value, partition, offset).
     Tail(tail::TailArgs),
+    /// Print the health of running components: position, lag, throughput, and an
+    /// OK / WARN / STALLED / STOPPED evaluation over the last minute.
+    Status(status_cmd::StatusArgs),
 }
 
 #[derive(Subcommand)]
@@ -110,6 +115,7 @@ async fn main() -> anyhow::Result<()> {
         } => bench::grpc::run(args).await,
         Command::Validate { file } => validate(&file),
         Command::Tail(args) => tail::run(args).await,
+        Command::Status(args) => status_cmd::run(args).await,
     }
 }
 
@@ -135,15 +141,24 @@ async fn capture(path: PathBuf) -> anyhow::Result<()> {
         CaptureConfig::load(&path).with_context(|| format!("loading {}", path.display()))?;
     let mut registry = Registry::default();
     let metrics = CaptureMetrics::register(&mut registry);
+    let board = status::StatusBoard::register("capture", &mut registry);
     let shutdown = shutdown_on_signal();
     let ready = {
         let metrics = metrics.clone();
         move || metrics.streaming.get() == 1
     };
+    status::spawn_sampler(
+        board.clone(),
+        {
+            let (metrics, name) = (metrics.clone(), config.server_name.clone());
+            move || vec![status::datastream_sample(&name, &metrics)]
+        },
+        shutdown.clone(),
+    );
     let listen = config
         .metrics
         .listen_or(tributary_capture::config::DEFAULT_HTTP_PORT);
-    let server = http::serve(listen, registry, ready, shutdown.clone()).await?;
+    let server = http::serve(listen, registry, ready, board, shutdown.clone()).await?;
     info!(%listen, "metrics and health endpoints up");
     let result = tributary_capture::run(config, metrics, shutdown.clone()).await;
     shutdown.cancel();

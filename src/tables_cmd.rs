@@ -17,7 +17,7 @@ use tributary_tables::remote;
 use tributary_tables::store::Store;
 use tributary_tables::{TablesConfig, TablesMetrics};
 
-use crate::{http, shutdown_on_signal};
+use crate::{http, shutdown_on_signal, status};
 
 /// Subcommands of `tributary tables`.
 #[derive(Subcommand)]
@@ -136,10 +136,20 @@ pub(crate) async fn materialize(path: PathBuf, require_api: bool) -> anyhow::Res
         .metrics
         .listen_or(tributary_tables::config::DEFAULT_HTTP_PORT);
     let has_local = !config.tables.is_empty();
+    let board = status::StatusBoard::register("tables", &mut registry);
+    status::spawn_sampler(
+        board.clone(),
+        {
+            let progress = progress.clone();
+            move || status::table_samples(&progress)
+        },
+        shutdown.clone(),
+    );
     let server = http::serve(
         listen,
         registry,
         move || !has_local || progress.serving(),
+        board,
         shutdown.clone(),
     )
     .await?;

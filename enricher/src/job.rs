@@ -167,6 +167,7 @@ struct JobContext {
     /// older generation (an exactly-once job aborts it).
     generation: Arc<AtomicU64>,
     lag: Family<InputLabel, Gauge>,
+    job_lag: Gauge,
 }
 
 impl JobContext {
@@ -186,6 +187,7 @@ impl JobContext {
 
 impl ClientContext for JobContext {
     fn stats(&self, statistics: Statistics) {
+        let mut total = 0;
         for (topic, t) in statistics.topics {
             for (partition, p) in t.partitions {
                 if partition >= 0 && p.consumer_lag >= 0 {
@@ -195,9 +197,11 @@ impl ClientContext for JobContext {
                         partition: partition.to_string(),
                     };
                     self.lag.get_or_create(&label).set(p.consumer_lag);
+                    total += p.consumer_lag;
                 }
             }
         }
+        self.job_lag.set(total);
     }
 }
 
@@ -302,12 +306,18 @@ pub async fn run(
     let job = setup.config.name.clone();
     let assigned = Assigned::default();
     let generation = Arc::new(AtomicU64::new(0));
+    let job_lag = setup
+        .metrics
+        .job_lag_records
+        .get_or_create(&JobLabel { job: job.clone() })
+        .clone();
     let context = JobContext {
         job: job.clone(),
         follower: setup.follower.clone(),
         assigned: assigned.clone(),
         generation: generation.clone(),
         lag: setup.metrics.lag_records.clone(),
+        job_lag,
     };
     let consumer: StreamConsumer<JobContext> =
         consumer_config(&setup.kafka, &setup.config.group_id(), bounds.is_some())

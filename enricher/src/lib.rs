@@ -62,6 +62,11 @@ impl Readiness {
     pub fn ready(&self) -> bool {
         self.progress.as_ref().is_none_or(|p| p.serving())
     }
+
+    /// The local tables' partitions and offsets (none without local tables).
+    pub fn progress(&self) -> Option<&Arc<Progress>> {
+        self.progress.as_ref()
+    }
 }
 
 /// Runs every job of `loaded` until `shutdown` (or, bounded, until each reaches

@@ -69,6 +69,8 @@ pub struct EnrichMetrics {
     pub latency_seconds: Family<JobLabel, Histogram, fn() -> Histogram>,
     /// Records between the committed offset and the partition's end.
     pub lag_records: Family<InputLabel, Gauge>,
+    /// `lag_records` summed over the job's assigned partitions.
+    pub job_lag_records: Family<JobLabel, Gauge>,
 }
 
 impl Default for EnrichMetrics {
@@ -82,6 +84,7 @@ impl Default for EnrichMetrics {
             joins: Family::default(),
             latency_seconds: Family::new_with_constructor(latency_histogram),
             lag_records: Family::default(),
+            job_lag_records: Family::default(),
         }
     }
 }
@@ -126,6 +129,11 @@ impl EnrichMetrics {
             "lag_records",
             "Records not yet committed, per input partition",
             m.lag_records.clone(),
+        );
+        r.register(
+            "job_lag_records",
+            "Records not yet committed, summed over the job's assigned input partitions",
+            m.job_lag_records.clone(),
         );
         m
     }

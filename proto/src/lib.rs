@@ -5,6 +5,7 @@
 //! - [`envelope`]: the change event ([`ChangeEvent`], [`Op`], [`SourceInfo`]).
 //! - [`debezium_json`]: the Debezium-compatible JSON codec for keys and envelopes.
 //! - [`partition`]: Kafka's murmur2 partitioner, so Java clients and Tributary agree.
+//! - [`lag_eval`]: Burrow-style OK/WARN/STALLED/STOPPED over a window of observations.
 //! - [`gtid`]: MariaDB GTIDs and the newest applied per domain (read-your-position).
 //! - [`grpc`]: the gRPC lookup API `tributary.v1` (generated) and its JSON mapping.
 
@@ -14,6 +15,7 @@ pub mod envelope;
 pub mod error;
 pub mod grpc;
 pub mod gtid;
+pub mod lag_eval;
 pub mod partition;
 pub mod value;
 

@@ -138,6 +138,11 @@ impl Progress {
         self.read(|held| held.get(table).and_then(|t| t.get(&partition)).cloned())
     }
 
+    /// Tables with partitions held here.
+    pub fn table_names(&self) -> Vec<String> {
+        self.read(|held| held.keys().cloned().collect())
+    }
+
     /// Held partitions of a table.
     pub fn of_table(&self, table: &str) -> Vec<(i32, PartitionProgress)> {
         self.read(|held| {

@@ -1,0 +1,180 @@
+//! `tributary status` and the status page against a running `tributary tables
+//! run`: the command prints the component's own Burrow-style evaluation, the
+//! page (rendered by headless Chromium, its script fetching `/status`) shows the
+//! same table with real numbers, and a stopped component reads as STOPPED.
+
+#![allow(clippy::unwrap_used)] // tests fail loudly
+
+mod common;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::{Value as Json, json};
+
+/// The `items` entry of the component's `/status`, once it exists.
+async fn item(port: u16) -> Option<Json> {
+    let (code, body) = try_http_get(port, "/status").await?;
+    if code != 200 {
+        return None;
+    }
+    let report: Json = serde_json::from_str(&body).ok()?;
+    report["items"]
+        .as_array()?
+        .iter()
+        .find(|i| i["name"] == "items")
+        .cloned()
+}
+
+/// Waits until `/status` says `items` has consumed `records` with no lag.
+async fn wait_caught_up(port: u16, records: i64) -> Json {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(item) = item(port).await
+            && item["position"] == records
+            && item["lag"] == 0
+        {
+            return item;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "never caught up with {records}: {:?}",
+            item(port).await
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+fn rows(from: i64, to: i64) -> Vec<(Json, Option<Vec<u8>>)> {
+    (from..to)
+        .map(|id| {
+            (
+                json!({ "id": id }),
+                Some(serde_json::to_vec(&json!({ "id": id, "v": id })).unwrap()),
+            )
+        })
+        .collect()
+}
+
+/// A table cell's text in Chromium's dump of the page, found by its class.
+fn cells<'a>(dom: &'a str, class: &str) -> Vec<&'a str> {
+    dom.split(&format!("class=\"{class}\">"))
+        .skip(1)
+        .filter_map(|rest| rest.split('<').next())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_status_command_and_page_show_the_components_evaluation() {
+    let topic = unique("status_items");
+    create_topic(&topic, 2).await;
+    produce(&topic, 2, &rows(0, 300)).await;
+    let data = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let config = write_config(&format!(
+        "data_dir: '{}'\nkafka: {{ brokers: '{}', group_id: '{}' }}\ntables:\n  - {{ name: items, topic: '{topic}', mode: global }}\nmetrics: {{ listen: '127.0.0.1:{port}' }}\n",
+        data.path().display(),
+        brokers(),
+        unique("status")
+    ));
+    let process = TributaryProcess::start(&["tables", "run"], &config, &[]);
+    wait_caught_up(port, 300).await;
+    // More records while it runs, so the window sees a rate.
+    produce(&topic, 2, &rows(300, 600)).await;
+    let item = wait_caught_up(port, 600).await;
+    assert_eq!(item["status"], "OK", "{item}");
+    assert!(item["rate"].as_f64().unwrap() > 0.0, "{item}");
+
+    // The command prints the component's evaluation.
+    let endpoint = format!("http://127.0.0.1:{port}");
+    let out = Command::new(env!("CARGO_BIN_EXE_tributary"))
+        .args(["status", "--check", "--endpoint", &endpoint])
+        .output()
+        .unwrap();
+    let printed = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "{printed}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let row = printed
+        .lines()
+        .find(|l| l.contains("| items |"))
+        .unwrap_or_else(|| panic!("{printed}"));
+    let columns: Vec<&str> = row.split('|').map(str::trim).collect();
+    assert_eq!(
+        columns[2..7],
+        ["tables", "table", "items", "OK", "0"],
+        "{row}"
+    );
+    assert!(columns[8].parse::<f64>().unwrap() > 0.0, "a rate: {row}");
+
+    // The dashboard's status panels query metrics this component exports.
+    let (_, metrics) = http_get(port, "/metrics").await;
+    let dashboard = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("deploy/grafana/tributary-dashboard.json"),
+    )
+    .unwrap();
+    let status_metrics: std::collections::BTreeSet<&str> = dashboard
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .filter(|t| t.starts_with("tributary_status_"))
+        .collect();
+    assert!(!status_metrics.is_empty());
+    for name in status_metrics {
+        assert!(
+            metrics.contains(&format!("\n{name}{{")),
+            "{name} is not exported:\n{metrics}"
+        );
+    }
+    assert!(
+        metrics.contains(
+            "tributary_status_health{component=\"tables\",kind=\"table\",name=\"items\"} 0"
+        ),
+        "{metrics}"
+    );
+
+    // The page, rendered by headless Chromium after its script has fetched /status.
+    let profile = tempfile::tempdir().unwrap();
+    let rendered = Command::new("/usr/bin/chromium")
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+            "--virtual-time-budget=5000",
+            "--dump-dom",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .arg(format!("{endpoint}/"))
+        .output()
+        .expect("Debian's chromium is installed (deploy/local/up.sh installs it)");
+    let dom = String::from_utf8_lossy(&rendered.stdout).to_string();
+    assert!(
+        dom.contains("<td>items</td>"),
+        "the page lists the table:\n{dom}"
+    );
+    assert_eq!(cells(&dom, "OK"), ["OK"], "{dom}");
+    assert_eq!(cells(&dom, "num lag"), ["0"], "{dom}");
+    let rate: f64 = cells(&dom, "num rate")[0].parse().unwrap();
+    assert!(rate > 0.0, "the page shows the rate: {dom}");
+    assert_eq!(dom.matches("<canvas").count(), 2, "a lag and a rate chart");
+    assert!(
+        dom.contains("1 item(s), evaluated over the last 60 s"),
+        "{dom}"
+    );
+
+    // Stopped: the command says so and fails its check.
+    let (clean, log) = process.terminate(Duration::from_secs(30));
+    assert!(clean, "{log}");
+    let out = Command::new(env!("CARGO_BIN_EXE_tributary"))
+        .args(["status", "--check", "--endpoint", &endpoint])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("| STOPPED |"));
+}
