@@ -105,6 +105,16 @@ fn manifests_keep_single_writer_capture_and_stateful_tables() {
         capture["spec"]["strategy"]["type"], "Recreate",
         "never two at once"
     );
+    let capture_config = docs
+        .iter()
+        .find(|d| d["kind"] == "ConfigMap" && d["data"].get("capture.yaml").is_some())
+        .unwrap();
+    let capture_yaml: Json =
+        serde_norway::from_str(capture_config["data"]["capture.yaml"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        capture_yaml["delivery"], "exactly_once",
+        "the broker fences a second writer"
+    );
 
     let enrich = find(&docs, "StatefulSet", "tributary-enrich");
     assert_eq!(enrich["metadata"]["namespace"], "shop");

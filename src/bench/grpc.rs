@@ -1,5 +1,6 @@
 //! `tributary bench grpc`: the lookup API's `Get` throughput and latency with 1,
-//! 10 and 50 concurrent clients on loopback, and `BatchGet` of 100 keys against
+//! 10 and 50 concurrent clients on loopback (each on its own connection, and 50
+//! sharing one), and `BatchGet` of 100 keys against
 //! 100 MariaDB point selects (and one `SELECT … IN`) for the same keys.
 
 use std::time::{Duration, Instant};
@@ -71,11 +72,12 @@ pub(crate) async fn run(args: GrpcBenchArgs) -> anyhow::Result<()> {
     let url = format!("http://{}", api.local_addr);
     eprintln!("[bench] lookup API on {url}");
 
-    gets(&url, n, 1, args.requests / 10).await?; // warm up
+    gets(&url, n, 1, Connections::Own, args.requests / 10).await?; // warm up
     let mut levels = Vec::new();
     for clients in [1, 10, 50] {
-        levels.push(gets(&url, n, clients, args.requests).await?);
+        levels.push(gets(&url, n, clients, Connections::Own, args.requests).await?);
     }
+    levels.push(gets(&url, n, 50, Connections::Shared, args.requests).await?);
 
     eprintln!("[bench] loading MariaDB");
     let pool = mysql_async::Pool::new(mysql_async::Opts::from_url(&args.stack.mysql_url)?);
@@ -114,12 +116,31 @@ async fn connect(url: &str) -> anyhow::Result<LookupClient<Channel>> {
     Ok(LookupClient::new(channel))
 }
 
-/// `clients` clients, each on its own connection, sending `Get`s back to back.
-async fn gets(url: &str, rows: u64, clients: u64, requests: usize) -> anyhow::Result<Series> {
+/// How clients reach the server.
+#[derive(Clone, Copy, PartialEq)]
+enum Connections {
+    /// Each client has its own HTTP/2 connection (separate services).
+    Own,
+    /// All clients share one multiplexed connection (one service's channel).
+    Shared,
+}
+
+/// `clients` clients sending `Get`s back to back.
+async fn gets(
+    url: &str,
+    rows: u64,
+    clients: u64,
+    connections: Connections,
+    requests: usize,
+) -> anyhow::Result<Series> {
     let per_client = requests / clients as usize;
+    let shared = connect(url).await?;
     let mut connected = Vec::new();
     for _ in 0..clients {
-        connected.push(connect(url).await?);
+        connected.push(match connections {
+            Connections::Own => connect(url).await?,
+            Connections::Shared => shared.clone(),
+        });
     }
     let started = Instant::now();
     let workers: Vec<_> = connected
@@ -148,8 +169,12 @@ async fn gets(url: &str, rows: u64, clients: u64, requests: usize) -> anyhow::Re
     for worker in workers {
         latencies.extend(worker.await??);
     }
+    let how = match connections {
+        Connections::Own => "own connections",
+        Connections::Shared => "one shared connection",
+    };
     Ok(Series::new(
-        format!("{clients} client(s)"),
+        format!("{clients} client(s), {how}"),
         latencies,
         started.elapsed(),
     ))

@@ -17,7 +17,9 @@ pub mod invalidation;
 pub mod mysql;
 pub mod stats;
 
+use std::hash::{Hash as _, Hasher as _};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -55,11 +57,17 @@ impl Expiry<String, Cached> for Ttl {
     }
 }
 
+/// Invalidation counters, one per stripe of keys.
+const GENERATION_STRIPES: usize = 1024;
+
 /// A table answered by a remote store.
 pub struct RemoteTable {
     name: String,
     key_columns: Vec<String>,
     cache: Option<Cache<String, Cached>>,
+    /// Bumped by every invalidation of a key in the stripe: a load that saw its
+    /// stripe change does not keep its row (it may predate the change).
+    generations: Box<[AtomicU64]>,
     fetcher: Fetcher,
     stats: RemoteStats,
     source: String,
@@ -105,6 +113,7 @@ impl RemoteTable {
             name: config.name.clone(),
             key_columns: config.key_columns().to_vec(),
             cache,
+            generations: (0..GENERATION_STRIPES).map(|_| AtomicU64::new(0)).collect(),
             fetcher: Fetcher::start(backend, policy, limiter, breaker, stats.clone()),
             stats,
             source: match (&config.mysql, &config.http) {
@@ -159,11 +168,20 @@ impl RemoteTable {
     }
 
     /// Evicts `key` (a change of the source row); the next lookup reads it again.
+    /// A load of the key already under way does not keep its row in the cache.
     pub async fn invalidate(&self, key: &Value) {
         if let (Some(cache), Ok((_, text))) = (&self.cache, self.key_values(key)) {
+            self.generation(&text).fetch_add(1, Ordering::SeqCst);
             cache.invalidate(&text).await;
             self.stats.invalidations.inc();
         }
+    }
+
+    /// The invalidation counter of the stripe `key` falls in.
+    fn generation(&self, key: &str) -> &AtomicU64 {
+        let mut hasher = std::hash::DefaultHasher::new();
+        key.hash(&mut hasher);
+        &self.generations[hasher.finish() as usize % self.generations.len()]
     }
 
     fn remote_error(&self, e: impl std::fmt::Display) -> TableError {
@@ -195,13 +213,21 @@ impl Table for RemoteTable {
                 }
                 None => {
                     self.stats.misses.inc();
+                    let generation = self.generation(&text);
+                    let started = generation.load(Ordering::SeqCst);
                     // Concurrent misses of one key wait for this one load.
-                    cache
-                        .try_get_with(text, async {
+                    let loaded = cache
+                        .try_get_with(text.clone(), async {
                             self.fetcher.get(values).await.map(|r| r.map(Arc::new))
                         })
                         .await
-                        .map_err(|e| (*e).clone())
+                        .map_err(|e| (*e).clone());
+                    // The row changed while it was being loaded: the load may have
+                    // read the old row, so it must not stay in the cache.
+                    if generation.load(Ordering::SeqCst) != started {
+                        cache.invalidate(&text).await;
+                    }
+                    loaded
                 }
             },
         }
@@ -346,6 +372,63 @@ mod tests {
             1,
             "the refused lookup called nothing"
         );
+    }
+
+    /// Answers `version` of the row, after `release` when one is set.
+    struct Versioned {
+        version: AtomicU64,
+        release: Option<Arc<tokio::sync::Notify>>,
+        calls: AtomicU64,
+    }
+
+    #[async_trait]
+    impl Backend for Versioned {
+        async fn fetch(&self, keys: &[Vec<Value>]) -> Result<Vec<Option<Value>>, BackendError> {
+            let version = self.version.load(Ordering::SeqCst);
+            self.calls.fetch_add(1, Ordering::SeqCst);
+            if let Some(release) = &self.release {
+                release.notified().await;
+            }
+            Ok(keys.iter().map(|_| Some(json!({ "v": version }))).collect())
+        }
+    }
+
+    #[tokio::test]
+    async fn a_change_during_a_load_does_not_leave_the_old_row_cached() {
+        let config = crate::TablesConfig::parse(
+            "data_dir: /x\nkafka: { brokers: b }\nremote:\n  - name: t\n    mysql: { url: 'mysql://u@h', table: d.t, key: [k] }\n",
+        )
+        .unwrap();
+        let release = Arc::new(tokio::sync::Notify::new());
+        let backend = Arc::new(Versioned {
+            version: AtomicU64::new(1),
+            release: Some(release.clone()),
+            calls: AtomicU64::new(0),
+        });
+        let table = Arc::new(RemoteTable::new(
+            &config.remote[0],
+            backend.clone(),
+            &TablesMetrics::default(),
+        ));
+        let load = tokio::spawn({
+            let table = table.clone();
+            async move { table.get(&json!("a")).await }
+        });
+        while backend.calls.load(Ordering::SeqCst) == 0 {
+            tokio::task::yield_now().await;
+        }
+        // The row changes (version 2) while version 1 is being loaded.
+        backend.version.store(2, Ordering::SeqCst);
+        table.invalidate(&json!("a")).await;
+        release.notify_one();
+        assert_eq!(load.await.unwrap().unwrap(), Some(json!({ "v": 1 })));
+        release.notify_one(); // lets the next load through at once
+        assert_eq!(
+            table.get(&json!("a")).await.unwrap(),
+            Some(json!({ "v": 2 })),
+            "the row loaded before the change was not kept"
+        );
+        assert_eq!(backend.calls.load(Ordering::SeqCst), 2);
     }
 
     #[tokio::test]
