@@ -30,6 +30,9 @@ pub(crate) struct EnrichBenchArgs {
     /// Rows of the remote `products` table (in MariaDB).
     #[arg(long, default_value_t = 10_000)]
     products: u64,
+    /// Events the job enriches at once (the job file's `concurrency`).
+    #[arg(long, default_value_t = 256)]
+    concurrency: usize,
     /// The stack to run against.
     #[command(flatten)]
     stack: super::Stack,
@@ -99,8 +102,8 @@ pub(crate) async fn run(args: EnrichBenchArgs) -> anyhow::Result<()> {
     std::fs::write(
         &job_file,
         format!(
-            "kafka: {{ brokers: '{}' }}\ntables: tables.yaml\njobs:\n  - name: bench\n    input: {{ topics: ['{orders}'] }}\n    joins:\n      - {{ table: users, key: user_id, select: [name, tier], into: user }}\n      - {{ table: products, key: sku, select: [title, price], into: product }}\n    output: {{ topic: '{run}.enriched', key: order_id }}\n    dead_letter: {{ topic: '{run}.dlq' }}\n",
-            args.stack.brokers
+            "kafka: {{ brokers: '{}' }}\ntables: tables.yaml\nconcurrency: {}\njobs:\n  - name: bench\n    input: {{ topics: ['{orders}'] }}\n    joins:\n      - {{ table: users, key: user_id, select: [name, tier], into: user }}\n      - {{ table: products, key: sku, select: [title, price], into: product }}\n    output: {{ topic: '{run}.enriched', key: order_id }}\n    dead_letter: {{ topic: '{run}.dlq' }}\n",
+            args.stack.brokers, args.concurrency
         ),
     )?;
     let bounds = Bounds {
