@@ -44,6 +44,13 @@ impl Served {
     }
 }
 
+/// What `Get` and `BatchGet` share: the table, the position, the method (for metrics).
+struct KeysRequest<'a> {
+    table: &'a str,
+    min_position: Option<&'a v1::Position>,
+    method: &'static str,
+}
+
 /// Limits on what one request may ask for.
 pub(crate) struct Limits {
     pub(crate) max_batch_keys: usize,
@@ -237,12 +244,12 @@ impl LookupService {
             min_position,
         } = request.into_inner();
         let key = json_field(key.as_ref(), "key")?;
-        let batch = BatchGetRequest {
-            table,
-            keys: Vec::new(),
-            min_position,
+        let lookup = KeysRequest {
+            table: &table,
+            min_position: min_position.as_ref(),
+            method: "Get",
         };
-        let mut rows = self.batch_get_keys(&batch, vec![key], &call, "Get").await?;
+        let mut rows = self.get_keys(&lookup, vec![key], &call).await?;
         Ok(rows.pop().expect("one row per key"))
     }
 
@@ -265,20 +272,24 @@ impl LookupService {
             .enumerate()
             .map(|(i, k)| json_field(Some(k), &format!("keys[{i}]")))
             .collect::<Result<Vec<_>, _>>()?;
-        let results = self.batch_get_keys(&batch, keys, &call, "BatchGet").await?;
+        let lookup = KeysRequest {
+            table: &batch.table,
+            min_position: batch.min_position.as_ref(),
+            method: "BatchGet",
+        };
+        let results = self.get_keys(&lookup, keys, &call).await?;
         Ok(BatchGetResponse { results })
     }
 
-    /// Answers `keys` of `request.table`, forwarding the keys held elsewhere.
-    async fn batch_get_keys(
+    /// Answers `keys` of a table, forwarding the keys held elsewhere.
+    async fn get_keys(
         &self,
-        request: &BatchGetRequest,
+        request: &KeysRequest<'_>,
         keys: Vec<Json>,
         call: &Call,
-        method: &'static str,
     ) -> Result<Vec<GetResponse>, Status> {
-        let position = MinPosition::from_request(request.min_position.as_ref())?;
-        let table = match self.served(&request.table)? {
+        let position = MinPosition::from_request(request.min_position)?;
+        let table = match self.served(request.table)? {
             Served::Remote(table) => {
                 if position.is_some() {
                     return Err(Status::invalid_argument(format!(
@@ -302,11 +313,11 @@ impl LookupService {
         let there = split.elsewhere.iter().map(|(owner, indices)| {
             let keys: Vec<v1::Value> = indices.iter().map(|i| from_json(&keys[*i])).collect();
             let message = BatchGetRequest {
-                table: request.table.clone(),
+                table: request.table.to_owned(),
                 keys,
-                min_position: request.min_position.clone(),
+                min_position: request.min_position.cloned(),
             };
-            self.forwarded(method);
+            self.forwarded(request.method);
             self.forward_batch(owner, message, call)
         });
         let (here, there) = tokio::join!(here, futures::future::try_join_all(there));
