@@ -833,3 +833,60 @@ async fn tls_and_a_token_are_required_when_configured() {
     );
     instance.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_remote_table_reads_another_instances_tables_through_the_api() {
+    use tributary_tables::Table as _;
+    let (topic, expected) = plain_topic(1, 30).await;
+    let data = tempfile::tempdir().unwrap();
+    let grpc = format!(
+        "{{ listen: '127.0.0.1:{}', token: s3cret, routing: {{ enabled: false }} }}",
+        free_port()
+    );
+    let server = Instance::start(&config_yaml(data.path(), &unique("api"), &topic, &grpc)).await;
+    wait_serving(&server).await;
+    let shutdown = CancellationToken::new();
+    let remote = |token: &str, table: &str| {
+        let yaml = format!(
+            "data_dir: /unused\nkafka: {{ brokers: '{}' }}\nremote:\n  - name: far\n    tributary: {{ endpoint: '{}', table: {table}, key: [id], token: {token} }}\n    retries: {{ max: 0 }}\n",
+            brokers(),
+            server.url()
+        );
+        let config = TablesConfig::parse(&yaml).unwrap();
+        let shutdown = shutdown.clone();
+        async move {
+            tributary_tables::remote::start_all(&config, &TablesMetrics::default(), &shutdown)
+                .await
+                .unwrap()
+                .remove(0)
+        }
+    };
+    let far = remote("s3cret", "items").await;
+    for (id, row) in &expected {
+        assert_eq!(
+            far.get(&json!(id)).await.unwrap().as_ref(),
+            Some(row),
+            "id {id}"
+        );
+    }
+    assert_eq!(far.get(&json!(999)).await.unwrap(), None);
+    let keys: Vec<Json> = (25..=35).map(|id| json!({ "id": id })).collect();
+    let rows = far.multi_get(&keys).await.unwrap();
+    let want: Vec<Option<Json>> = (25..=35).map(|id| expected.get(&id).cloned()).collect();
+    assert_eq!(rows, want, "a batch, misses included");
+
+    let err = remote("wrong", "items")
+        .await
+        .get(&json!(1))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("Unauthenticated"), "{err}");
+    let err = remote("s3cret", "nope")
+        .await
+        .get(&json!(1))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("NotFound"), "{err}");
+    shutdown.cancel();
+    server.stop().await;
+}

@@ -149,12 +149,16 @@ pub struct LocalTableConfig {
 pub struct RemoteTableConfig {
     /// Table name used by lookups.
     pub name: String,
-    /// A MySQL/MariaDB table rows are read from (this or `http`).
+    /// A MySQL/MariaDB table rows are read from (exactly one backend: `mysql`,
+    /// `http` or `tributary`).
     #[serde(default)]
     pub mysql: Option<MySqlBackendConfig>,
-    /// An HTTP service rows are read from (this or `mysql`).
+    /// An HTTP service rows are read from.
     #[serde(default)]
     pub http: Option<HttpBackendConfig>,
+    /// A table of another Tributary instance, read through its lookup API.
+    #[serde(default)]
+    pub tributary: Option<TributaryBackendConfig>,
     /// Cache of rows (and of misses).
     #[serde(default)]
     pub cache: CacheConfig,
@@ -203,6 +207,35 @@ pub struct HttpBackendConfig {
     pub url: String,
     /// Key columns, in key order.
     pub key: Vec<String>,
+}
+
+/// The backend of another Tributary's lookup API (`BatchGet`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TributaryBackendConfig {
+    /// `http://host:port`, or `https://host:port` for TLS.
+    pub endpoint: String,
+    /// The table's name there.
+    pub table: String,
+    /// Key columns, in key order.
+    pub key: Vec<String>,
+    /// Bearer token the server requires (`${VAR}`).
+    #[serde(default)]
+    pub token: Option<String>,
+    /// PEM CA bundle to trust (https).
+    #[serde(default)]
+    pub ca: Option<std::path::PathBuf>,
+}
+
+/// The one backend of a remote table.
+#[derive(Debug, Clone, Copy)]
+pub enum BackendConfig<'a> {
+    /// A MySQL/MariaDB table.
+    MySql(&'a MySqlBackendConfig),
+    /// An HTTP JSON service.
+    Http(&'a HttpBackendConfig),
+    /// Another Tributary's lookup API.
+    Tributary(&'a TributaryBackendConfig),
 }
 
 /// Cache of a remote table.
@@ -370,21 +403,51 @@ fn default_keep() -> usize {
 pub const DEFAULT_HTTP_PORT: u16 = 9101;
 
 impl RemoteTableConfig {
+    /// The backend, when exactly one is declared (as `validate` requires).
+    pub fn backend(&self) -> Option<BackendConfig<'_>> {
+        let declared = [
+            self.mysql.as_ref().map(BackendConfig::MySql),
+            self.http.as_ref().map(BackendConfig::Http),
+            self.tributary.as_ref().map(BackendConfig::Tributary),
+        ];
+        let mut declared = declared.into_iter().flatten();
+        match (declared.next(), declared.next()) {
+            (Some(backend), None) => Some(backend),
+            _ => None,
+        }
+    }
+
     /// Key columns, in key order.
     pub fn key_columns(&self) -> &[String] {
-        match (&self.mysql, &self.http) {
-            (Some(m), _) => &m.key,
-            (None, Some(h)) => &h.key,
-            (None, None) => &[],
+        match self.backend() {
+            Some(BackendConfig::MySql(m)) => &m.key,
+            Some(BackendConfig::Http(h)) => &h.key,
+            Some(BackendConfig::Tributary(t)) => &t.key,
+            None => &[],
         }
     }
 
     fn validate(&self, i: usize) -> Result<(), ConfigError> {
         let at = |field: &str| format!("remote[{i}].{field}");
         config_text::check_name(at("name"), &self.name)?;
-        match (&self.mysql, &self.http) {
-            (Some(_), None) => {}
-            (None, Some(h)) => {
+        match self.backend() {
+            Some(BackendConfig::MySql(_)) => {}
+            Some(BackendConfig::Tributary(t)) => {
+                if !(t.endpoint.starts_with("http://") || t.endpoint.starts_with("https://")) {
+                    return Err(ConfigError::new(
+                        at("tributary.endpoint"),
+                        "must be an http:// or https:// URL",
+                    ));
+                }
+                if t.key.is_empty() {
+                    return Err(ConfigError::new(
+                        at("tributary.key"),
+                        "name the key columns",
+                    ));
+                }
+                return self.validate_layers(i);
+            }
+            Some(BackendConfig::Http(h)) => {
                 if !h.url.starts_with("http://") {
                     return Err(ConfigError::new(
                         at("http.url"),
@@ -402,10 +465,10 @@ impl RemoteTableConfig {
                 }
                 return self.validate_layers(i);
             }
-            _ => {
+            None => {
                 return Err(ConfigError::new(
                     at("name"),
-                    "declare exactly one backend: mysql or http",
+                    "declare exactly one backend: mysql, http or tributary",
                 ));
             }
         }
@@ -601,6 +664,22 @@ remote:
             field(&format!("{REMOTE}tables: [{{ name: products, topic: t }}]")),
             "tables[0].name"
         );
+        let far = "data_dir: /x\nkafka: { brokers: b }\nremote:\n  - name: far\n    tributary: { endpoint: 'http://t:50051', table: users, key: [id] }\n";
+        let c = TablesConfig::parse(far).unwrap();
+        assert_eq!(c.remote[0].key_columns(), ["id"]);
+        assert_eq!(
+            field(&far.replace("http://t", "t")),
+            "remote[0].tributary.endpoint"
+        );
+        assert_eq!(
+            field(&far.replace("key: [id]", "key: []")),
+            "remote[0].tributary.key"
+        );
+        let two = far.replace(
+            "    tributary:",
+            "    http: { url: 'http://x/{id}', key: [id] }\n    tributary:",
+        );
+        assert_eq!(field(&two), "remote[0].name", "one backend only");
     }
 
     #[test]

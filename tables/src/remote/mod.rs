@@ -3,8 +3,8 @@
 //!
 //! A lookup goes: moka cache (rows and misses, each with a TTL; concurrent
 //! misses of one key share one load: single-flight) → [`fetcher`] (batching,
-//! circuit breaker, rate limit, timeout, retries) → [`backend`] ([`mysql`] or
-//! [`http`]).
+//! circuit breaker, rate limit, timeout, retries) → [`backend`] ([`mysql`],
+//! [`http`], or [`lookup_api`]: another Tributary's tables).
 //! A remote table can follow the change topic of its source table
 //! ([`invalidation`]): each change evicts the key, so cached rows stay fresh
 //! without a short TTL.
@@ -14,6 +14,7 @@ pub mod breaker;
 pub mod fetcher;
 pub mod http;
 pub mod invalidation;
+pub mod lookup_api;
 pub mod mysql;
 pub mod stats;
 
@@ -28,7 +29,7 @@ use moka::Expiry;
 use moka::future::Cache;
 use serde_json::Value;
 
-use crate::config::RemoteTableConfig;
+use crate::config::{BackendConfig, RemoteTableConfig};
 use crate::error::TableError;
 use crate::metrics::TablesMetrics;
 use crate::remote::backend::Backend;
@@ -116,10 +117,11 @@ impl RemoteTable {
             generations: (0..GENERATION_STRIPES).map(|_| AtomicU64::new(0)).collect(),
             fetcher: Fetcher::start(backend, policy, limiter, breaker, stats.clone()),
             stats,
-            source: match (&config.mysql, &config.http) {
-                (Some(m), _) => format!("mysql:{}", m.table),
-                (None, Some(h)) => h.url.clone(),
-                (None, None) => String::new(),
+            source: match config.backend() {
+                Some(BackendConfig::MySql(m)) => format!("mysql:{}", m.table),
+                Some(BackendConfig::Http(h)) => h.url.clone(),
+                Some(BackendConfig::Tributary(t)) => format!("{}#{}", t.endpoint, t.table),
+                None => String::new(),
             },
         }
     }
@@ -271,15 +273,19 @@ pub async fn start_all(
 ) -> Result<Vec<Arc<RemoteTable>>, TableError> {
     let mut tables = Vec::new();
     for remote in &config.remote {
-        let backend: Arc<dyn Backend> = match (&remote.mysql, &remote.http) {
-            (Some(m), _) => {
-                Arc::new(mysql::MySqlBackend::new(m).map_err(|e| TableError::Remote {
-                    table: remote.name.clone(),
-                    problem: e.to_string(),
-                })?)
+        let unusable = |e: &dyn std::fmt::Display| TableError::Remote {
+            table: remote.name.clone(),
+            problem: e.to_string(),
+        };
+        let backend: Arc<dyn Backend> = match remote.backend() {
+            Some(BackendConfig::MySql(m)) => {
+                Arc::new(mysql::MySqlBackend::new(m).map_err(|e| unusable(&e))?)
             }
-            (None, Some(h)) => Arc::new(http::HttpBackend::new(h)),
-            (None, None) => unreachable!("validated: one backend per remote table"),
+            Some(BackendConfig::Http(h)) => Arc::new(http::HttpBackend::new(h)),
+            Some(BackendConfig::Tributary(t)) => {
+                Arc::new(lookup_api::LookupApiBackend::new(t).map_err(|e| unusable(&e))?)
+            }
+            None => unreachable!("validated: one backend per remote table"),
         };
         let table = Arc::new(RemoteTable::new(remote, backend, metrics));
         if let Some(topic) = &remote.invalidate_from {
