@@ -19,6 +19,7 @@ pub mod position_store;
 pub mod row_decoder;
 pub mod schema;
 pub mod snapshot;
+mod snapshot_progress;
 pub mod source;
 
 use std::time::Duration;

@@ -27,6 +27,7 @@ use crate::metrics::{CaptureMetrics, TableLabel};
 use crate::position::BinlogPosition;
 use crate::row_decoder::decode_value;
 use crate::schema::TableSchema;
+use crate::snapshot_progress::SnapshotProgress;
 use crate::source::{self, ServerInfo};
 
 /// Reads every captured table; returns the position streaming continues from,
@@ -204,7 +205,12 @@ impl Snapshot<'_> {
         );
         let mut last_key: Option<Vec<mysql_async::Value>> = None;
         let mut done = 0u64;
-        let mut last_log = Instant::now();
+        let estimate = self
+            .metrics
+            .snapshot_rows_estimated
+            .get_or_create(label)
+            .get();
+        let mut progress = SnapshotProgress::new(&label.table, estimate.max(0) as u64);
         loop {
             if shutdown.is_cancelled() {
                 return Ok(false);
@@ -244,16 +250,13 @@ impl Snapshot<'_> {
                 .snapshot_rows_done
                 .get_or_create(label)
                 .set(done as i64);
-            if last_log.elapsed().as_secs() >= 5 {
-                info!(table = %label.table, rows = done, "snapshot progress");
-                last_log = Instant::now();
-            }
+            progress.update(done);
             // Without a primary key there is no order to resume from: one pass.
             if count < chunk || !has_primary_key {
                 break;
             }
         }
-        info!(table = %label.table, rows = done, "table snapshot done");
+        progress.finish(done);
         Ok(true)
     }
 
