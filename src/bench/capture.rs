@@ -1,7 +1,7 @@
 //! `tributary bench capture`: binlog → broker rows/s on a binlog of `--rows` row
 //! events, side by side in one run with the broker's own produce ceiling for
-//! messages of the same size, `mariadb-binlog` decoding the same events, and the
-//! snapshot rows/s of the same table.
+//! messages of the same size, `mariadb-binlog` and python-mysql-replication
+//! decoding the same events, and the snapshot rows/s of the same table.
 
 use std::time::{Duration, Instant};
 
@@ -130,6 +130,9 @@ pub(crate) async fn run(args: CaptureBenchArgs) -> anyhow::Result<()> {
     let decoded = started.elapsed();
     anyhow::ensure!(status.success(), "mariadb-binlog failed: {status}");
 
+    eprintln!("[bench] python-mysql-replication decoding the same events");
+    let python = python_mysql_replication(&host, port, &start_file, start_pos, n).await?;
+
     eprintln!("[bench] snapshot of the same table");
     let snapshot = CaptureConfig::parse(&yaml(&format!("{server}snap"), "initial_only", ""))?;
     let started = Instant::now();
@@ -158,6 +161,10 @@ pub(crate) async fn run(args: CaptureBenchArgs) -> anyhow::Result<()> {
             decoded,
         ),
         (
+            "python-mysql-replication 1.0 (PyPI `mysql-replication`), rows decoded",
+            python,
+        ),
+        (
             "Tributary: snapshot of the same table → broker",
             snapshotted,
         ),
@@ -170,6 +177,65 @@ pub(crate) async fn run(args: CaptureBenchArgs) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// Decodes the same row events with python-mysql-replication, installed on first
+/// use into a virtualenv under `~/.cache/tributary/pyrepl`; returns its time.
+async fn python_mysql_replication(
+    host: &str,
+    port: u16,
+    file: &str,
+    pos: u64,
+    rows: u64,
+) -> anyhow::Result<Duration> {
+    let home = std::env::var("HOME").context("HOME is not set")?;
+    let venv = std::path::PathBuf::from(home).join(".cache/tributary/pyrepl");
+    let python = venv.join("bin/python");
+    if !python.exists() {
+        eprintln!(
+            "[bench] installing mysql-replication from PyPI into {}",
+            venv.display()
+        );
+        let created = tokio::process::Command::new("python3")
+            .args(["-m", "venv"])
+            .arg(&venv)
+            .status()
+            .await?;
+        anyhow::ensure!(created.success(), "python3 -m venv failed");
+        let installed = tokio::process::Command::new(venv.join("bin/pip"))
+            .args(["install", "--quiet", "mysql-replication==1.0.17"])
+            .status()
+            .await?;
+        anyhow::ensure!(installed.success(), "pip install mysql-replication failed");
+    }
+    let script = tempfile::Builder::new().suffix(".py").tempfile()?;
+    std::fs::write(script.path(), include_str!("pyrepl_read.py"))?;
+    let out = tokio::process::Command::new(&python)
+        .arg(script.path())
+        .args([
+            host,
+            &port.to_string(),
+            file,
+            &pos.to_string(),
+            &rows.to_string(),
+        ])
+        .arg((7000 + std::process::id() % 1000).to_string())
+        .output()
+        .await?;
+    anyhow::ensure!(
+        out.status.success(),
+        "python-mysql-replication failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut fields = text.split_whitespace();
+    let decoded: u64 = fields.next().context("no row count")?.parse()?;
+    let seconds: f64 = fields.next().context("no time")?.parse()?;
+    anyhow::ensure!(
+        decoded >= rows,
+        "python-mysql-replication decoded {decoded} of {rows} rows"
+    );
+    Ok(Duration::from_secs_f64(seconds))
 }
 
 /// The current binlog file and position.
