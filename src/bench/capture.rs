@@ -10,6 +10,10 @@ use clap::Args;
 use mysql_async::prelude::Queryable;
 use prometheus_client::registry::Registry;
 use tokio_util::sync::CancellationToken;
+use tributary_capture::binlog_reader::{BinlogReader, ReaderItem, ReaderSetup};
+use tributary_capture::filter::TableFilter;
+use tributary_capture::position::BinlogPosition;
+use tributary_capture::source;
 use tributary_capture::{CaptureConfig, CaptureMetrics};
 
 use super::{create_topic, produce};
@@ -97,6 +101,9 @@ pub(crate) async fn run(args: CaptureBenchArgs) -> anyhow::Result<()> {
     capture.await??;
     let streamed = started.elapsed();
 
+    eprintln!("[bench] Tributary decode only: the same events read and decoded, not produced");
+    let decode_only = decode_only(&yaml(&server, "never", ""), &start, n).await?;
+
     eprintln!("[bench] broker ceiling: as many messages of the same size from a plain producer");
     let size = sample_size(&args.stack.brokers, &format!("{server}.{db}.events")).await?;
     let ceiling_topic = format!("{server}.ceiling");
@@ -157,6 +164,10 @@ pub(crate) async fn run(args: CaptureBenchArgs) -> anyhow::Result<()> {
             streamed,
         ),
         (
+            "Tributary: decode only (binlog → typed change events, nothing produced)",
+            decode_only,
+        ),
+        (
             "mariadb-binlog --verbose --base64-output=DECODE-ROWS > /dev/null",
             decoded,
         ),
@@ -177,6 +188,43 @@ pub(crate) async fn run(args: CaptureBenchArgs) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// Reads the binlog from `gtid` with capture's reader until `rows` row changes
+/// are decoded into change events (what capture does before encoding and producing).
+async fn decode_only(yaml: &str, gtid: &str, rows: u64) -> anyhow::Result<Duration> {
+    let config = CaptureConfig::parse(yaml)?;
+    let mut conn = source::connect(&config.source).await?;
+    let info = source::preflight(&mut conn).await?;
+    drop(conn);
+    let pool = mysql_async::Pool::new(source::opts(&config.source));
+    let setup = ReaderSetup {
+        source: &config.source,
+        server_name: &config.server_name,
+        filter: TableFilter::new(&config.include, &config.exclude),
+        info,
+        pool: pool.clone(),
+    };
+    let from = BinlogPosition {
+        file: String::new(),
+        pos: 4,
+        gtid: Some(gtid.to_owned()),
+        ..BinlogPosition::default()
+    };
+    let mut reader = BinlogReader::open(setup, &from).await?;
+    let started = Instant::now();
+    let mut decoded = 0;
+    while decoded < rows {
+        match reader.next().await? {
+            Some(ReaderItem::Change(_)) => decoded += 1,
+            Some(_) => {}
+            None => anyhow::bail!("the binlog ended after {decoded} of {rows} rows"),
+        }
+    }
+    let took = started.elapsed();
+    drop(reader);
+    pool.disconnect().await?;
+    Ok(took)
 }
 
 /// Decodes the same row events with python-mysql-replication, installed on first
