@@ -130,7 +130,12 @@ impl Progress {
 
     /// Whether this instance holds the partition and has caught up with it.
     pub fn is_ready(&self, table: &str, partition: i32) -> bool {
-        self.of_partition(table, partition).is_some_and(|p| p.ready)
+        // Asked for every enriched event: read in place, no copy of the progress.
+        self.read(|held| {
+            held.get(table)
+                .and_then(|t| t.get(&partition))
+                .is_some_and(|p| p.ready)
+        })
     }
 
     /// Progress of one held partition.
