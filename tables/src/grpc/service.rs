@@ -177,6 +177,10 @@ impl LookupService {
 
     /// A held partition must have caught up before it answers.
     fn check_ready(&self, table: &str, partition: i32) -> Result<(), Status> {
+        // Every lookup asks: answer from the progress in place; copy it only to explain a refusal.
+        if self.progress().is_ready(table, partition) {
+            return Ok(());
+        }
         match self.progress().of_partition(table, partition) {
             Some(p) if p.ready => Ok(()),
             Some(p) => Err(Status::unavailable(format!(
