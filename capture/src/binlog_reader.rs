@@ -21,7 +21,7 @@ use tributary_proto::{ChangeEvent, Op, Row, SnapshotMarker, SourceInfo, Transact
 use crate::error::CaptureError;
 use crate::filter::TableFilter;
 use crate::position::{BinlogPosition, GtidState};
-use crate::row_decoder::decode_row;
+use crate::row_image::RowImages;
 use crate::schema::TableSchema;
 use crate::source::{self, ServerInfo};
 
@@ -57,7 +57,7 @@ const MARIADB_COMPRESSED: std::ops::RangeInclusive<u8> = 165..=168;
 const FL_STANDALONE: u8 = 1;
 
 struct OpenTransaction {
-    id: String,
+    id: Arc<str>,
     standalone: bool,
     events: u64,
     /// Events so far per table (by table id, which names one table within a transaction).
@@ -72,12 +72,13 @@ struct CachedTable {
 /// A replication connection turned into change events.
 pub struct BinlogReader {
     stream: BinlogStream,
-    server_name: String,
+    server_name: Arc<str>,
     filter: TableFilter,
     info: ServerInfo,
     pool: Pool,
     tables: HashMap<u64, CachedTable>,
-    file: String,
+    /// The binlog file being read (shared by the events of its rows).
+    file: Arc<str>,
     gtid: GtidState,
     seen_format_description: bool,
     trx: Option<OpenTransaction>,
@@ -134,7 +135,7 @@ impl BinlogReader {
         info!(position = %from, by_gtid = use_gtid, "binlog stream opened");
         Ok(BinlogReader {
             stream,
-            server_name: setup.server_name.to_owned(),
+            server_name: setup.server_name.into(),
             filter: setup.filter,
             gtid: from
                 .gtid
@@ -146,7 +147,7 @@ impl BinlogReader {
             info: setup.info,
             pool: setup.pool,
             tables: HashMap::new(),
-            file: from.file.clone(),
+            file: from.file.as_str().into(),
             seen_format_description: false,
             trx: None,
             pending_gtid: None,
@@ -184,7 +185,7 @@ impl BinlogReader {
     fn decode_error(&self, event: &Event, detail: impl Into<String>) -> CaptureError {
         let header = event.header();
         CaptureError::Decode {
-            file: self.file.clone(),
+            file: self.file.to_string(),
             pos: u64::from(header.log_pos().saturating_sub(header.event_size())),
             detail: detail.into(),
         }
@@ -212,7 +213,7 @@ impl BinlogReader {
                     // The rotate sent before the format description carries the CRC32 in its name.
                     name.truncate(name.len() - 4);
                 }
-                self.file = String::from_utf8_lossy(&name).into_owned();
+                self.file = String::from_utf8_lossy(&name).into();
                 debug!(file = %self.file, pos = rotate.position(), "rotate");
             }
             EventData::QueryEvent(query) => {
@@ -233,7 +234,7 @@ impl BinlogReader {
                             db,
                             ddl: sql.to_owned(),
                             position: BinlogPosition {
-                                file: self.file.clone(),
+                                file: self.file.to_string(),
                                 pos: u64::from(header.log_pos()),
                                 gtid: self.pending_gtid.map(|(d, s, n)| format!("{d}-{s}-{n}")),
                                 ts_ms: i64::from(header.timestamp()) * 1000,
@@ -249,7 +250,7 @@ impl BinlogReader {
             EventData::XidEvent(_) => self.commit(&event),
             EventData::HeartbeatEvent if self.trx.is_none() => {
                 self.out.push_back(ReaderItem::Heartbeat(BinlogPosition {
-                    file: self.file.clone(),
+                    file: self.file.to_string(),
                     pos: u64::from(header.log_pos()),
                     gtid: (!self.gtid.is_empty()).then(|| self.gtid.to_string()),
                     ts_ms: now_ms(),
@@ -311,7 +312,7 @@ impl BinlogReader {
 
     fn begin(&mut self, id: String, standalone: bool) {
         self.trx = Some(OpenTransaction {
-            id,
+            id: id.into(),
             standalone,
             events: 0,
             per_table: HashMap::new(),
@@ -325,7 +326,7 @@ impl BinlogReader {
         self.trx = None;
         let header = event.header();
         self.out.push_back(ReaderItem::Commit(BinlogPosition {
-            file: self.file.clone(),
+            file: self.file.to_string(),
             pos: u64::from(header.log_pos()),
             gtid: (!self.gtid.is_empty()).then(|| self.gtid.to_string()),
             ts_ms: i64::from(header.timestamp()) * 1000,
@@ -369,28 +370,30 @@ impl BinlogReader {
         let ts_ms = i64::from(header.timestamp()) * 1000;
         let now_ms = now_ms();
         let trx = self.trx.get_or_insert_with(|| OpenTransaction {
-            id: format!("{}:{pos}", self.file),
+            id: format!("{}:{pos}", self.file).into(),
             standalone: false,
             events: 0,
             per_table: HashMap::new(),
         });
-        let gtid = self.pending_gtid.map(|(d, s, n)| format!("{d}-{s}-{n}"));
+        let gtid: Option<Arc<str>> = self
+            .pending_gtid
+            .map(|(d, s, n)| format!("{d}-{s}-{n}").into());
+        let decode_error = |detail: String| CaptureError::Decode {
+            file: self.file.to_string(),
+            pos,
+            detail: format!("{}.{}: {detail}", schema.db, schema.table),
+        };
+        let partial = matches!(
+            event.header().event_type(),
+            Ok(EventType::PARTIAL_UPDATE_ROWS_EVENT)
+        );
         let mut decoded = Vec::new();
-        for (row_index, pair) in rows.rows(tme).enumerate() {
-            let (before, after) = pair.map_err(|e| CaptureError::Decode {
-                file: self.file.clone(),
-                pos,
-                detail: format!("row {row_index} of {}.{}: {e}", schema.db, schema.table),
-            })?;
-            let decode = |row| {
-                decode_row(&schema, row).map_err(|e| CaptureError::Decode {
-                    file: self.file.clone(),
-                    pos,
-                    detail: format!("row {row_index} of {}.{}: {e}", schema.db, schema.table),
-                })
-            };
-            let before = before.map(decode).transpose()?;
-            let after = after.map(decode).transpose()?;
+        for (row_index, pair) in RowImages::new(&schema, tme, rows, partial)
+            .map_err(decode_error)?
+            .enumerate()
+        {
+            let (before, after) =
+                pair.map_err(|e| decode_error(format!("row {row_index}: {e}")))?;
             decoded.push((row_index as u32, before, after));
         }
         for (row, before, after) in decoded {
@@ -406,24 +409,38 @@ impl BinlogReader {
                 pos,
                 row,
             };
-            for change in row_changes(&schema, op, before, after) {
+            for change in row_changes(&schema, op, before, after)
+                .into_iter()
+                .flatten()
+            {
                 trx.events += 1;
                 let table_order = trx.per_table.entry(table_id).or_insert(0);
                 *table_order += 1;
                 self.out.push_back(ReaderItem::Change(Box::new(ChangeEvent {
+                    op: change.op,
+                    key: change.key,
+                    before: change.before,
+                    after: change.after,
+                    source: source.clone(),
+                    ts_ms: now_ms,
                     transaction: Some(TransactionInfo {
                         id: trx.id.clone(),
                         total_order: trx.events,
                         data_collection_order: *table_order,
                     }),
-                    source: source.clone(),
-                    ts_ms: now_ms,
-                    ..change
                 })));
             }
         }
         Ok(())
     }
+}
+
+/// What one row change is, before its source and transaction are attached.
+struct RowChange {
+    op: Op,
+    key: Row,
+    before: Option<Row>,
+    after: Option<Row>,
 }
 
 /// The change events of one row: an update that changes the primary key becomes a
@@ -433,7 +450,7 @@ fn row_changes(
     op: Op,
     before: Option<Vec<Value>>,
     after: Option<Vec<Value>>,
-) -> Vec<ChangeEvent> {
+) -> [Option<RowChange>; 2] {
     let row = |values: Vec<Value>| Row {
         columns: schema.names.clone(),
         values,
@@ -442,30 +459,29 @@ fn row_changes(
         columns: schema.key_names.clone(),
         values: schema.key.iter().map(|&i| values[i].clone()).collect(),
     };
-    let event = |op, key, before, after| ChangeEvent {
-        op,
-        key,
-        before,
-        after,
-        source: SourceInfo::default(),
-        ts_ms: 0,
-        transaction: None,
+    let event = |op, key, before, after| {
+        Some(RowChange {
+            op,
+            key,
+            before,
+            after,
+        })
     };
     match (op, before, after) {
         (Op::Update, Some(b), Some(a)) => {
             let (old_key, new_key) = (key_of(&b), key_of(&a));
             if old_key == new_key {
-                vec![event(Op::Update, new_key, Some(row(b)), Some(row(a)))]
+                [event(Op::Update, new_key, Some(row(b)), Some(row(a))), None]
             } else {
-                vec![
+                [
                     event(Op::Delete, old_key, Some(row(b)), None),
                     event(Op::Create, new_key, None, Some(row(a))),
                 ]
             }
         }
-        (_, Some(b), None) => vec![event(Op::Delete, key_of(&b), Some(row(b)), None)],
-        (_, None, Some(a)) => vec![event(Op::Create, key_of(&a), None, Some(row(a)))],
-        _ => Vec::new(),
+        (_, Some(b), None) => [event(Op::Delete, key_of(&b), Some(row(b)), None), None],
+        (_, None, Some(a)) => [event(Op::Create, key_of(&a), None, Some(row(a))), None],
+        _ => [None, None],
     }
 }
 

@@ -178,7 +178,7 @@ impl KafkaWriter {
     /// Queues one change event (and a tombstone after a delete).
     pub async fn send(&mut self, event: &ChangeEvent) -> Result<(), CaptureError> {
         self.begin_transaction()?;
-        let (db, table) = (&event.source.db, &event.source.table);
+        let (db, table) = (&*event.source.db, &*event.source.table);
         if !self
             .topics
             .get(db)
@@ -191,8 +191,8 @@ impl KafkaWriter {
             let label = TableLabel {
                 table: format!("{db}.{table}"),
             };
-            self.topics.entry(db.clone()).or_default().insert(
-                table.clone(),
+            self.topics.entry(db.to_owned()).or_default().insert(
+                table.to_owned(),
                 TopicInfo {
                     name,
                     partitions,

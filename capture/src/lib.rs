@@ -17,6 +17,7 @@ pub mod metrics;
 pub mod position;
 pub mod position_store;
 pub mod row_decoder;
+pub mod row_image;
 pub mod schema;
 pub mod snapshot;
 mod snapshot_progress;

@@ -6,23 +6,10 @@
 //! zone), TIMESTAMP as an ISO-8601 UTC string. The full table is `docs/types.md`.
 
 use mysql_async::Value as MyValue;
-use mysql_async::binlog::row::BinlogRow;
 use mysql_async::binlog::value::BinlogValue;
 use tributary_proto::Value;
 
-use crate::schema::{Charset, ColumnKind, TableSchema};
-
-/// Decodes every column of a row image in table order.
-pub fn decode_row(schema: &TableSchema, mut row: BinlogRow) -> Result<Vec<Value>, String> {
-    let mut values = Vec::with_capacity(schema.columns.len());
-    for (i, column) in schema.columns.iter().enumerate() {
-        let raw = row.take(i);
-        let value = decode_value(&column.kind, raw)
-            .map_err(|e| format!("column `{}` ({:?}): {e}", column.name, column.kind))?;
-        values.push(value);
-    }
-    Ok(values)
-}
+use crate::schema::{Charset, ColumnKind};
 
 /// Decodes one column value.
 pub fn decode_value(kind: &ColumnKind, raw: Option<BinlogValue<'_>>) -> Result<Value, String> {

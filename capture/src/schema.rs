@@ -111,9 +111,9 @@ pub struct ColumnSchema {
 #[derive(Debug, Clone, PartialEq)]
 pub struct TableSchema {
     /// Database name.
-    pub db: String,
+    pub db: Arc<str>,
     /// Table name.
-    pub table: String,
+    pub table: Arc<str>,
     /// Columns in table order.
     pub columns: Vec<ColumnSchema>,
     /// Column names, shared by every row image.
@@ -334,8 +334,8 @@ impl TableSchema {
         let names: Arc<[String]> = columns.iter().map(|c| c.name.clone()).collect();
         let key_names = key.iter().map(|&i| names[i].clone()).collect();
         TableSchema {
-            db,
-            table,
+            db: db.into(),
+            table: table.into(),
             columns,
             names,
             key,

@@ -10,6 +10,7 @@
 //! snapshot is acknowledged: a snapshot interrupted by a crash or a stop starts
 //! over at the next start (the repeated `r` events are upserts of the same rows).
 
+use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use mysql_async::binlog::value::BinlogValue;
@@ -77,13 +78,25 @@ pub async fn run(
         }
     };
     let started = Instant::now();
+    let ts_ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64);
     let mut snapshot = Snapshot {
         config,
         metrics,
         position: &position,
-        ts_ms: SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as i64),
+        source: SourceInfo {
+            name: config.server_name.as_str().into(),
+            ts_ms,
+            snapshot: SnapshotMarker::True,
+            db: "".into(),
+            table: "".into(),
+            server_id: 0,
+            gtid: position.gtid.as_deref().map(Arc::from),
+            file: position.file.as_str().into(),
+            pos: position.pos,
+            row: 0,
+        },
         held: None,
     };
     for (db, table, estimate) in &tables {
@@ -170,7 +183,8 @@ struct Snapshot<'a> {
     config: &'a CaptureConfig,
     metrics: &'a CaptureMetrics,
     position: &'a BinlogPosition,
-    ts_ms: i64,
+    /// `source` of every event (the table filled in per event).
+    source: SourceInfo,
     /// The latest event, held back so the very last one can be marked `last`.
     held: Option<ChangeEvent>,
 }
@@ -279,18 +293,11 @@ impl Snapshot<'_> {
                 values,
             }),
             source: SourceInfo {
-                name: self.config.server_name.clone(),
-                ts_ms: self.ts_ms,
-                snapshot: SnapshotMarker::True,
                 db: schema.db.clone(),
                 table: schema.table.clone(),
-                server_id: 0,
-                gtid: self.position.gtid.clone(),
-                file: self.position.file.clone(),
-                pos: self.position.pos,
-                row: 0,
+                ..self.source.clone()
             },
-            ts_ms: self.ts_ms,
+            ts_ms: self.source.ts_ms,
             transaction: None,
         };
         if let Some(previous) = self.held.replace(event) {

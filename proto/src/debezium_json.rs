@@ -4,6 +4,8 @@
 //! JSON object of the primary-key columns. A delete is followed by a tombstone
 //! (same key, no value), which is the writer's business, not the codec's.
 
+use std::sync::Arc;
+
 use serde::Serialize;
 use serde::ser::{SerializeMap, Serializer};
 
@@ -161,7 +163,7 @@ pub fn decode(key: &[u8], value: &[u8]) -> Result<ChangeEvent, CodecError> {
     let transaction = match field("transaction") {
         serde_json::Value::Null => None,
         t => Some(TransactionInfo {
-            id: str_field(t, "transaction.id", "id")?.to_owned(),
+            id: str_field(t, "transaction.id", "id")?.into(),
             total_order: u64_field(t, "transaction.total_order", "total_order")?,
             data_collection_order: u64_field(
                 t,
@@ -202,17 +204,17 @@ fn source_from_json(json: &serde_json::Value) -> Result<SourceInfo, CodecError> 
         _ => SnapshotMarker::False,
     };
     Ok(SourceInfo {
-        name: str_field(json, "source.name", "name")?.to_owned(),
+        name: str_field(json, "source.name", "name")?.into(),
         ts_ms: json
             .get("ts_ms")
             .and_then(|v| v.as_i64())
             .unwrap_or_default(),
         snapshot,
-        db: str_field(json, "source.db", "db")?.to_owned(),
-        table: str_field(json, "source.table", "table")?.to_owned(),
+        db: str_field(json, "source.db", "db")?.into(),
+        table: str_field(json, "source.table", "table")?.into(),
         server_id: u64_field(json, "source.server_id", "server_id")? as u32,
-        gtid: json.get("gtid").and_then(|v| v.as_str()).map(str::to_owned),
-        file: str_field(json, "source.file", "file")?.to_owned(),
+        gtid: json.get("gtid").and_then(|v| v.as_str()).map(Arc::from),
+        file: str_field(json, "source.file", "file")?.into(),
         pos: u64_field(json, "source.pos", "pos")?,
         row: json.get("row").and_then(|v| v.as_u64()).unwrap_or_default() as u32,
     })

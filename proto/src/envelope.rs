@@ -72,25 +72,26 @@ pub struct Row {
     pub values: Vec<Value>,
 }
 
-/// `source`: where in the source database the change came from.
+/// `source`: where in the source database the change came from. The strings are
+/// shared by every row of a rows event (`Arc<str>`: a clone per row costs no allocation).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct SourceInfo {
     /// The configured `server_name` (the topic prefix).
-    pub name: String,
+    pub name: Arc<str>,
     /// Commit time of the change on the source, in milliseconds since the epoch.
     pub ts_ms: i64,
     /// Snapshot marker.
     pub snapshot: SnapshotMarker,
     /// Database (schema) name.
-    pub db: String,
+    pub db: Arc<str>,
     /// Table name.
-    pub table: String,
+    pub table: Arc<str>,
     /// Server id of the server that wrote the event.
     pub server_id: u32,
     /// GTID of the transaction, when the server has GTIDs.
-    pub gtid: Option<String>,
+    pub gtid: Option<Arc<str>>,
     /// Binlog file of the rows event.
-    pub file: String,
+    pub file: Arc<str>,
     /// Start position of the rows event in `file`.
     pub pos: u64,
     /// Index of the row within the rows event.
@@ -101,7 +102,7 @@ pub struct SourceInfo {
 #[derive(Debug, Clone, PartialEq)]
 pub struct TransactionInfo {
     /// Transaction id (the GTID where there is one, else `file:pos` of its start).
-    pub id: String,
+    pub id: Arc<str>,
     /// 1-based position of the event among all events of the transaction.
     pub total_order: u64,
     /// 1-based position of the event among the transaction's events for this table.

@@ -1,0 +1,204 @@
+//! Reads the row images of a rows event in place, straight from the event's bytes.
+//!
+//! mysql_common's row iterator rebuilds a full column definition for every
+//! column of every row (schema, table and column names copied into new
+//! allocations) and re-parses the TABLE_MAP's optional metadata per row; that
+//! was most of capture's decoding time. Here the column types and metadata are
+//! looked up once per rows event, each present value is parsed where it lies
+//! and mapped at once by [`decode_value`], and a row costs one `Vec` per image
+//! (plus the bytes of its string values).
+//!
+//! Row image layout (MySQL `log_event.cc`, `Rows_log_event`): per row, for each
+//! image, [the shared-image options of a PARTIAL_UPDATE after image], a NULL
+//! bitmap over the columns present in the image, then the non-NULL values of the
+//! present columns in table order.
+
+use mysql_async::binlog::events::{RowsEventData, TableMapEvent};
+use mysql_async::binlog::value::BinlogValue;
+use mysql_async::consts::ColumnType;
+use mysql_common::io::ParseBuf;
+use tributary_proto::Value;
+
+use crate::row_decoder::decode_value;
+use crate::schema::{ColumnKind, TableSchema};
+
+/// `binlog_row_value_options` bit: JSON columns of the after image may be diffs.
+const PARTIAL_JSON_UPDATES: u64 = 1;
+
+/// A row change: the before and after images, each in table order.
+pub type RowPair = (Option<Vec<Value>>, Option<Vec<Value>>);
+
+/// The binlog type and TABLE_MAP metadata of one column.
+struct BinlogColumn<'a> {
+    column_type: ColumnType,
+    meta: &'a [u8],
+    unsigned: bool,
+}
+
+/// What one rows event's images hold, worked out once per event.
+struct Layout<'a> {
+    columns: Vec<BinlogColumn<'a>>,
+    json_columns: usize,
+    /// Columns present in the before image (updates, deletes).
+    before: Option<Vec<bool>>,
+    /// Columns present in the after image (inserts, updates).
+    after: Option<Vec<bool>>,
+    /// The event is a PARTIAL_UPDATE_ROWS_EVENT: after images start with value options.
+    shared_image: bool,
+}
+
+/// Iterator over the row changes of one rows event.
+pub struct RowImages<'a> {
+    schema: &'a TableSchema,
+    layout: Layout<'a>,
+    buf: ParseBuf<'a>,
+}
+
+impl<'a> RowImages<'a> {
+    /// Prepares to read `rows`, described by `tme` and decoded per `schema` (built from the same TABLE_MAP).
+    pub fn new(
+        schema: &'a TableSchema,
+        tme: &'a TableMapEvent<'a>,
+        rows: &'a RowsEventData<'a>,
+        shared_image: bool,
+    ) -> Result<Self, String> {
+        let count = rows.num_columns() as usize;
+        if count != schema.columns.len() || count != tme.columns_count() as usize {
+            return Err(format!(
+                "rows event has {count} columns, its TABLE_MAP {} and the schema {}",
+                tme.columns_count(),
+                schema.columns.len()
+            ));
+        }
+        let columns = schema
+            .columns
+            .iter()
+            .enumerate()
+            .map(|(i, column)| {
+                let column_type = match tme.get_column_type(i) {
+                    Ok(Some(t)) => t,
+                    Ok(None) => return Err(format!("column {i}: no type in TABLE_MAP")),
+                    Err(e) => return Err(format!("column {i}: {e}")),
+                };
+                Ok(BinlogColumn {
+                    column_type,
+                    meta: tme.get_column_metadata(i).unwrap_or(&[]),
+                    unsigned: matches!(column.kind, ColumnKind::Int { unsigned: true, .. }),
+                })
+            })
+            .collect::<Result<Vec<_>, String>>()?;
+        let json_columns = columns
+            .iter()
+            .filter(|c| c.column_type == ColumnType::MYSQL_TYPE_JSON)
+            .count();
+        let layout = Layout {
+            columns,
+            json_columns,
+            before: rows
+                .columns_before_image()
+                .map(|bits| bits.iter().map(|b| *b).collect()),
+            after: rows
+                .columns_after_image()
+                .map(|bits| bits.iter().map(|b| *b).collect()),
+            shared_image,
+        };
+        Ok(RowImages {
+            schema,
+            layout,
+            buf: ParseBuf(rows.rows_data()),
+        })
+    }
+
+    fn next_pair(&mut self) -> Result<RowPair, String> {
+        let layout = &self.layout;
+        let before = match &layout.before {
+            Some(present) => Some(layout.image(&mut self.buf, self.schema, present, false)?),
+            None => None,
+        };
+        let after = match &layout.after {
+            Some(present) => {
+                Some(layout.image(&mut self.buf, self.schema, present, layout.shared_image)?)
+            }
+            None => None,
+        };
+        Ok((before, after))
+    }
+}
+
+impl<'a> Layout<'a> {
+    /// Reads one image: the values of the columns set in `present`, NULL for the others.
+    fn image(
+        &self,
+        buf: &mut ParseBuf<'a>,
+        schema: &TableSchema,
+        present: &[bool],
+        shared_image: bool,
+    ) -> Result<Vec<Value>, String> {
+        let truncated = || "row image ends early".to_owned();
+        let mut partial_json: &[u8] = &[];
+        if shared_image {
+            let options = buf.checked_eat_lenenc_int().ok_or_else(truncated)?;
+            if options & PARTIAL_JSON_UPDATES != 0 {
+                partial_json = buf
+                    .checked_eat(self.json_columns.div_ceil(8))
+                    .ok_or_else(truncated)?;
+            }
+        }
+        let in_image = present.iter().filter(|p| **p).count();
+        let nulls = buf
+            .checked_eat(in_image.div_ceil(8))
+            .ok_or_else(truncated)?;
+        let mut values = Vec::with_capacity(self.columns.len());
+        let (mut image_index, mut json_index) = (0, 0);
+        for ((column, schema_column), &is_present) in
+            self.columns.iter().zip(&schema.columns).zip(present)
+        {
+            let is_partial = column.column_type == ColumnType::MYSQL_TYPE_JSON && {
+                json_index += 1;
+                bit(partial_json, json_index - 1)
+            };
+            if !is_present {
+                values.push(Value::Null); // not in the image (binlog_row_image other than FULL)
+                continue;
+            }
+            image_index += 1;
+            if bit(nulls, image_index - 1) {
+                values.push(Value::Null);
+                continue;
+            }
+            let described = |e: String| {
+                format!(
+                    "column `{}` ({:?}): {e}",
+                    schema_column.name, schema_column.kind
+                )
+            };
+            let raw: BinlogValue<'_> = buf
+                .parse((column.column_type, column.meta, column.unsigned, is_partial))
+                .map_err(|e| described(e.to_string()))?;
+            values.push(decode_value(&schema_column.kind, Some(raw)).map_err(described)?);
+        }
+        Ok(values)
+    }
+}
+
+impl Iterator for RowImages<'_> {
+    type Item = Result<RowPair, String>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.buf.is_empty() {
+            return None;
+        }
+        let pair = self.next_pair();
+        if pair.is_err() {
+            self.buf = ParseBuf(&[]); // the rest cannot be located
+        }
+        Some(pair)
+    }
+}
+
+/// Bit `i` of a little-endian bitmap (bit 0 is the low bit of byte 0).
+fn bit(bitmap: &[u8], i: usize) -> bool {
+    bitmap
+        .get(i / 8)
+        .is_some_and(|byte| byte >> (i % 8) & 1 == 1)
+}
