@@ -21,7 +21,7 @@ use tributary_capture::{CaptureConfig, CaptureMetrics};
 use tributary_tables::TablesConfig;
 
 // Capture and enrichment allocate a few small objects per row; mimalloc's
-// thread-local free lists halve what glibc malloc costs them (BENCHMARKS.md).
+// thread-local free lists cost them less than glibc malloc (BENCHMARKS.md, capture).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

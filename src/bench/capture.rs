@@ -1,7 +1,8 @@
 //! `tributary bench capture`: binlog → broker rows/s on a binlog of `--rows` row
 //! events, side by side in one run with the broker's own produce ceiling for
 //! messages of the same size, `mariadb-binlog` and python-mysql-replication
-//! decoding the same events, and the snapshot rows/s of the same table.
+//! decoding the same events, and the snapshot rows/s of the same table; each series
+//! also in rows per CPU-second of the process doing the work.
 
 use std::time::{Duration, Instant};
 
@@ -84,7 +85,7 @@ pub(crate) async fn run(args: CaptureBenchArgs) -> anyhow::Result<()> {
     ))?;
     let metrics = CaptureMetrics::register(&mut Registry::default());
     let stop = CancellationToken::new();
-    let started = Instant::now();
+    let started = Stopwatch::start()?;
     let capture = tokio::spawn(tributary_capture::run(
         streaming,
         metrics.clone(),
@@ -99,7 +100,7 @@ pub(crate) async fn run(args: CaptureBenchArgs) -> anyhow::Result<()> {
     }
     stop.cancel(); // drains: every event acknowledged
     capture.await??;
-    let streamed = started.elapsed();
+    let streamed = started.own()?;
 
     eprintln!("[bench] Tributary decode only: the same events read and decoded, not produced");
     let decode_only = decode_only(&yaml(&server, "never", ""), &start, n).await?;
@@ -109,15 +110,15 @@ pub(crate) async fn run(args: CaptureBenchArgs) -> anyhow::Result<()> {
     let ceiling_topic = format!("{server}.ceiling");
     create_topic(&args.stack.brokers, &ceiling_topic, 3).await?;
     let payload = "x".repeat(size);
-    let started = Instant::now();
+    let started = Stopwatch::start()?;
     produce(&args.stack.brokers, &ceiling_topic, n, |i| {
         ((i % 3) as i32, format!(r#"{{"id":{i}}}"#), payload.clone())
     })
     .await?;
-    let ceiling = started.elapsed();
+    let ceiling = started.own()?;
 
     eprintln!("[bench] mariadb-binlog decoding the same events");
-    let started = Instant::now();
+    let started = Stopwatch::start()?;
     let status = tokio::process::Command::new("mariadb-binlog")
         .args([
             "--read-from-remote-server".to_owned(),
@@ -134,7 +135,7 @@ pub(crate) async fn run(args: CaptureBenchArgs) -> anyhow::Result<()> {
         .stdout(std::process::Stdio::null())
         .status()
         .await?;
-    let decoded = started.elapsed();
+    let decoded = started.children()?;
     anyhow::ensure!(status.success(), "mariadb-binlog failed: {status}");
 
     eprintln!("[bench] python-mysql-replication decoding the same events");
@@ -142,18 +143,20 @@ pub(crate) async fn run(args: CaptureBenchArgs) -> anyhow::Result<()> {
 
     eprintln!("[bench] snapshot of the same table");
     let snapshot = CaptureConfig::parse(&yaml(&format!("{server}snap"), "initial_only", ""))?;
-    let started = Instant::now();
+    let started = Stopwatch::start()?;
     tributary_capture::run(
         snapshot,
         CaptureMetrics::register(&mut Registry::default()),
         CancellationToken::new(),
     )
     .await?;
-    let snapshotted = started.elapsed();
+    let snapshotted = started.own()?;
 
-    let rate = |d: Duration| n as f64 / d.as_secs_f64();
+    let rate = |seconds: f64| n as f64 / seconds;
     println!("\n## Capture ({n} row events, ~{size}-byte Debezium JSON values)\n");
-    println!("| pipeline | seconds | rows/s | vs broker ceiling |\n|---|---:|---:|---:|");
+    println!(
+        "| pipeline | seconds | rows/s | vs broker ceiling | CPU seconds | rows per CPU-second |\n|---|---:|---:|---:|---:|---:|"
+    );
     for (name, d) in [
         (
             "broker ceiling: plain producer (lz4, linger 20 ms), same size",
@@ -180,19 +183,26 @@ pub(crate) async fn run(args: CaptureBenchArgs) -> anyhow::Result<()> {
             snapshotted,
         ),
     ] {
+        let wall = d.wall.as_secs_f64();
         println!(
-            "| {name} | {:.2} | {:.0} | {:.2}× |",
-            d.as_secs_f64(),
-            rate(d),
-            rate(d) / rate(ceiling)
+            "| {name} | {wall:.2} | {:.0} | {:.2}× | {:.2} | {:.0} |",
+            rate(wall),
+            rate(wall) / rate(ceiling.wall.as_secs_f64()),
+            d.cpu_seconds,
+            rate(d.cpu_seconds)
         );
     }
+    println!(
+        "\nCPU seconds: user + system time of this process (Tributary, the plain producer) or of the \
+         child (mariadb-binlog; python-mysql-replication counts its own after its imports), \
+         not the server's or the broker's."
+    );
     Ok(())
 }
 
 /// Reads the binlog from `gtid` with capture's reader until `rows` row changes
 /// are decoded into change events (what capture does before encoding and producing).
-async fn decode_only(yaml: &str, gtid: &str, rows: u64) -> anyhow::Result<Duration> {
+async fn decode_only(yaml: &str, gtid: &str, rows: u64) -> anyhow::Result<Measured> {
     let config = CaptureConfig::parse(yaml)?;
     let mut conn = source::connect(&config.source).await?;
     let info = source::preflight(&mut conn).await?;
@@ -212,7 +222,7 @@ async fn decode_only(yaml: &str, gtid: &str, rows: u64) -> anyhow::Result<Durati
         ..BinlogPosition::default()
     };
     let mut reader = BinlogReader::open(setup, &from).await?;
-    let started = Instant::now();
+    let started = Stopwatch::start()?;
     let mut decoded = 0;
     while decoded < rows {
         match reader.next().await? {
@@ -221,21 +231,21 @@ async fn decode_only(yaml: &str, gtid: &str, rows: u64) -> anyhow::Result<Durati
             None => anyhow::bail!("the binlog ended after {decoded} of {rows} rows"),
         }
     }
-    let took = started.elapsed();
+    let took = started.own()?;
     drop(reader);
     pool.disconnect().await?;
     Ok(took)
 }
 
 /// Decodes the same row events with python-mysql-replication, installed on first
-/// use into a virtualenv under `~/.cache/tributary/pyrepl`; returns its time.
+/// use into a virtualenv under `~/.cache/tributary/pyrepl`; returns its time and CPU time.
 async fn python_mysql_replication(
     host: &str,
     port: u16,
     file: &str,
     pos: u64,
     rows: u64,
-) -> anyhow::Result<Duration> {
+) -> anyhow::Result<Measured> {
     let home = std::env::var("HOME").context("HOME is not set")?;
     let venv = std::path::PathBuf::from(home).join(".cache/tributary/pyrepl");
     let python = venv.join("bin/python");
@@ -279,11 +289,84 @@ async fn python_mysql_replication(
     let mut fields = text.split_whitespace();
     let decoded: u64 = fields.next().context("no row count")?.parse()?;
     let seconds: f64 = fields.next().context("no time")?.parse()?;
+    let cpu_seconds: f64 = fields.next().context("no CPU time")?.parse()?;
     anyhow::ensure!(
         decoded >= rows,
         "python-mysql-replication decoded {decoded} of {rows} rows"
     );
-    Ok(Duration::from_secs_f64(seconds))
+    Ok(Measured {
+        wall: Duration::from_secs_f64(seconds),
+        cpu_seconds,
+    })
+}
+
+/// How long a series took, on the clock and in CPU time.
+#[derive(Clone, Copy)]
+struct Measured {
+    wall: Duration,
+    cpu_seconds: f64,
+}
+
+/// Starts timing a series: the clock and the CPU time used so far.
+struct Stopwatch {
+    started: Instant,
+    cpu: CpuTimes,
+}
+
+impl Stopwatch {
+    fn start() -> anyhow::Result<Self> {
+        Ok(Stopwatch {
+            started: Instant::now(),
+            cpu: CpuTimes::now()?,
+        })
+    }
+
+    /// The series ran in this process.
+    fn own(&self) -> anyhow::Result<Measured> {
+        Ok(Measured {
+            wall: self.started.elapsed(),
+            cpu_seconds: CpuTimes::now()?.own - self.cpu.own,
+        })
+    }
+
+    /// The series ran in a child process, waited for since the start.
+    fn children(&self) -> anyhow::Result<Measured> {
+        Ok(Measured {
+            wall: self.started.elapsed(),
+            cpu_seconds: CpuTimes::now()?.children - self.cpu.children,
+        })
+    }
+}
+
+/// User + system CPU seconds of this process and of its waited-for children.
+#[derive(Clone, Copy)]
+struct CpuTimes {
+    own: f64,
+    children: f64,
+}
+
+impl CpuTimes {
+    /// Reads `/proc/self/stat` (fields 14–17: utime, stime, cutime, cstime, in
+    /// clock ticks of 1/100 s, Linux's USER_HZ).
+    fn now() -> anyhow::Result<Self> {
+        let stat = std::fs::read_to_string("/proc/self/stat")?;
+        let after_name = stat
+            .rsplit_once(')')
+            .context("malformed /proc/self/stat")?
+            .1;
+        let ticks = after_name
+            .split_whitespace()
+            .skip(11)
+            .take(4)
+            .map(str::parse::<u64>)
+            .collect::<Result<Vec<_>, _>>()?;
+        anyhow::ensure!(ticks.len() == 4, "/proc/self/stat has too few fields");
+        let seconds = |a: u64, b: u64| (a + b) as f64 / 100.0;
+        Ok(CpuTimes {
+            own: seconds(ticks[0], ticks[1]),
+            children: seconds(ticks[2], ticks[3]),
+        })
+    }
 }
 
 /// The current binlog file and position.

@@ -1,6 +1,6 @@
 """Reads row events with python-mysql-replication (PyPI `mysql-replication`), for
 `tributary bench capture`: from a binlog file/position until a known number of
-rows has been decoded, then prints `<rows> <seconds>`.
+rows has been decoded, then prints `<rows> <seconds> <CPU seconds>`.
 
 usage: pyrepl_read.py HOST PORT FILE POS ROWS SERVER_ID
 """
@@ -25,11 +25,13 @@ stream = BinLogStreamReader(
 )
 rows = 0
 started = time.monotonic()
+cpu_started = time.process_time()
 for event in stream:
     for row in event.rows:  # decodes every value
         rows += 1
     if rows >= int(wanted):
         break
 seconds = time.monotonic() - started
+cpu_seconds = time.process_time() - cpu_started
 stream.close()
-print(rows, seconds)
+print(rows, seconds, cpu_seconds)
