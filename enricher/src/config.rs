@@ -48,7 +48,8 @@ pub struct EnrichConfig {
     /// Milliseconds between transaction commits (`delivery: exactly_once`).
     #[serde(default = "default_commit_interval")]
     pub commit_interval_ms: u64,
-    /// Events in flight (being looked up) per job.
+    /// Events in flight (being looked up) per job. 4096 by default: in `bench enrich`,
+    /// 256 reached 0.23–0.27× the raw rate, 1024 0.30×, 4096 0.34–0.39×, 16384 0.33×.
     #[serde(default = "default_concurrency")]
     pub concurrency: usize,
     /// Larger input events go to the dead-letter topic.
@@ -253,7 +254,7 @@ fn default_replication() -> i32 {
     1
 }
 fn default_concurrency() -> usize {
-    256
+    4096
 }
 fn default_max_event_bytes() -> usize {
     1 << 20

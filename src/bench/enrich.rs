@@ -31,7 +31,7 @@ pub(crate) struct EnrichBenchArgs {
     #[arg(long, default_value_t = 10_000)]
     products: u64,
     /// Events the job enriches at once (the job file's `concurrency`).
-    #[arg(long, default_value_t = 256)]
+    #[arg(long, default_value_t = 4096)]
     concurrency: usize,
     /// The stack to run against.
     #[command(flatten)]
