@@ -101,6 +101,20 @@ pub struct ReaderSetup<'a> {
     pub pool: Pool,
 }
 
+impl<'a> ReaderSetup<'a> {
+    /// The set-up a capture config asks for: its source, server name and table
+    /// filter, with a new look-up pool.
+    pub fn of(config: &'a crate::config::CaptureConfig, info: ServerInfo) -> Self {
+        ReaderSetup {
+            source: &config.source,
+            server_name: &config.server_name,
+            filter: TableFilter::new(&config.include, &config.exclude),
+            info,
+            pool: Pool::new(source::opts(&config.source)),
+        }
+    }
+}
+
 impl BinlogReader {
     /// Connects as a replica and requests the binlog from `from`.
     pub async fn open(setup: ReaderSetup<'_>, from: &BinlogPosition) -> Result<Self, CaptureError> {
@@ -154,6 +168,13 @@ impl BinlogReader {
             out: VecDeque::new(),
             started_from: from.clone(),
         })
+    }
+
+    /// Ends the replication connection and the look-up pool.
+    pub async fn close(self) {
+        let pool = self.pool.clone();
+        drop(self);
+        pool.disconnect().await.ok();
     }
 
     /// The next change or commit; `None` when the server ends the stream.

@@ -34,7 +34,6 @@ pub use metrics::CaptureMetrics;
 
 use binlog_reader::{BinlogReader, ReaderItem, ReaderSetup};
 use config::SnapshotMode;
-use filter::TableFilter;
 use kafka_writer::KafkaWriter;
 use position::{BinlogPosition, StartPosition};
 
@@ -137,21 +136,12 @@ async fn run_once(
             position
         }
     };
-    let pool = mysql_async::Pool::new(source::opts(&config.source));
-    let setup = ReaderSetup {
-        source: &config.source,
-        server_name: &config.server_name,
-        filter: TableFilter::new(&config.include, &config.exclude),
-        info,
-        pool: pool.clone(),
-    };
-    let mut reader = BinlogReader::open(setup, &from).await?;
+    let mut reader = BinlogReader::open(ReaderSetup::of(config, info), &from).await?;
     metrics.streaming.set(1);
     let result = stream(&mut reader, &mut writer, metrics, shutdown, progressed).await;
     metrics.streaming.set(0);
     let closed = writer.close(CLOSE_TIMEOUT).await;
-    drop(reader);
-    pool.disconnect().await.ok();
+    reader.close().await;
     // A failed acknowledger makes `stream` fail with a bare cancellation; its own error says why.
     closed.and(result)
 }

@@ -12,7 +12,6 @@ use mysql_async::prelude::Queryable;
 use prometheus_client::registry::Registry;
 use tokio_util::sync::CancellationToken;
 use tributary_capture::binlog_reader::{BinlogReader, ReaderItem, ReaderSetup};
-use tributary_capture::filter::TableFilter;
 use tributary_capture::position::BinlogPosition;
 use tributary_capture::source;
 use tributary_capture::{CaptureConfig, CaptureMetrics};
@@ -207,21 +206,13 @@ async fn decode_only(yaml: &str, gtid: &str, rows: u64) -> anyhow::Result<Measur
     let mut conn = source::connect(&config.source).await?;
     let info = source::preflight(&mut conn).await?;
     drop(conn);
-    let pool = mysql_async::Pool::new(source::opts(&config.source));
-    let setup = ReaderSetup {
-        source: &config.source,
-        server_name: &config.server_name,
-        filter: TableFilter::new(&config.include, &config.exclude),
-        info,
-        pool: pool.clone(),
-    };
     let from = BinlogPosition {
         file: String::new(),
         pos: 4,
         gtid: Some(gtid.to_owned()),
         ..BinlogPosition::default()
     };
-    let mut reader = BinlogReader::open(setup, &from).await?;
+    let mut reader = BinlogReader::open(ReaderSetup::of(&config, info), &from).await?;
     let started = Stopwatch::start()?;
     let mut decoded = 0;
     while decoded < rows {
@@ -232,8 +223,7 @@ async fn decode_only(yaml: &str, gtid: &str, rows: u64) -> anyhow::Result<Measur
         }
     }
     let took = started.own()?;
-    drop(reader);
-    pool.disconnect().await?;
+    reader.close().await;
     Ok(took)
 }
 
