@@ -25,6 +25,9 @@ impl Serialize for Value {
             Value::Bool(b) => s.serialize_bool(*b),
             Value::Int(i) => s.serialize_i64(*i),
             Value::UInt(u) => s.serialize_u64(*u),
+            Value::Float(f) if f.is_finite() => s.serialize_f64(*f),
+            // Written in place: going through `to_json` copied every string value.
+            Value::String(text) => s.serialize_str(text),
             other => other.to_json().serialize(s),
         }
     }
@@ -280,6 +283,30 @@ mod tests {
                 total_order: 3,
                 data_collection_order: 2,
             }),
+        }
+    }
+
+    #[test]
+    fn values_serialize_as_their_json_form() {
+        let values = [
+            Value::Null,
+            Value::Bool(true),
+            Value::Int(-7),
+            Value::UInt(u64::MAX),
+            Value::Float(1.1),
+            Value::Float(3.0),
+            Value::Float(-2.5e-300),
+            Value::Float(f64::NAN),
+            Value::Float(f64::INFINITY),
+            Value::String("tab\t \"quoted\" é 😀 \u{1}".into()),
+            Value::Bytes(vec![0, 255, 10]),
+        ];
+        for value in values {
+            assert_eq!(
+                serde_json::to_string(&value).unwrap(),
+                serde_json::to_string(&value.to_json()).unwrap(),
+                "{value:?}"
+            );
         }
     }
 
