@@ -256,6 +256,32 @@ async fn a_start_position_inside_a_transaction_is_refused() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_partial_row_image_is_refused_naming_the_missing_column() {
+    let mut conn = root_conn().await;
+    let db = create_db(&mut conn, "minimage").await;
+    conn.query_drop(format!(
+        "CREATE TABLE `{db}`.t (id INT PRIMARY KEY, qty INT, note VARCHAR(20))"
+    ))
+    .await
+    .unwrap();
+    let start = gtid_now(&mut conn).await;
+    conn.query_drop(format!("INSERT INTO `{db}`.t VALUES (1, 5, 'kept')"))
+        .await
+        .unwrap();
+    // A session may log less than the server's FULL images: only the key before, `qty` after.
+    conn.query_drop(format!(
+        "SET SESSION binlog_row_image=MINIMAL; UPDATE `{db}`.t SET qty = 6 WHERE id = 1"
+    ))
+    .await
+    .unwrap();
+    let yaml = CaptureSetup::new(&db, &start).yaml();
+    let expected = "column `qty` is not in the row image";
+    tokio::task::spawn_blocking(move || capture_fails_with(&yaml, expected))
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_purged_position_is_named_and_when_needed_resnapshots() {
     let server =
         tokio::task::spawn_blocking(|| PrivateMariaDb::start(&["--binlog-row-metadata=FULL"]))

@@ -14,7 +14,7 @@ use crate::schema::{Charset, ColumnKind};
 /// Decodes one column value.
 pub fn decode_value(kind: &ColumnKind, raw: Option<BinlogValue<'_>>) -> Result<Value, String> {
     let raw = match raw {
-        // A column absent from the image (binlog_row_image other than FULL) or NULL.
+        // No value (a snapshot row without the column) or NULL.
         None | Some(BinlogValue::Value(MyValue::NULL)) => return Ok(Value::Null),
         Some(BinlogValue::Value(v)) => v,
         Some(BinlogValue::Jsonb(j)) => {

@@ -126,7 +126,7 @@ impl<'a> RowImages<'a> {
 }
 
 impl<'a> Layout<'a> {
-    /// Reads one image: the values of the columns set in `present`, NULL for the others.
+    /// Reads one image; every column must be `present` (a full image).
     fn image(
         &self,
         buf: &mut ParseBuf<'a>,
@@ -158,8 +158,14 @@ impl<'a> Layout<'a> {
                 bit(partial_json, json_index - 1)
             };
             if !is_present {
-                values.push(Value::Null); // not in the image (binlog_row_image other than FULL)
-                continue;
+                // A NULL here would overwrite the column's real value downstream.
+                return Err(format!(
+                    "column `{}` is not in the row image: the change was logged with \
+                     binlog_row_image other than FULL (a session can set it), and capture \
+                     needs full images; set binlog_row_image=FULL globally and for every \
+                     writing session",
+                    schema_column.name
+                ));
             }
             image_index += 1;
             if bit(nulls, image_index - 1) {
