@@ -11,7 +11,8 @@
 //! Row image layout (MySQL `log_event.cc`, `Rows_log_event`): per row, for each
 //! image, [the shared-image options of a PARTIAL_UPDATE after image], a NULL
 //! bitmap over the columns present in the image, then the non-NULL values of the
-//! present columns in table order.
+//! present columns in table order. Capture needs full images (every column
+//! present): an event with a partial one is refused, naming the missing column.
 
 use mysql_async::binlog::events::{RowsEventData, TableMapEvent};
 use mysql_async::binlog::value::BinlogValue;
@@ -39,10 +40,10 @@ struct BinlogColumn<'a> {
 struct Layout<'a> {
     columns: Vec<BinlogColumn<'a>>,
     json_columns: usize,
-    /// Columns present in the before image (updates, deletes).
-    before: Option<Vec<bool>>,
-    /// Columns present in the after image (inserts, updates).
-    after: Option<Vec<bool>>,
+    /// Rows carry a before image (updates, deletes).
+    before: bool,
+    /// Rows carry an after image (inserts, updates).
+    after: bool,
     /// The event is a PARTIAL_UPDATE_ROWS_EVENT: after images start with value options.
     shared_image: bool,
 }
@@ -91,15 +92,26 @@ impl<'a> RowImages<'a> {
             .iter()
             .filter(|c| c.column_type == ColumnType::MYSQL_TYPE_JSON)
             .count();
+        for image in [rows.columns_before_image(), rows.columns_after_image()]
+            .into_iter()
+            .flatten()
+        {
+            if let Some(missing) = image.iter().position(|present| !*present) {
+                // Read as NULL, it would overwrite the column's real value downstream.
+                return Err(format!(
+                    "column `{}` is not in the row image: the change was logged with \
+                     binlog_row_image other than FULL (a session can set it), and capture \
+                     needs full images; set binlog_row_image=FULL globally and for every \
+                     writing session",
+                    schema.columns[missing].name
+                ));
+            }
+        }
         let layout = Layout {
             columns,
             json_columns,
-            before: rows
-                .columns_before_image()
-                .map(|bits| bits.iter().map(|b| *b).collect()),
-            after: rows
-                .columns_after_image()
-                .map(|bits| bits.iter().map(|b| *b).collect()),
+            before: rows.columns_before_image().is_some(),
+            after: rows.columns_after_image().is_some(),
             shared_image,
         };
         Ok(RowImages {
@@ -111,27 +123,26 @@ impl<'a> RowImages<'a> {
 
     fn next_pair(&mut self) -> Result<RowPair, String> {
         let layout = &self.layout;
-        let before = match &layout.before {
-            Some(present) => Some(layout.image(&mut self.buf, self.schema, present, false)?),
-            None => None,
+        let before = if layout.before {
+            Some(layout.image(&mut self.buf, self.schema, false)?)
+        } else {
+            None
         };
-        let after = match &layout.after {
-            Some(present) => {
-                Some(layout.image(&mut self.buf, self.schema, present, layout.shared_image)?)
-            }
-            None => None,
+        let after = if layout.after {
+            Some(layout.image(&mut self.buf, self.schema, layout.shared_image)?)
+        } else {
+            None
         };
         Ok((before, after))
     }
 }
 
 impl<'a> Layout<'a> {
-    /// Reads one image; every column must be `present` (a full image).
+    /// Reads one full image (every column present, as `RowImages::new` checked).
     fn image(
         &self,
         buf: &mut ParseBuf<'a>,
         schema: &TableSchema,
-        present: &[bool],
         shared_image: bool,
     ) -> Result<Vec<Value>, String> {
         let truncated = || "row image ends early".to_owned();
@@ -144,31 +155,18 @@ impl<'a> Layout<'a> {
                     .ok_or_else(truncated)?;
             }
         }
-        let in_image = present.iter().filter(|p| **p).count();
         let nulls = buf
-            .checked_eat(in_image.div_ceil(8))
+            .checked_eat(self.columns.len().div_ceil(8))
             .ok_or_else(truncated)?;
         let mut values = Vec::with_capacity(self.columns.len());
-        let (mut image_index, mut json_index) = (0, 0);
-        for ((column, schema_column), &is_present) in
-            self.columns.iter().zip(&schema.columns).zip(present)
+        let mut json_index = 0;
+        for (index, (column, schema_column)) in self.columns.iter().zip(&schema.columns).enumerate()
         {
             let is_partial = column.column_type == ColumnType::MYSQL_TYPE_JSON && {
                 json_index += 1;
                 bit(partial_json, json_index - 1)
             };
-            if !is_present {
-                // A NULL here would overwrite the column's real value downstream.
-                return Err(format!(
-                    "column `{}` is not in the row image: the change was logged with \
-                     binlog_row_image other than FULL (a session can set it), and capture \
-                     needs full images; set binlog_row_image=FULL globally and for every \
-                     writing session",
-                    schema_column.name
-                ));
-            }
-            image_index += 1;
-            if bit(nulls, image_index - 1) {
+            if bit(nulls, index) {
                 values.push(Value::Null);
                 continue;
             }
