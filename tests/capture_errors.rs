@@ -426,3 +426,70 @@ async fn capture_resumes_by_itself_after_the_database_crashes() {
         "the loss was noticed and retried"
     );
 }
+
+/// The broker goes away mid-stream and comes back. The test broker keeps its
+/// data in memory, so the restarted broker starts empty: no topics, no stored
+/// position, and no memory of the idempotent producer, whose queued batches it
+/// refuses (`UNKNOWN_PRODUCER_ID`) until they time out (`message.timeout.ms`,
+/// shortened here). Capture then starts over with a new producer, from the
+/// stored position (here: its configured start, the broker lost the position).
+/// A broker with disks keeps all three and the producer simply reconnects. What
+/// this checks is capture's side: it keeps running, and every change made during
+/// and after the outage arrives.
+#[tokio::test(flavor = "multi_thread")]
+async fn capture_resumes_by_itself_after_the_broker_restarts() {
+    let port = free_port();
+    let broker_url = format!("127.0.0.1:{port}");
+    let broker = PrivateBroker::start_on(port);
+    let mut conn = root_conn().await;
+    let db = create_db(&mut conn, "brokerrestart").await;
+    conn.query_drop(format!("CREATE TABLE `{db}`.t (id INT PRIMARY KEY)"))
+        .await
+        .unwrap();
+    let setup = CaptureSetup::new(&db, &gtid_now(&mut conn).await);
+    let yaml = setup.yaml().replace(
+        &format!("brokers: '{}'", brokers()),
+        &format!("brokers: '{broker_url}', producer: {{ message.timeout.ms: '10000' }}"),
+    );
+    assert!(yaml.contains("message.timeout.ms"));
+    let capture = TributaryProcess::capture(&yaml);
+    let topic = setup.topic("t");
+    let insert = |ids: std::ops::RangeInclusive<i64>| {
+        let values: Vec<String> = ids.map(|i| format!("({i})")).collect();
+        format!("INSERT INTO `{db}`.t VALUES {}", values.join(", "))
+    };
+    conn.query_drop(insert(1..=10)).await.unwrap();
+    let before = read_topic_from(&broker_url, &topic, Duration::from_secs(60), |r| {
+        r.len() >= 10
+    })
+    .await;
+    assert_eq!(before.len(), 10, "log:\n{}", capture.log());
+
+    drop(broker);
+    conn.query_drop(insert(11..=20)).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        http_get(setup.metrics_port, "/healthz").await.0,
+        200,
+        "capture stays up while the broker is away"
+    );
+    let _broker = PrivateBroker::start_on(port);
+    conn.query_drop(insert(21..=30)).await.unwrap();
+    let wanted: std::collections::BTreeSet<i64> = (11..=30).collect();
+    let all_arrived = {
+        let wanted = wanted.clone();
+        move |r: &[Record]| {
+            wanted.is_subset(&r.iter().filter_map(|r| r.key["id"].as_i64()).collect())
+        }
+    };
+    let records = read_topic_from(&broker_url, &topic, Duration::from_secs(120), all_arrived).await;
+    let ids: std::collections::BTreeSet<i64> = records
+        .iter()
+        .filter_map(|r| r.key["id"].as_i64())
+        .collect();
+    assert!(
+        wanted.is_subset(&ids),
+        "every change made during and after the outage arrives; got {ids:?}; log:\n{}",
+        capture.log()
+    );
+}
