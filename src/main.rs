@@ -41,6 +41,16 @@ enum Command {
         #[arg(long, short)]
         config: PathBuf,
     },
+    /// Ask the running capture to snapshot tables again while it streams: inserts a
+    /// row into the config's `snapshot.signal_table`, which capture reads from the binlog.
+    Snapshot {
+        /// Capture configuration file (YAML).
+        #[arg(long, short)]
+        config: PathBuf,
+        /// Tables to snapshot, as `database.table`.
+        #[arg(required = true)]
+        tables: Vec<String>,
+    },
     /// Run enrichment jobs: join event streams against tables into enriched topics.
     Enrich(enrich_cmd::EnrichArgs),
     /// Benchmarks that print a comparison table.
@@ -99,6 +109,7 @@ async fn main() -> anyhow::Result<()> {
         .init();
     match Cli::parse().command {
         Command::Capture { config } => capture(config).await,
+        Command::Snapshot { config, tables } => request_snapshot(config, &tables).await,
         Command::Tables { command } => tables_cmd::run(command).await,
         Command::Serve { config } => tables_cmd::materialize(config, true).await,
         Command::Lookup(args) => lookup_cmd::run(args).await,
@@ -169,6 +180,17 @@ async fn capture(path: PathBuf) -> anyhow::Result<()> {
     shutdown.cancel();
     server.await.ok();
     result.context("capture stopped")
+}
+
+async fn request_snapshot(path: PathBuf, tables: &[String]) -> anyhow::Result<()> {
+    let config =
+        CaptureConfig::load(&path).with_context(|| format!("loading {}", path.display()))?;
+    let id = tributary_capture::incremental::signal::request(&config, tables).await?;
+    println!(
+        "snapshot of {} requested (signal {id}); capture sends the rows as op \"r\" with source.snapshot \"incremental\"",
+        tables.join(", ")
+    );
+    Ok(())
 }
 
 /// A token cancelled on SIGTERM or Ctrl-C.

@@ -565,24 +565,6 @@ fn created_ids(records: &[Record]) -> std::collections::BTreeSet<i64> {
         .collect()
 }
 
-fn replay_map(records: &[Record]) -> BTreeMap<i64, Json> {
-    let mut sorted: Vec<&Record> = records.iter().collect();
-    sorted.sort_by_key(|r| (r.partition, r.offset));
-    let mut state = BTreeMap::new();
-    for r in sorted {
-        let id = r.key["id"].as_i64().unwrap();
-        match r.value.as_ref().map(|v| &v["after"]) {
-            Some(after) if !after.is_null() => {
-                state.insert(id, after.clone());
-            }
-            _ => {
-                state.remove(&id);
-            }
-        }
-    }
-    state
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn names_and_types_from_information_schema_without_full_row_metadata() {
     let server = PrivateMariaDb::start(&["--binlog-row-metadata=MINIMAL"]);
@@ -1036,21 +1018,6 @@ async fn twenty_sigkills_during_snapshot_and_streaming_lose_nothing() {
         );
         for (id, row) in &expected {
             assert_eq!(state.get(id), Some(row), "table {t}, row {id}");
-        }
-    }
-}
-
-/// Applies records, in arrival order per partition, to a map keyed by id.
-fn apply_records(state: &mut BTreeMap<i64, Json>, records: &[Record]) {
-    for r in records {
-        let id = r.key["id"].as_i64().unwrap();
-        match r.value.as_ref().map(|v| &v["after"]) {
-            Some(after) if !after.is_null() => {
-                state.insert(id, after.clone());
-            }
-            _ => {
-                state.remove(&id);
-            }
         }
     }
 }

@@ -108,7 +108,7 @@ impl<'a> ReaderSetup<'a> {
         ReaderSetup {
             source: &config.source,
             server_name: &config.server_name,
-            filter: TableFilter::new(&config.include, &config.exclude),
+            filter: TableFilter::of(config),
             info,
             pool: Pool::new(source::opts(&config.source)),
         }
@@ -287,7 +287,7 @@ impl BinlogReader {
                 if !same {
                     let db = tme.database_name().into_owned();
                     let table = tme.table_name().into_owned();
-                    let schema = if self.filter.captures(&db, &table) {
+                    let schema = if self.filter.decodes(&db, &table) {
                         let fallback = if TableSchema::table_map_is_complete(&tme) {
                             None
                         } else {

@@ -111,6 +111,21 @@ pub struct SnapshotConfig {
     /// Rows read per query (primary-key order).
     #[serde(default = "default_chunk_rows")]
     pub chunk_rows: usize,
+    /// `db.table` whose inserted rows ask for on-demand snapshots while streaming
+    /// (`tributary snapshot`); unset, there are none.
+    #[serde(default)]
+    pub signal_table: Option<String>,
+    /// Rows per chunk of an on-demand snapshot, each merged with the binlog between two positions.
+    #[serde(default = "default_incremental_chunk_rows")]
+    pub incremental_chunk_rows: usize,
+}
+
+impl SnapshotConfig {
+    /// `snapshot.signal_table` split into database and table.
+    pub fn signal_table_name(&self) -> Option<(String, String)> {
+        let (db, table) = self.signal_table.as_deref()?.split_once('.')?;
+        Some((db.to_owned(), table.to_owned()))
+    }
 }
 
 impl Default for SnapshotConfig {
@@ -118,12 +133,18 @@ impl Default for SnapshotConfig {
         SnapshotConfig {
             mode: SnapshotMode::default(),
             chunk_rows: default_chunk_rows(),
+            signal_table: None,
+            incremental_chunk_rows: default_incremental_chunk_rows(),
         }
     }
 }
 
 fn default_chunk_rows() -> usize {
     10_000
+}
+
+fn default_incremental_chunk_rows() -> usize {
+    1024
 }
 
 /// Include or exclude patterns (regular expressions matched against the whole name).
@@ -233,6 +254,21 @@ impl Validate for CaptureConfig {
         if self.snapshot.chunk_rows == 0 {
             return bad("snapshot.chunk_rows", "must be at least 1".into());
         }
+        if self.snapshot.incremental_chunk_rows == 0 {
+            return bad(
+                "snapshot.incremental_chunk_rows",
+                "must be at least 1".into(),
+            );
+        }
+        if let Some(name) = &self.snapshot.signal_table {
+            let parts: Vec<&str> = name.split('.').collect();
+            if parts.len() != 2 || parts.iter().any(|p| p.is_empty()) {
+                return bad(
+                    "snapshot.signal_table",
+                    format!("{name:?} must be `database.table`"),
+                );
+            }
+        }
         if self.snapshot.mode != SnapshotMode::Never && self.source.start != StartPosition::Latest {
             return bad(
                 "source.start",
@@ -322,6 +358,10 @@ kafka: { brokers: '127.0.0.1:19092', producer: { linger.ms: '5' } }
         assert_eq!(
             field_of(&GOOD.replace("linger.ms", "acks")),
             "kafka.producer.acks"
+        );
+        assert_eq!(
+            field_of(&format!("{GOOD}snapshot: {{ signal_table: signals }}")),
+            "snapshot.signal_table"
         );
     }
 }

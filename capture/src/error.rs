@@ -65,6 +65,9 @@ pub enum CaptureError {
     /// A Kafka operation failed (retried when transient).
     #[error("kafka: {0}")]
     Kafka(rdkafka::error::KafkaError),
+    /// `tributary snapshot` cannot ask for the snapshot it was given.
+    #[error("cannot request a snapshot: {0}")]
+    SnapshotRequest(String),
     /// A stored position could not be read back.
     #[error("stored position in topic {topic} is unreadable: {detail}")]
     BadStoredPosition {

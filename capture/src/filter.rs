@@ -2,7 +2,7 @@
 
 use regex::Regex;
 
-use crate::config::Patterns;
+use crate::config::{CaptureConfig, Patterns};
 
 /// Compiled include/exclude rules. System schemas are never captured.
 #[derive(Debug, Clone)]
@@ -11,6 +11,8 @@ pub struct TableFilter {
     include_tables: Vec<Regex>,
     exclude_dbs: Vec<Regex>,
     exclude_tables: Vec<Regex>,
+    /// `(db, table)` of the signal table: decoded, never captured.
+    signal: Option<(String, String)>,
 }
 
 const SYSTEM_SCHEMAS: [&str; 4] = ["mysql", "information_schema", "performance_schema", "sys"];
@@ -31,7 +33,29 @@ impl TableFilter {
             include_tables: compile(&include.tables),
             exclude_dbs: compile(&exclude.databases),
             exclude_tables: compile(&exclude.tables),
+            signal: None,
         }
+    }
+
+    /// The filter a capture config asks for, with its signal table.
+    pub fn of(config: &CaptureConfig) -> Self {
+        TableFilter {
+            signal: config.snapshot.signal_table_name(),
+            ..TableFilter::new(&config.include, &config.exclude)
+        }
+    }
+
+    /// Whether `db.table` is the signal table (`snapshot.signal_table`).
+    pub fn is_signal_table(&self, db: &str, table: &str) -> bool {
+        self.signal
+            .as_ref()
+            .is_some_and(|(d, t)| d == db && t == table)
+    }
+
+    /// Whether the binlog reader decodes the rows of `db.table`: captured tables
+    /// and the signal table.
+    pub fn decodes(&self, db: &str, table: &str) -> bool {
+        self.captures(db, table) || self.is_signal_table(db, table)
     }
 
     /// Whether a DDL statement run with default database `db` goes to the schema history:
@@ -46,7 +70,7 @@ impl TableFilter {
 
     /// Whether changes to `db.table` are captured.
     pub fn captures(&self, db: &str, table: &str) -> bool {
-        if SYSTEM_SCHEMAS.contains(&db) {
+        if SYSTEM_SCHEMAS.contains(&db) || self.is_signal_table(db, table) {
             return false;
         }
         let qualified = format!("{db}.{table}");

@@ -4,14 +4,17 @@
 //! [`source`] (connect, preflight) → [`snapshot`] (existing rows, once) → [`binlog_reader`] (replication stream,
 //! GTID/file position, TABLE_MAP → [`schema`], rows → [`row_decoder`]) →
 //! [`kafka_writer`] (Debezium JSON, murmur2 partition, ordered acknowledgement)
-//! → [`position_store`] (compacted `<server_name>.offsets`).
+//! → [`position_store`] (compacted `<server_name>.offsets`). While streaming,
+//! [`incremental`] snapshots requested tables chunk by chunk, merged with the stream.
 //!
 //! [`run`] ties them together and reconnects with backoff on transient errors.
 
 pub mod binlog_reader;
+mod chunk_reader;
 pub mod config;
 pub mod error;
 pub mod filter;
+pub mod incremental;
 pub mod kafka_writer;
 pub mod metrics;
 pub mod position;
@@ -34,6 +37,7 @@ pub use metrics::CaptureMetrics;
 
 use binlog_reader::{BinlogReader, ReaderItem, ReaderSetup};
 use config::SnapshotMode;
+use incremental::Incremental;
 use kafka_writer::KafkaWriter;
 use position::{BinlogPosition, StartPosition};
 
@@ -136,9 +140,18 @@ async fn run_once(
             position
         }
     };
+    let mut incremental =
+        Incremental::new(config, info.is_mariadb, metrics, from.incremental.clone());
     let mut reader = BinlogReader::open(ReaderSetup::of(config, info), &from).await?;
     metrics.streaming.set(1);
-    let result = stream(&mut reader, &mut writer, metrics, shutdown, progressed).await;
+    let mut stream = Stream {
+        reader: &mut reader,
+        writer: &mut writer,
+        incremental: &mut incremental,
+        metrics,
+        at: from,
+    };
+    let result = stream.run(shutdown, progressed).await;
     metrics.streaming.set(0);
     let closed = writer.close(CLOSE_TIMEOUT).await;
     reader.close().await;
@@ -146,38 +159,67 @@ async fn run_once(
     closed.and(result)
 }
 
-async fn stream(
-    reader: &mut BinlogReader,
-    writer: &mut KafkaWriter,
-    metrics: &CaptureMetrics,
-    shutdown: &CancellationToken,
-    progressed: &mut bool,
-) -> Result<(), CaptureError> {
-    loop {
-        let item = tokio::select! {
-            biased;
-            _ = shutdown.cancelled() => return Ok(()),
-            item = reader.next() => item?,
-        };
-        match item {
-            Some(ReaderItem::Change(event)) => {
-                writer.send(&event).await?;
-                let lag = (event.ts_ms - event.source.ts_ms).max(0) as f64 / 1000.0;
-                metrics.last_event_lag_seconds.set(lag);
+/// The streaming phase: binlog items to the writer, with on-demand snapshots merged in.
+struct Stream<'a> {
+    reader: &'a mut BinlogReader,
+    writer: &'a mut KafkaWriter,
+    incremental: &'a mut Incremental,
+    metrics: &'a CaptureMetrics,
+    /// The position the stream has reached (the last commit or heartbeat).
+    at: BinlogPosition,
+}
+
+impl Stream<'_> {
+    async fn run(
+        &mut self,
+        shutdown: &CancellationToken,
+        progressed: &mut bool,
+    ) -> Result<(), CaptureError> {
+        loop {
+            while self.incremental.step(&self.at, self.writer).await? {
+                if shutdown.is_cancelled() {
+                    return Ok(());
+                }
             }
-            Some(ReaderItem::SchemaChange(change)) => writer.send_schema_change(&change).await?,
-            Some(ReaderItem::Heartbeat(position)) => writer.send_heartbeat(position).await?,
-            Some(ReaderItem::Commit(position)) => {
-                writer.commit(position).await?;
-                *progressed = true;
-            }
-            None => {
-                return Err(CaptureError::Database(mysql_async::Error::Io(
-                    mysql_async::IoError::Io(std::io::Error::new(
-                        std::io::ErrorKind::UnexpectedEof,
-                        "the server ended the binlog stream",
-                    )),
-                )));
+            let item = tokio::select! {
+                biased;
+                _ = shutdown.cancelled() => return Ok(()),
+                item = self.reader.next() => item?,
+            };
+            match item {
+                Some(ReaderItem::Change(event)) if self.incremental.is_signal(&event) => {
+                    self.incremental.on_signal(&event);
+                }
+                Some(ReaderItem::Change(event)) => {
+                    self.incremental.observe(&event);
+                    self.writer.send(&event).await?;
+                    let lag = (event.ts_ms - event.source.ts_ms).max(0) as f64 / 1000.0;
+                    self.metrics.last_event_lag_seconds.set(lag);
+                }
+                Some(ReaderItem::SchemaChange(change)) => {
+                    self.incremental.on_schema_change();
+                    self.writer.send_schema_change(&change).await?;
+                }
+                Some(ReaderItem::Heartbeat(position)) => {
+                    self.at = position.clone();
+                    let position = self.incremental.stamp(position);
+                    self.writer.send_heartbeat(position).await?;
+                }
+                Some(ReaderItem::Commit(position)) => {
+                    self.incremental.on_commit(&position, self.writer).await?;
+                    self.at = position.clone();
+                    let position = self.incremental.stamp(position);
+                    self.writer.commit(position).await?;
+                    *progressed = true;
+                }
+                None => {
+                    return Err(CaptureError::Database(mysql_async::Error::Io(
+                        mysql_async::IoError::Io(std::io::Error::new(
+                            std::io::ErrorKind::UnexpectedEof,
+                            "the server ended the binlog stream",
+                        )),
+                    )));
+                }
             }
         }
     }

@@ -5,6 +5,8 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use crate::incremental::IncrementalState;
+
 /// A position in the source's binlog, recorded after a committed transaction.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BinlogPosition {
@@ -23,6 +25,30 @@ pub struct BinlogPosition {
     /// the interrupted snapshot already sent but that were deleted since are deleted.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub snapshot_incomplete: bool,
+    /// The on-demand snapshots still to finish, stored with the position so a
+    /// restart goes on with the next chunk.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub incremental: Option<IncrementalState>,
+}
+
+impl BinlogPosition {
+    /// `(file sequence number, offset)`, comparable between positions of one server;
+    /// `None` without a numbered file name (a start given only as a GTID).
+    fn order(&self) -> Option<(u64, u64)> {
+        let (_, seq) = self.file.rsplit_once('.')?;
+        Some((seq.parse().ok()?, self.pos))
+    }
+
+    /// Whether this position is at or after `other`; false when either cannot be placed.
+    pub fn reached(&self, other: &BinlogPosition) -> bool {
+        matches!((self.order(), other.order()), (Some(a), Some(b)) if a >= b)
+    }
+
+    /// Whether this position is after `other`; true when either cannot be placed
+    /// (the cautious answer for callers that discard data older than `other`).
+    pub fn is_after(&self, other: &BinlogPosition) -> bool {
+        !other.reached(self)
+    }
 }
 
 impl fmt::Display for BinlogPosition {
@@ -156,6 +182,24 @@ mod tests {
         assert_eq!(s.to_string(), "0-3-6,1-2-30");
         assert!(GtidState::parse("").unwrap().is_empty());
         assert!(GtidState::parse("0-1").unwrap_err().contains("0-1"));
+    }
+
+    #[test]
+    fn positions_compare_across_files() {
+        let at = |file: &str, pos| BinlogPosition {
+            file: file.into(),
+            pos,
+            ..Default::default()
+        };
+        let a = at("mariadb-bin.000009", 900);
+        let b = at("mariadb-bin.000010", 4);
+        assert!(b.reached(&a) && b.is_after(&a));
+        assert!(!a.reached(&b) && !a.is_after(&b));
+        assert!(a.reached(&a) && !a.is_after(&a));
+        assert!(at("mariadb-bin.1000000", 4).is_after(&at("mariadb-bin.999999", 5)));
+        let unplaced = at("", 4);
+        assert!(!unplaced.reached(&a) && !a.reached(&unplaced));
+        assert!(unplaced.is_after(&a) && a.is_after(&unplaced));
     }
 
     #[test]

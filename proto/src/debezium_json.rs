@@ -204,6 +204,7 @@ fn source_from_json(json: &serde_json::Value) -> Result<SourceInfo, CodecError> 
     let snapshot = match json.get("snapshot").and_then(|s| s.as_str()) {
         Some("true") => SnapshotMarker::True,
         Some("last") => SnapshotMarker::Last,
+        Some("incremental") => SnapshotMarker::Incremental,
         _ => SnapshotMarker::False,
     };
     Ok(SourceInfo {

@@ -50,6 +50,8 @@ pub enum SnapshotMarker {
     True,
     /// The last event of a snapshot.
     Last,
+    /// Read by an on-demand snapshot while streaming.
+    Incremental,
 }
 
 impl SnapshotMarker {
@@ -59,6 +61,7 @@ impl SnapshotMarker {
             SnapshotMarker::False => "false",
             SnapshotMarker::True => "true",
             SnapshotMarker::Last => "last",
+            SnapshotMarker::Incremental => "incremental",
         }
     }
 }

@@ -702,3 +702,31 @@ pub async fn try_http_get(port: u16, path: &str) -> Option<(u16, String)> {
         .map_or(String::new(), |(_, b)| b.to_owned());
     Some((status, body))
 }
+
+/// Applies change records, in the order given, to a map of `after` images keyed
+/// by the key's `id`: a delete or tombstone removes the row.
+pub fn apply_records(
+    state: &mut std::collections::BTreeMap<i64, serde_json::Value>,
+    records: &[Record],
+) {
+    for r in records {
+        let id = r.key["id"].as_i64().unwrap();
+        match r.value.as_ref().map(|v| &v["after"]) {
+            Some(after) if !after.is_null() => {
+                state.insert(id, after.clone());
+            }
+            _ => {
+                state.remove(&id);
+            }
+        }
+    }
+}
+
+/// The table a change topic describes: its records replayed in offset order per partition.
+pub fn replay_map(records: &[Record]) -> std::collections::BTreeMap<i64, serde_json::Value> {
+    let mut sorted: Vec<Record> = records.to_vec();
+    sorted.sort_by_key(|r| (r.partition, r.offset));
+    let mut state = std::collections::BTreeMap::new();
+    apply_records(&mut state, &sorted);
+    state
+}

@@ -1,0 +1,164 @@
+//! Reading a table in primary-key chunks (keyset pagination) and turning its rows
+//! into `op: r` change events. Shared by the initial snapshot and by on-demand
+//! (incremental) snapshots.
+
+use mysql_async::binlog::value::BinlogValue;
+use mysql_async::prelude::Queryable;
+use mysql_async::{Conn, Params};
+use tributary_proto::{ChangeEvent, Op, Row, SourceInfo, Value};
+
+use crate::error::CaptureError;
+use crate::position::BinlogPosition;
+use crate::row_decoder::decode_value;
+use crate::schema::TableSchema;
+use crate::source;
+
+/// The queries and schema that read one table.
+pub(crate) struct ChunkReader {
+    schema: TableSchema,
+    has_primary_key: bool,
+    /// Every row, no order (tables without a primary key).
+    all: String,
+    first: String,
+    next: String,
+    chunk_rows: usize,
+}
+
+/// One chunk of rows, decoded.
+pub(crate) struct Chunk {
+    /// Column values of each row, in key order.
+    pub rows: Vec<Vec<Value>>,
+    /// The key of the last row, to read the next chunk after.
+    pub last_key: Option<Vec<mysql_async::Value>>,
+    /// No rows follow this chunk.
+    pub complete: bool,
+}
+
+fn quote(name: &str) -> String {
+    format!("`{}`", name.replace('`', "``"))
+}
+
+impl ChunkReader {
+    /// Reads `db.table`'s columns from `information_schema`; `None` if it has none
+    /// (the table does not exist).
+    pub(crate) async fn new(
+        conn: &mut Conn,
+        db: &str,
+        table: &str,
+        chunk_rows: usize,
+    ) -> Result<Option<Self>, CaptureError> {
+        let columns = source::info_columns_on(conn, db, table).await?;
+        if columns.is_empty() {
+            return Ok(None);
+        }
+        let schema = TableSchema::from_info_columns(db, table, &columns);
+        let names: Vec<String> = schema.columns.iter().map(|c| quote(&c.name)).collect();
+        let key: Vec<String> = schema.key.iter().map(|&i| names[i].clone()).collect();
+        let all = format!(
+            "SELECT {} FROM {}.{}",
+            names.join(", "),
+            quote(db),
+            quote(table)
+        );
+        let first = format!("{all} ORDER BY {} LIMIT {chunk_rows}", key.join(", "));
+        let next = format!(
+            "{all} WHERE ({}) > ({}) ORDER BY {} LIMIT {chunk_rows}",
+            key.join(", "),
+            vec!["?"; key.len()].join(", "),
+            key.join(", ")
+        );
+        Ok(Some(ChunkReader {
+            has_primary_key: columns.iter().any(|c| c.primary),
+            schema,
+            all,
+            first,
+            next,
+            chunk_rows,
+        }))
+    }
+
+    /// The schema rows are decoded with.
+    pub(crate) fn schema(&self) -> &TableSchema {
+        &self.schema
+    }
+
+    /// Whether the table has a primary key (without one, events are keyed by every
+    /// column and the table can only be read in one pass).
+    pub(crate) fn has_primary_key(&self) -> bool {
+        self.has_primary_key
+    }
+
+    /// The rows after `after` (the first chunk when `None`); a table without a
+    /// primary key is read whole. `position` names where the rows are from in errors.
+    pub(crate) async fn read(
+        &self,
+        conn: &mut Conn,
+        after: Option<&[mysql_async::Value]>,
+        position: &BinlogPosition,
+    ) -> Result<Chunk, CaptureError> {
+        let rows: Vec<mysql_async::Row> = match after {
+            None if !self.has_primary_key => conn.exec(&self.all, Params::Empty).await?,
+            None => conn.exec(&self.first, Params::Empty).await?,
+            Some(values) => {
+                conn.exec(&self.next, Params::Positional(values.to_vec()))
+                    .await?
+            }
+        };
+        let complete = rows.len() < self.chunk_rows || !self.has_primary_key;
+        let mut last_key = None;
+        let mut decoded = Vec::with_capacity(rows.len());
+        for mut row in rows {
+            last_key = Some(
+                self.schema
+                    .key
+                    .iter()
+                    .map(|&i| row.as_ref(i).cloned().unwrap_or(mysql_async::Value::NULL))
+                    .collect(),
+            );
+            let mut values = Vec::with_capacity(self.schema.columns.len());
+            for (i, column) in self.schema.columns.iter().enumerate() {
+                let raw = row.take::<mysql_async::Value, _>(i).map(BinlogValue::Value);
+                values.push(
+                    decode_value(&column.kind, raw).map_err(|e| CaptureError::Decode {
+                        file: position.file.clone(),
+                        pos: position.pos,
+                        detail: format!(
+                            "snapshot of {}.{}, column `{}`: {e}",
+                            self.schema.db, self.schema.table, column.name
+                        ),
+                    })?,
+                );
+            }
+            decoded.push(values);
+        }
+        Ok(Chunk {
+            rows: decoded,
+            last_key,
+            complete,
+        })
+    }
+
+    /// The `op: r` event of one row; `source` gives everything but the table.
+    pub(crate) fn event(&self, values: Vec<Value>, source: &SourceInfo) -> ChangeEvent {
+        let schema = &self.schema;
+        ChangeEvent {
+            op: Op::Read,
+            key: Row {
+                columns: schema.key_names.clone(),
+                values: schema.key.iter().map(|&i| values[i].clone()).collect(),
+            },
+            before: None,
+            after: Some(Row {
+                columns: schema.names.clone(),
+                values,
+            }),
+            source: SourceInfo {
+                db: schema.db.clone(),
+                table: schema.table.clone(),
+                ..source.clone()
+            },
+            ts_ms: source.ts_ms,
+            transaction: None,
+        }
+    }
+}

@@ -1,0 +1,351 @@
+//! On-demand snapshots of chosen tables while streaming, merged with the binlog
+//! so that each topic converges to its table's state: DBLog's algorithm, with
+//! binlog positions as the watermarks instead of rows written to the source.
+//!
+//! One chunk at a time: the next `snapshot.incremental_chunk_rows` rows of the
+//! table, by primary key, are read in a consistent transaction whose read point
+//! lies in a known binlog window `[low, high]` (MariaDB reports the point
+//! exactly, so `low == high`; on MySQL the window is the server's position just
+//! before and just after the transaction starts). The stream goes on; every key
+//! of the table changed by a transaction that commits after `low` is dropped from
+//! the chunk, since the stream carries a state at least as new. When the stream
+//! reaches `high`, the rest of the chunk is sent as `op: r` events with
+//! `source.snapshot: "incremental"`, after every change older than it and before
+//! every change newer than it, and the next chunk is read.
+//!
+//! The tables still to read and the last key sent ([`IncrementalState`]) are
+//! stored with every committed position, so a restart goes on with the chunk
+//! after the last one acknowledged. Requests arrive as [`signal`] rows.
+
+pub mod signal;
+mod state;
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use mysql_async::Conn;
+use mysql_async::prelude::Queryable;
+use tracing::{info, warn};
+use tributary_proto::debezium_json::encode_key;
+use tributary_proto::{ChangeEvent, SnapshotMarker, SourceInfo};
+
+pub use state::{CursorValue, IncrementalState};
+
+use crate::chunk_reader::ChunkReader;
+use crate::config::CaptureConfig;
+use crate::error::CaptureError;
+use crate::filter::TableFilter;
+use crate::kafka_writer::KafkaWriter;
+use crate::metrics::{CaptureMetrics, TableLabel};
+use crate::position::BinlogPosition;
+use crate::snapshot::{self, begin_at_exact_position};
+use crate::snapshot_progress::SnapshotProgress;
+use crate::source;
+
+/// Runs the on-demand snapshots of one capture's stream.
+pub(crate) struct Incremental {
+    config: CaptureConfig,
+    is_mariadb: bool,
+    filter: TableFilter,
+    metrics: CaptureMetrics,
+    conn: Option<Conn>,
+    state: IncrementalState,
+    /// The first table's reader; dropped after a DDL so the next chunk sees the new columns.
+    reader: Option<ChunkReader>,
+    progress: Option<TableProgress>,
+    window: Option<Window>,
+}
+
+struct TableProgress {
+    label: TableLabel,
+    bar: SnapshotProgress,
+    done: u64,
+}
+
+/// A chunk read but not yet sent, and the binlog window of its read.
+struct Window {
+    low: BinlogPosition,
+    high: BinlogPosition,
+    db: Arc<str>,
+    table: Arc<str>,
+    /// Each row's Kafka key and event, in key order.
+    rows: Vec<(Vec<u8>, ChangeEvent)>,
+    /// Keys changed by transactions that committed after `low`.
+    superseded: HashSet<Vec<u8>>,
+    /// Keys of the table changed by the transaction being streamed.
+    open_transaction: Vec<Vec<u8>>,
+    last_key: Option<Vec<mysql_async::Value>>,
+    complete: bool,
+}
+
+impl Incremental {
+    /// Continues `resumed` (stored with the start position), if any.
+    pub(crate) fn new(
+        config: &CaptureConfig,
+        is_mariadb: bool,
+        metrics: &CaptureMetrics,
+        resumed: Option<IncrementalState>,
+    ) -> Self {
+        let state = resumed.unwrap_or_default();
+        if let Some(table) = state.tables.first() {
+            info!(%table, remaining = state.tables.len(), "resuming the on-demand snapshot");
+        }
+        Incremental {
+            config: config.clone(),
+            is_mariadb,
+            filter: TableFilter::of(config),
+            metrics: metrics.clone(),
+            conn: None,
+            state,
+            reader: None,
+            progress: None,
+            window: None,
+        }
+    }
+
+    /// Whether `event` is a row of the signal table (never published).
+    pub(crate) fn is_signal(&self, event: &ChangeEvent) -> bool {
+        self.filter
+            .is_signal_table(&event.source.db, &event.source.table)
+    }
+
+    /// Queues the tables a signal row asks for; a bad signal is logged and ignored.
+    pub(crate) fn on_signal(&mut self, event: &ChangeEvent) {
+        let tables = match signal::requested_tables(event) {
+            Ok(tables) => tables,
+            Err(reason) => {
+                warn!(%reason, key = ?event.key.values, "ignoring a signal row");
+                return;
+            }
+        };
+        for table in tables {
+            let captured = table
+                .split_once('.')
+                .is_some_and(|(db, t)| self.filter.captures(db, t));
+            if !captured {
+                warn!(%table, "snapshot requested for a table this capture does not capture; ignored");
+            } else if self.state.tables.contains(&table) {
+                info!(%table, "snapshot requested again while it is pending; ignored");
+            } else {
+                info!(%table, "on-demand snapshot requested");
+                self.state.tables.push(table);
+            }
+        }
+    }
+
+    /// A change streamed from the binlog: a key of the table being read is kept
+    /// until its transaction commits.
+    pub(crate) fn observe(&mut self, event: &ChangeEvent) {
+        if let Some(w) = &mut self.window
+            && w.table == event.source.table
+            && w.db == event.source.db
+        {
+            w.open_transaction.push(encode_key(event));
+        }
+    }
+
+    /// A DDL was streamed: the next chunk is read with the table's new columns.
+    pub(crate) fn on_schema_change(&mut self) {
+        self.reader = None;
+    }
+
+    /// A transaction committed at `position`, whose events have been sent: the
+    /// chunk is sent when the stream has reached its window's end. The caller
+    /// commits the position [`stamp`](Self::stamp)ed afterwards.
+    pub(crate) async fn on_commit(
+        &mut self,
+        position: &BinlogPosition,
+        writer: &mut KafkaWriter,
+    ) -> Result<(), CaptureError> {
+        let Some(w) = &mut self.window else {
+            return Ok(());
+        };
+        let keys = std::mem::take(&mut w.open_transaction);
+        if position.is_after(&w.low) {
+            w.superseded.extend(keys);
+        }
+        if position.reached(&w.high) {
+            self.send_chunk(writer).await?;
+        }
+        Ok(())
+    }
+
+    /// Does what does not wait for the stream, which has reached `at`: reads the
+    /// next chunk, or sends one whose window the stream has passed (committing
+    /// `at` with the new state). False when there is nothing to do until the
+    /// stream moves.
+    pub(crate) async fn step(
+        &mut self,
+        at: &BinlogPosition,
+        writer: &mut KafkaWriter,
+    ) -> Result<bool, CaptureError> {
+        match &self.window {
+            None if self.state.tables.is_empty() => return Ok(false),
+            None => {
+                if self.read_chunk().await? {
+                    return Ok(true);
+                }
+                // The table was skipped: store the shorter queue.
+            }
+            Some(w) if !at.reached(&w.high) => return Ok(false),
+            Some(_) => self.send_chunk(writer).await?,
+        }
+        writer.commit(self.stamp(at.clone())).await?;
+        Ok(true)
+    }
+
+    /// `position` with the state of the snapshots in progress, to be stored.
+    pub(crate) fn stamp(&self, mut position: BinlogPosition) -> BinlogPosition {
+        position.incremental = (!self.state.tables.is_empty()).then(|| self.state.clone());
+        position
+    }
+
+    async fn connection(&mut self) -> Result<&mut Conn, CaptureError> {
+        if self.conn.is_none() {
+            self.conn = Some(snapshot::connect(&self.config).await?);
+        }
+        Ok(self.conn.as_mut().expect("connected above"))
+    }
+
+    /// Reads the first table's next chunk into a window; true when it did, false
+    /// when the table cannot be read and was dropped from the queue.
+    async fn read_chunk(&mut self) -> Result<bool, CaptureError> {
+        let name = self.state.tables[0].clone();
+        if self.reader.is_none() && !self.open_table(&name).await? {
+            self.finish_table();
+            return Ok(false);
+        }
+        let is_mariadb = self.is_mariadb;
+        let conn = self.conn.as_mut().expect("opened with the table");
+        let exact = if is_mariadb {
+            begin_at_exact_position(conn).await?
+        } else {
+            None
+        };
+        let (low, high) = match exact {
+            Some(point) => (point.clone(), point),
+            None => {
+                let low = source::current_position(conn, is_mariadb).await?;
+                conn.query_drop("START TRANSACTION WITH CONSISTENT SNAPSHOT")
+                    .await?;
+                (low, source::current_position(conn, is_mariadb).await?)
+            }
+        };
+        let reader = self.reader.as_ref().expect("opened above");
+        let after: Option<Vec<mysql_async::Value>> = self
+            .state
+            .after
+            .as_ref()
+            .map(|key| key.iter().map(mysql_async::Value::from).collect());
+        let chunk = reader.read(conn, after.as_deref(), &high).await?;
+        conn.query_drop("COMMIT").await?;
+        let source = SourceInfo {
+            name: self.config.server_name.as_str().into(),
+            ts_ms: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as i64),
+            snapshot: SnapshotMarker::Incremental,
+            gtid: high.gtid.as_deref().map(Arc::from),
+            file: high.file.as_str().into(),
+            pos: high.pos,
+            ..SourceInfo::default()
+        };
+        let rows = chunk
+            .rows
+            .into_iter()
+            .map(|values| {
+                let event = reader.event(values, &source);
+                (encode_key(&event), event)
+            })
+            .collect();
+        self.window = Some(Window {
+            low,
+            high,
+            db: reader.schema().db.clone(),
+            table: reader.schema().table.clone(),
+            rows,
+            superseded: HashSet::new(),
+            open_transaction: Vec::new(),
+            last_key: chunk.last_key,
+            complete: chunk.complete,
+        });
+        Ok(true)
+    }
+
+    /// Prepares to read `name`; false when it cannot be snapshotted.
+    async fn open_table(&mut self, name: &str) -> Result<bool, CaptureError> {
+        let (db, table) = name.split_once('.').expect("checked when requested");
+        let chunk_rows = self.config.snapshot.incremental_chunk_rows;
+        let conn = self.connection().await?;
+        let Some(reader) = ChunkReader::new(conn, db, table, chunk_rows).await? else {
+            warn!(table = %name, "on-demand snapshot of a table that does not exist; skipped");
+            return Ok(false);
+        };
+        if !reader.has_primary_key() {
+            warn!(table = %name, "a table without a primary key cannot be snapshotted while streaming (its rows cannot be matched with the stream); skipped");
+            return Ok(false);
+        }
+        let estimate: Option<u64> = conn
+            .exec_first(
+                "SELECT COALESCE(TABLE_ROWS, 0) FROM information_schema.TABLES \
+                 WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?",
+                (db, table),
+            )
+            .await?;
+        if self.progress.is_none() {
+            let label = TableLabel {
+                table: name.to_owned(),
+            };
+            let estimate = estimate.unwrap_or_default();
+            self.metrics
+                .snapshot_rows_estimated
+                .get_or_create(&label)
+                .set(estimate as i64);
+            info!(table = %name, estimate, after = ?self.state.after, "on-demand snapshot of the table starts");
+            self.progress = Some(TableProgress {
+                bar: SnapshotProgress::new(name, estimate),
+                label,
+                done: 0,
+            });
+        }
+        self.reader = Some(reader);
+        Ok(true)
+    }
+
+    /// Sends the window's rows that the stream did not supersede.
+    async fn send_chunk(&mut self, writer: &mut KafkaWriter) -> Result<(), CaptureError> {
+        let w = self.window.take().expect("a window is open");
+        let read = w.rows.len() as u64;
+        for (key, event) in &w.rows {
+            if !w.superseded.contains(key) {
+                writer.send(event).await?;
+            }
+        }
+        if let Some(p) = &mut self.progress {
+            p.done += read;
+            p.bar.update(p.done);
+            self.metrics
+                .snapshot_rows_done
+                .get_or_create(&p.label)
+                .set(p.done as i64);
+        }
+        if w.complete {
+            self.finish_table();
+        } else {
+            self.state.after = w
+                .last_key
+                .map(|key| key.iter().map(CursorValue::from).collect());
+        }
+        Ok(())
+    }
+
+    fn finish_table(&mut self) {
+        self.state.tables.remove(0);
+        self.state.after = None;
+        self.reader = None;
+        if let Some(p) = self.progress.take() {
+            p.bar.finish(p.done);
+        }
+    }
+}

@@ -1,0 +1,247 @@
+//! On-demand (incremental) snapshots while streaming: requested with
+//! `tributary snapshot`, merged with concurrent changes, resumed after a crash.
+
+#![allow(clippy::unwrap_used)] // tests fail loudly
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use common::*;
+use mysql_async::prelude::Queryable;
+use serde_json::{Value as Json, json};
+
+/// A database with table `t (id, v)` holding `rows` rows, and a capture of it that
+/// streams from now on (the rows are not in the topic) and takes signals.
+async fn setup(prefix: &str, rows: i64, chunk_rows: usize) -> (String, CaptureSetup, String) {
+    let mut conn = root_conn().await;
+    let db = create_db(&mut conn, prefix).await;
+    conn.query_drop(format!("CREATE TABLE `{db}`.t (id INT PRIMARY KEY, v INT)"))
+        .await
+        .unwrap();
+    for start in (1..=rows).step_by(5000) {
+        let values: Vec<String> = (start..(start + 5000).min(rows + 1))
+            .map(|id| format!("({id}, 0)"))
+            .collect();
+        conn.query_drop(format!("INSERT INTO `{db}`.t VALUES {}", values.join(",")))
+            .await
+            .unwrap();
+    }
+    // What a DBA does once: the signal table, and INSERT on it for the capture user.
+    conn.query_drop(format!(
+        "CREATE TABLE `{db}`.signals (id VARCHAR(64) PRIMARY KEY, type VARCHAR(32) NOT NULL, data TEXT); \
+         GRANT INSERT ON `{db}`.signals TO 'tributary'@'127.0.0.1'"
+    ))
+    .await
+    .unwrap();
+    let setup = CaptureSetup::new(&db, &gtid_now(&mut conn).await);
+    let yaml = setup.yaml().replace(
+        "snapshot: { mode: never }",
+        &format!(
+            "snapshot: {{ mode: never, signal_table: '{db}.signals', incremental_chunk_rows: {chunk_rows} }}"
+        ),
+    );
+    assert_ne!(yaml, setup.yaml(), "the snapshot settings were replaced");
+    (db, setup, yaml)
+}
+
+/// Runs `tributary snapshot` for `db.t`; returns what it printed.
+fn request_snapshot(config: &Path, db: &str) -> String {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tributary"))
+        .args(["snapshot", "--config"])
+        .arg(config)
+        .arg(format!("{db}.t"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "tributary snapshot failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+/// Random updates, deletes and inserts on `db.t` until `stop` is set.
+fn spawn_writer(db: String, rows: i64, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut conn = root_conn().await;
+        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut random = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let mut next_id = rows;
+        while !stop.load(Ordering::Relaxed) {
+            let id = (random() % rows as u64) as i64 + 1;
+            let sql = match random() % 4 {
+                0 | 1 => format!(
+                    "UPDATE `{db}`.t SET v = v + 1 WHERE id BETWEEN {id} AND {}",
+                    id + 20
+                ),
+                2 => format!("DELETE FROM `{db}`.t WHERE id = {id}"),
+                _ => {
+                    next_id += 1;
+                    format!("INSERT INTO `{db}`.t VALUES ({next_id}, 1)")
+                }
+            };
+            conn.query_drop(sql).await.unwrap();
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    })
+}
+
+async fn wait_for_log(capture: &TributaryProcess, text: &str, timeout: Duration) {
+    let deadline = Instant::now() + timeout;
+    while !capture.log().contains(text) {
+        assert!(
+            Instant::now() < deadline,
+            "no {text:?} within {timeout:?}; log:\n{}",
+            capture.log()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn table_state(db: &str) -> BTreeMap<i64, Json> {
+    let mut conn = root_conn().await;
+    let rows: Vec<(i64, i64)> = conn
+        .query(format!("SELECT id, v FROM `{db}`.t"))
+        .await
+        .unwrap();
+    rows.into_iter()
+        .map(|(id, v)| (id, json!({ "id": id, "v": v })))
+        .collect()
+}
+
+/// Reads the topic until it replays to `expected`; returns its records.
+async fn read_until_equal(
+    topic: &str,
+    expected: &BTreeMap<i64, Json>,
+    log: impl Fn() -> String,
+) -> Vec<Record> {
+    let target = expected.clone();
+    let records = read_topic(topic, Duration::from_secs(120), move |r| {
+        replay_map(r) == target
+    })
+    .await;
+    let state = replay_map(&records);
+    let missing: Vec<_> = expected
+        .keys()
+        .filter(|k| !state.contains_key(k))
+        .take(10)
+        .collect();
+    let extra: Vec<_> = state
+        .keys()
+        .filter(|k| !expected.contains_key(k))
+        .take(10)
+        .collect();
+    let stale: Vec<_> = expected
+        .iter()
+        .filter(|(k, v)| state.get(k).is_some_and(|s| s != *v))
+        .take(10)
+        .collect();
+    assert!(
+        missing.is_empty() && extra.is_empty() && stale.is_empty(),
+        "topic differs from the table: missing {missing:?}, extra {extra:?}, stale {stale:?}; log:\n{}",
+        log()
+    );
+    records
+}
+
+fn incremental_reads(records: &[Record]) -> usize {
+    events(records)
+        .iter()
+        .filter(|v| v["op"] == "r")
+        .inspect(|v| assert_eq!(v["source"]["snapshot"], "incremental", "{v}"))
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_on_demand_snapshot_under_concurrent_writes_converges_to_the_table() {
+    const ROWS: i64 = 5_000;
+    let (db, setup, yaml) = setup("incr", ROWS, 100).await;
+    let config = write_config(&yaml);
+    let capture = TributaryProcess::start(&["capture"], &config, &[]);
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = spawn_writer(db.clone(), ROWS, stop.clone());
+    tokio::time::sleep(Duration::from_secs(1)).await;
+
+    let printed = request_snapshot(&config, &db);
+    assert!(printed.contains(&format!("{db}.t")), "{printed}");
+    wait_for_log(&capture, "table snapshot done", Duration::from_secs(120)).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    stop.store(true, Ordering::Relaxed);
+    writer.await.unwrap();
+
+    let expected = table_state(&db).await;
+    let records = read_until_equal(&setup.topic("t"), &expected, || capture.log()).await;
+    let reads = incremental_reads(&records);
+    // Rows the writer never touched reach the topic only through the snapshot.
+    assert!(
+        reads > (ROWS as usize) / 2 && reads <= ROWS as usize + 1000,
+        "{reads} snapshot reads of {ROWS} rows"
+    );
+    let metrics = http_get(setup.metrics_port, "/metrics").await.1;
+    let read = metric_sum(&metrics, "tributary_capture_snapshot_rows_done");
+    assert!(
+        read >= reads as f64 && read < 1.5 * ROWS as f64,
+        "progress exported: {read} rows read, {reads} sent"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_interrupted_on_demand_snapshot_resumes_from_its_last_chunk() {
+    const ROWS: i64 = 60_000;
+    let (db, setup, yaml) = setup("incrkill", ROWS, 200).await;
+    // Positions (with the snapshot's last key) stored every 20 ms: what a crash
+    // re-sends is what was sent since, far less than starting over would.
+    let config =
+        write_config(&yaml.replace("checkpoint_interval_ms: 200", "checkpoint_interval_ms: 20"));
+    let mut capture = TributaryProcess::start(&["capture"], &config, &[]);
+    wait_for_log(&capture, "binlog stream opened", Duration::from_secs(60)).await;
+    request_snapshot(&config, &db);
+
+    // SIGKILL once a third of the table has been sent.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let done_at_kill = loop {
+        let metrics = http_get(setup.metrics_port, "/metrics").await.1;
+        let done = metric_sum(&metrics, "tributary_capture_snapshot_rows_done");
+        if done >= (ROWS / 3) as f64 {
+            capture.kill();
+            break done;
+        }
+        assert!(Instant::now() < deadline, "log:\n{}", capture.log());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    assert!(
+        done_at_kill < ROWS as f64,
+        "the snapshot finished before the kill ({done_at_kill} rows): make the table larger"
+    );
+    let capture = TributaryProcess::start(&["capture"], &config, &[]);
+    wait_for_log(
+        &capture,
+        "resuming the on-demand snapshot",
+        Duration::from_secs(60),
+    )
+    .await;
+    wait_for_log(&capture, "table snapshot done", Duration::from_secs(120)).await;
+
+    let expected = table_state(&db).await;
+    assert_eq!(expected.len(), ROWS as usize);
+    let records = read_until_equal(&setup.topic("t"), &expected, || capture.log()).await;
+    // Starting over would send the rows before the kill twice (over a third of the table).
+    let resent = incremental_reads(&records)
+        .checked_sub(ROWS as usize)
+        .expect("every row was sent");
+    assert!(
+        (resent as f64) < done_at_kill / 2.0,
+        "{resent} rows sent twice; the kill came after {done_at_kill}"
+    );
+}
