@@ -13,6 +13,7 @@ pub mod binlog_reader;
 mod chunk_reader;
 pub mod config;
 pub mod error;
+mod fast_value;
 pub mod filter;
 pub mod incremental;
 pub mod kafka_writer;

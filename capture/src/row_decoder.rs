@@ -33,10 +33,7 @@ pub fn decode_value(kind: &ColumnKind, raw: Option<BinlogValue<'_>>) -> Result<V
         (ColumnKind::Int { .. }, MyValue::UInt(u)) => {
             i64::try_from(u).map_or(Value::UInt(u), Value::Int)
         }
-        (ColumnKind::Float, MyValue::Float(f)) => {
-            // Through the shortest decimal form, so FLOAT 1.1 reads 1.1, not 1.100000023841858.
-            Value::Float(f.to_string().parse().unwrap_or(f64::from(f)))
-        }
+        (ColumnKind::Float, MyValue::Float(f)) => float_value(f),
         (ColumnKind::Float | ColumnKind::Double, MyValue::Double(d)) => Value::Float(d),
         (ColumnKind::Decimal, MyValue::Bytes(b)) => Value::String(utf8(b)),
         (ColumnKind::Year, MyValue::Bytes(b)) => {
@@ -45,55 +42,44 @@ pub fn decode_value(kind: &ColumnKind, raw: Option<BinlogValue<'_>>) -> Result<V
             Value::Int(if year == 1900 { 0 } else { year })
         }
         (ColumnKind::Year, MyValue::Int(y)) => Value::Int(y),
-        (ColumnKind::Date, MyValue::Date(y, m, d, ..)) => match (y, m, d) {
-            (_, 0, _) | (_, _, 0) => Value::Null, // zero dates have no day count
-            _ => Value::Int(days_from_civil(i64::from(y), u32::from(m), u32::from(d))),
-        },
+        (ColumnKind::Date, MyValue::Date(y, m, d, ..)) => Calendar::date(y, m, d).date_value(),
         (ColumnKind::Time, MyValue::Time(negative, days, h, m, s, us)) => {
             let secs =
                 (i64::from(days) * 24 + i64::from(h)) * 3600 + i64::from(m) * 60 + i64::from(s);
             let micros = secs * 1_000_000 + i64::from(us);
             Value::Int(if negative { -micros } else { micros })
         }
-        (ColumnKind::DateTime { fsp }, MyValue::Date(y, mo, d, h, mi, s, us)) => {
-            if mo == 0 || d == 0 {
-                return Ok(Value::Null);
-            }
-            let days = days_from_civil(i64::from(y), u32::from(mo), u32::from(d));
-            let micros = ((days * 24 + i64::from(h)) * 60 + i64::from(mi)) * 60_000_000
-                + i64::from(s) * 1_000_000
-                + i64::from(us);
-            Value::Int(if *fsp <= 3 {
-                micros.div_euclid(1000)
-            } else {
-                micros
-            })
+        (ColumnKind::DateTime { fsp }, MyValue::Date(y, mo, d, h, mi, s, us)) => Calendar {
+            year: y,
+            month: mo,
+            day: d,
+            hour: h,
+            minute: mi,
+            second: s,
+            micros: us,
         }
+        .datetime_value(*fsp),
         (ColumnKind::Timestamp { fsp }, MyValue::Bytes(b)) => {
             let text = utf8(b);
             let (secs, micros) = match text.split_once('.') {
                 Some((s, us)) => (s.parse(), us.parse().unwrap_or(0)),
                 None => (text.parse(), 0),
             };
-            Value::String(iso_timestamp(
+            timestamp_value(
                 secs.map_err(|_| format!("bad TIMESTAMP {text:?}"))?,
                 micros,
                 *fsp,
-            ))
+            )
         }
         // Snapshots read TIMESTAMP through a UTC session as a date-time.
         (ColumnKind::Timestamp { fsp }, MyValue::Date(y, mo, d, h, mi, s, us)) => {
             let days = days_from_civil(i64::from(y), u32::from(mo), u32::from(d));
             let secs = days * 86_400 + i64::from(h) * 3600 + i64::from(mi) * 60 + i64::from(s);
-            Value::String(iso_timestamp(secs, us, *fsp))
+            timestamp_value(secs, us, *fsp)
         }
-        (ColumnKind::Timestamp { fsp }, MyValue::Int(secs)) => {
-            Value::String(iso_timestamp(secs, 0, *fsp))
-        }
-        (ColumnKind::Text(charset), MyValue::Bytes(b)) => Value::String(match charset {
-            Charset::Utf8 => utf8(b),
-            Charset::Latin1 => cp1252(&b),
-        }),
+        (ColumnKind::Timestamp { fsp }, MyValue::Int(secs)) => timestamp_value(secs, 0, *fsp),
+        (ColumnKind::Text(Charset::Utf8), MyValue::Bytes(b)) => Value::String(utf8(b)),
+        (ColumnKind::Text(charset), MyValue::Bytes(b)) => text_value(*charset, &b),
         (ColumnKind::Binary { fixed_len }, MyValue::Bytes(mut b)) => {
             if let Some(len) = fixed_len {
                 b.resize((*len).max(b.len()), 0);
@@ -154,6 +140,79 @@ fn integer(i: i64, unsigned: bool, bytes: u8) -> Value {
         Value::Int(((i as u64) << shift >> shift) as i64)
     } else {
         Value::Int((i << shift) >> shift)
+    }
+}
+
+/// A FLOAT through its shortest decimal form, so FLOAT 1.1 reads 1.1, not 1.100000023841858.
+pub(crate) fn float_value(f: f32) -> Value {
+    Value::Float(f.to_string().parse().unwrap_or(f64::from(f)))
+}
+
+/// Text in `charset`.
+pub(crate) fn text_value(charset: Charset, bytes: &[u8]) -> Value {
+    Value::String(match charset {
+        Charset::Utf8 => String::from_utf8_lossy(bytes).into_owned(),
+        Charset::Latin1 => cp1252(bytes),
+    })
+}
+
+/// TIMESTAMP(fsp): Debezium's ZonedTimestamp string.
+pub(crate) fn timestamp_value(secs: i64, micros: u32, fsp: u8) -> Value {
+    Value::String(iso_timestamp(secs, micros, fsp))
+}
+
+/// A date and time of day as the binlog holds them (zero months and days allowed).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Calendar {
+    pub year: u16,
+    pub month: u8,
+    pub day: u8,
+    pub hour: u8,
+    pub minute: u8,
+    pub second: u8,
+    pub micros: u32,
+}
+
+impl Calendar {
+    fn date(year: u16, month: u8, day: u8) -> Self {
+        Calendar {
+            year,
+            month,
+            day,
+            ..Calendar::default()
+        }
+    }
+
+    fn days(self) -> Option<i64> {
+        // Zero dates have no day count.
+        (self.month != 0 && self.day != 0).then(|| {
+            days_from_civil(
+                i64::from(self.year),
+                u32::from(self.month),
+                u32::from(self.day),
+            )
+        })
+    }
+
+    /// DATE: days since the epoch.
+    pub(crate) fn date_value(self) -> Value {
+        self.days().map_or(Value::Null, Value::Int)
+    }
+
+    /// DATETIME(fsp): epoch milliseconds (fsp ≤ 3) or microseconds, without time zone.
+    pub(crate) fn datetime_value(self, fsp: u8) -> Value {
+        let Some(days) = self.days() else {
+            return Value::Null;
+        };
+        let micros = ((days * 24 + i64::from(self.hour)) * 60 + i64::from(self.minute))
+            * 60_000_000
+            + i64::from(self.second) * 1_000_000
+            + i64::from(self.micros);
+        Value::Int(if fsp <= 3 {
+            micros.div_euclid(1000)
+        } else {
+            micros
+        })
     }
 }
 

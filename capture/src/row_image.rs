@@ -5,8 +5,9 @@
 //! allocations) and re-parses the TABLE_MAP's optional metadata per row; that
 //! was most of capture's decoding time. Here the column types and metadata are
 //! looked up once per rows event, each present value is parsed where it lies
-//! and mapped at once by [`decode_value`], and a row costs one `Vec` per image
-//! (plus the bytes of its string values).
+//! ([`fast_value`] for the common types, mysql_common's parser and
+//! [`decode_value`] for the rest), and a row costs one `Vec` per image (plus the
+//! bytes of its string values).
 //!
 //! Row image layout (MySQL `log_event.cc`, `Rows_log_event`): per row, for each
 //! image, [the shared-image options of a PARTIAL_UPDATE after image], a NULL
@@ -20,6 +21,7 @@ use mysql_async::consts::ColumnType;
 use mysql_common::io::ParseBuf;
 use tributary_proto::Value;
 
+use crate::fast_value;
 use crate::row_decoder::decode_value;
 use crate::schema::{ColumnKind, TableSchema};
 
@@ -176,6 +178,13 @@ impl<'a> Layout<'a> {
                     schema_column.name, schema_column.kind
                 )
             };
+            if !is_partial
+                && let Some(value) =
+                    fast_value::decode(column.column_type, column.meta, &schema_column.kind, buf)
+            {
+                values.push(value.map_err(described)?);
+                continue;
+            }
             let raw: BinlogValue<'_> = buf
                 .parse((column.column_type, column.meta, column.unsigned, is_partial))
                 .map_err(|e| described(e.to_string()))?;
