@@ -408,16 +408,10 @@ impl BinlogReader {
             event.header().event_type(),
             Ok(EventType::PARTIAL_UPDATE_ROWS_EVENT)
         );
-        let mut decoded = Vec::new();
-        for (row_index, pair) in RowImages::new(&schema, tme, rows, partial)
-            .map_err(decode_error)?
-            .enumerate()
-        {
-            let (before, after) =
-                pair.map_err(|e| decode_error(format!("row {row_index}: {e}")))?;
-            decoded.push((row_index as u32, before, after));
-        }
-        for (row, before, after) in decoded {
+        let images = RowImages::new(&schema, tme, rows, partial).map_err(decode_error)?;
+        let mut table_order = trx.per_table.get(&table_id).copied().unwrap_or(0);
+        for (row, pair) in images.enumerate() {
+            let (before, after) = pair.map_err(|e| decode_error(format!("row {row}: {e}")))?;
             let source = SourceInfo {
                 name: self.server_name.clone(),
                 ts_ms,
@@ -428,15 +422,14 @@ impl BinlogReader {
                 gtid: gtid.clone(),
                 file: self.file.clone(),
                 pos,
-                row,
+                row: row as u32,
             };
             for change in row_changes(&schema, op, before, after)
                 .into_iter()
                 .flatten()
             {
                 trx.events += 1;
-                let table_order = trx.per_table.entry(table_id).or_insert(0);
-                *table_order += 1;
+                table_order += 1;
                 self.out.push_back(ReaderItem::Change(Box::new(ChangeEvent {
                     op: change.op,
                     key: change.key,
@@ -447,11 +440,12 @@ impl BinlogReader {
                     transaction: Some(TransactionInfo {
                         id: trx.id.clone(),
                         total_order: trx.events,
-                        data_collection_order: *table_order,
+                        data_collection_order: table_order,
                     }),
                 })));
             }
         }
+        trx.per_table.insert(table_id, table_order);
         Ok(())
     }
 }
