@@ -1,6 +1,7 @@
 //! `tributary bench capture`: binlog → broker rows/s on a binlog of `--rows` row
 //! events, side by side in one run with the broker's own produce ceiling for
-//! messages of the same size, `mariadb-binlog` and python-mysql-replication
+//! the same records (capture's output, re-sent by a plain producer; and, as in
+//! earlier sessions, payloads of `x` of the same size), `mariadb-binlog` and python-mysql-replication
 //! decoding the same events, and the snapshot rows/s of the same table; each series
 //! also in rows per CPU-second of the process doing the work.
 
@@ -104,17 +105,20 @@ pub(crate) async fn run(args: CaptureBenchArgs) -> anyhow::Result<()> {
     eprintln!("[bench] Tributary decode only: the same events read and decoded, not produced");
     let decode_only = decode_only(&yaml(&server, "never", ""), &start, n).await?;
 
-    eprintln!("[bench] broker ceiling: as many messages of the same size from a plain producer");
-    let size = sample_size(&args.stack.brokers, &format!("{server}.{db}.events")).await?;
-    let ceiling_topic = format!("{server}.ceiling");
-    create_topic(&args.stack.brokers, &ceiling_topic, 3).await?;
+    eprintln!("[bench] broker ceiling: the captured records again, from a plain producer");
+    let samples = sample_records(&args.stack.brokers, &format!("{server}.{db}.events")).await?;
+    let size = samples.iter().map(|(_, v)| v.len()).sum::<usize>() / samples.len();
+    let ceiling = ceiling_run(&args.stack.brokers, &format!("{server}.ceiling"), n, |i| {
+        let (key, value) = &samples[i as usize % samples.len()];
+        ((i % 3) as i32, key.clone(), value.clone())
+    })
+    .await?;
+    eprintln!("[bench] broker ceiling, payloads of 'x' (the earlier sessions' series)");
     let payload = "x".repeat(size);
-    let started = Stopwatch::start()?;
-    produce(&args.stack.brokers, &ceiling_topic, n, |i| {
+    let ceiling_x = ceiling_run(&args.stack.brokers, &format!("{server}.ceilingx"), n, |i| {
         ((i % 3) as i32, format!(r#"{{"id":{i}}}"#), payload.clone())
     })
     .await?;
-    let ceiling = started.own()?;
 
     eprintln!("[bench] mariadb-binlog decoding the same events");
     let started = Stopwatch::start()?;
@@ -158,8 +162,12 @@ pub(crate) async fn run(args: CaptureBenchArgs) -> anyhow::Result<()> {
     );
     for (name, d) in [
         (
-            "broker ceiling: plain producer (lz4, linger 20 ms), same size",
+            "broker ceiling: plain producer (lz4, linger 20 ms), the captured records",
             ceiling,
+        ),
+        (
+            "broker ceiling, payloads of 'x' of the same size (compress ~100×)",
+            ceiling_x,
         ),
         (
             "Tributary: binlog → broker (Debezium JSON, acks=all)",
@@ -197,6 +205,19 @@ pub(crate) async fn run(args: CaptureBenchArgs) -> anyhow::Result<()> {
          not the server's or the broker's."
     );
     Ok(())
+}
+
+/// Produces `n` records to a new 3-partition topic with a plain producer; its time.
+async fn ceiling_run(
+    brokers: &str,
+    topic: &str,
+    n: u64,
+    record: impl Fn(u64) -> (i32, String, String),
+) -> anyhow::Result<Measured> {
+    create_topic(brokers, topic, 3).await?;
+    let started = Stopwatch::start()?;
+    produce(brokers, topic, n, record).await?;
+    started.own()
 }
 
 /// Reads the binlog from `gtid` with capture's reader until `rows` row changes
@@ -372,9 +393,10 @@ async fn binlog_position(conn: &mut mysql_async::Conn) -> anyhow::Result<(String
 }
 
 /// The value size of the first record of `topic`.
-async fn sample_size(brokers: &str, topic: &str) -> anyhow::Result<usize> {
+async fn sample_records(brokers: &str, topic: &str) -> anyhow::Result<Vec<(String, String)>> {
     use rdkafka::consumer::{BaseConsumer, Consumer};
     use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
+    const SAMPLES: usize = 10_000;
     let consumer: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", brokers)
         .set("group.id", format!("{topic}.sample"))
@@ -386,13 +408,17 @@ async fn sample_size(brokers: &str, topic: &str) -> anyhow::Result<usize> {
     consumer.assign(&tpl)?;
     let topic = topic.to_owned();
     tokio::task::spawn_blocking(move || {
+        let text =
+            |bytes: Option<&[u8]>| String::from_utf8_lossy(bytes.unwrap_or_default()).into_owned();
+        let mut samples = Vec::with_capacity(SAMPLES);
         let deadline = Instant::now() + Duration::from_secs(30);
-        while Instant::now() < deadline {
+        while samples.len() < SAMPLES && Instant::now() < deadline {
             if let Some(Ok(msg)) = consumer.poll(Duration::from_millis(200)) {
-                return Ok(msg.payload().map_or(0, <[u8]>::len));
+                samples.push((text(msg.key()), text(msg.payload())));
             }
         }
-        anyhow::bail!("no record in {topic}")
+        anyhow::ensure!(!samples.is_empty(), "no record in {topic}");
+        Ok(samples)
     })
     .await?
 }
