@@ -51,10 +51,15 @@ async fn setup(prefix: &str, rows: i64, chunk_rows: usize) -> (String, CaptureSe
 
 /// Runs `tributary snapshot` for `db.t`; returns what it printed.
 fn request_snapshot(config: &Path, db: &str) -> String {
+    request_snapshots(config, &[&format!("{db}.t")])
+}
+
+/// Runs `tributary snapshot` for `tables`; returns what it printed.
+fn request_snapshots(config: &Path, tables: &[&str]) -> String {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_tributary"))
         .args(["snapshot", "--config"])
         .arg(config)
-        .arg(format!("{db}.t"))
+        .args(tables)
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
@@ -243,5 +248,50 @@ async fn an_interrupted_on_demand_snapshot_resumes_from_its_last_chunk() {
     assert!(
         (resent as f64) < done_at_kill / 2.0,
         "{resent} rows sent twice; the kill came after {done_at_kill}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn tables_that_cannot_be_snapshotted_are_skipped_and_the_rest_are_read() {
+    const ROWS: i64 = 300;
+    let (db, setup, yaml) = setup("incrskip", ROWS, 64).await;
+    let mut conn = root_conn().await;
+    conn.query_drop(format!(
+        "CREATE TABLE `{db}`.nopk (v INT); INSERT INTO `{db}`.nopk VALUES (1)"
+    ))
+    .await
+    .unwrap();
+    let config = write_config(&yaml);
+    let capture = TributaryProcess::start(&["capture"], &config, &[]);
+    wait_for_log(&capture, "binlog stream opened", Duration::from_secs(60)).await;
+    let (missing, nopk, t) = (
+        format!("{db}.missing"),
+        format!("{db}.nopk"),
+        format!("{db}.t"),
+    );
+    request_snapshots(&config, &[&missing, &nopk, &t]);
+    wait_for_log(&capture, "table snapshot done", Duration::from_secs(60)).await;
+    let log = capture.log();
+    assert!(log.contains("does not exist; skipped"), "{log}");
+    assert!(
+        log.contains("without a primary key cannot be snapshotted"),
+        "{log}"
+    );
+    let expected = table_state(&db).await;
+    let records = read_until_equal(&setup.topic("t"), &expected, || capture.log()).await;
+    assert_eq!(incremental_reads(&records), ROWS as usize);
+
+    // A table outside the include patterns is refused by the command itself.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tributary"))
+        .args(["snapshot", "--config"])
+        .arg(&config)
+        .arg("mysql.user")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("\"mysql.user\" is not a `database.table` this capture"),
+        "{stderr}"
     );
 }

@@ -43,6 +43,11 @@ use crate::snapshot::{self, begin_at_exact_position};
 use crate::snapshot_progress::SnapshotProgress;
 use crate::source;
 
+/// MySQL error: the table does not exist.
+const ER_NO_SUCH_TABLE: u16 = 1146;
+/// MySQL error: unknown column.
+const ER_BAD_FIELD: u16 = 1054;
+
 /// Runs the on-demand snapshots of one capture's stream.
 pub(crate) struct Incremental {
     config: CaptureConfig,
@@ -208,8 +213,9 @@ impl Incremental {
         Ok(self.conn.as_mut().expect("connected above"))
     }
 
-    /// Reads the first table's next chunk into a window; true when it did, false
-    /// when the table cannot be read and was dropped from the queue.
+    /// Reads the first table's next chunk into a window; true when that (or a new
+    /// look at the table's columns) happened, false when the table cannot be read
+    /// and was dropped from the queue.
     async fn read_chunk(&mut self) -> Result<bool, CaptureError> {
         let name = self.state.tables[0].clone();
         if self.reader.is_none() && !self.open_table(&name).await? {
@@ -238,7 +244,23 @@ impl Incremental {
             .after
             .as_ref()
             .map(|key| key.iter().map(mysql_async::Value::from).collect());
-        let chunk = reader.read(conn, after.as_deref(), &high).await?;
+        let chunk = match reader.read(conn, after.as_deref(), &high).await {
+            Ok(chunk) => chunk,
+            // Dropped or altered since its columns were read: capture goes on.
+            Err(CaptureError::Database(mysql_async::Error::Server(e)))
+                if e.code == ER_NO_SUCH_TABLE || e.code == ER_BAD_FIELD =>
+            {
+                conn.query_drop("ROLLBACK").await?;
+                if e.code == ER_NO_SUCH_TABLE {
+                    warn!(table = %name, "the table was dropped during its on-demand snapshot; skipped");
+                    self.finish_table();
+                    return Ok(false);
+                }
+                self.reader = None; // read the columns again
+                return Ok(true);
+            }
+            Err(e) => return Err(e),
+        };
         conn.query_drop("COMMIT").await?;
         let source = SourceInfo {
             name: self.config.server_name.as_str().into(),
@@ -308,6 +330,15 @@ impl Incremental {
                 label,
                 done: 0,
             });
+        }
+        if self
+            .state
+            .after
+            .as_ref()
+            .is_some_and(|after| after.len() != reader.schema().key.len())
+        {
+            warn!(table = %name, "the primary key changed during the on-demand snapshot; reading the table again from the start");
+            self.state.after = None;
         }
         self.reader = Some(reader);
         Ok(true)
