@@ -71,37 +71,6 @@ fn request_snapshots(config: &Path, tables: &[&str]) -> String {
     stdout
 }
 
-/// Random updates, deletes and inserts on `db.t` until `stop` is set.
-fn spawn_writer(db: String, rows: i64, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let mut conn = root_conn().await;
-        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
-        let mut random = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
-        let mut next_id = rows;
-        while !stop.load(Ordering::Relaxed) {
-            let id = (random() % rows as u64) as i64 + 1;
-            let sql = match random() % 4 {
-                0 | 1 => format!(
-                    "UPDATE `{db}`.t SET v = v + 1 WHERE id BETWEEN {id} AND {}",
-                    id + 20
-                ),
-                2 => format!("DELETE FROM `{db}`.t WHERE id = {id}"),
-                _ => {
-                    next_id += 1;
-                    format!("INSERT INTO `{db}`.t VALUES ({next_id}, 1)")
-                }
-            };
-            conn.query_drop(sql).await.unwrap();
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
-    })
-}
-
 async fn wait_for_log(capture: &TributaryProcess, text: &str, timeout: Duration) {
     let deadline = Instant::now() + timeout;
     while !capture.log().contains(text) {
@@ -175,7 +144,14 @@ async fn an_on_demand_snapshot_under_concurrent_writes_converges_to_the_table() 
     let config = write_config(&yaml);
     let capture = TributaryProcess::start(&["capture"], &config, &[]);
     let stop = Arc::new(AtomicBool::new(false));
-    let writer = spawn_writer(db.clone(), ROWS, stop.clone());
+    let writer = spawn_random_writer(
+        db.clone(),
+        vec!["t".to_owned()],
+        ROWS,
+        0x9e37_79b9_7f4a_7c15,
+        Duration::from_millis(2),
+        stop.clone(),
+    );
     tokio::time::sleep(Duration::from_secs(1)).await;
 
     let printed = request_snapshot(&config, &db);
@@ -293,5 +269,70 @@ async fn tables_that_cannot_be_snapshotted_are_skipped_and_the_rest_are_read() {
     assert!(
         stderr.contains("\"mysql.user\" is not a `database.table` this capture"),
         "{stderr}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_schema_change_during_an_on_demand_snapshot_is_merged() {
+    const ROWS: i64 = 5_000;
+    let (db, setup, yaml) = setup("incrddl", ROWS, 50).await;
+    let config = write_config(&yaml);
+    let capture = TributaryProcess::start(&["capture"], &config, &[]);
+    wait_for_log(&capture, "binlog stream opened", Duration::from_secs(60)).await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = spawn_random_writer(
+        db.clone(),
+        vec!["t".to_owned()],
+        ROWS,
+        0x5eed_0000_0000_0dd1,
+        Duration::from_millis(2),
+        stop.clone(),
+    );
+    request_snapshot(&config, &db);
+    wait_for_log(
+        &capture,
+        "on-demand snapshot of the table starts",
+        Duration::from_secs(60),
+    )
+    .await;
+    let mut conn = root_conn().await;
+    conn.query_drop(format!(
+        "ALTER TABLE `{db}`.t ADD COLUMN note VARCHAR(10) NOT NULL DEFAULT 'x'"
+    ))
+    .await
+    .unwrap();
+    wait_for_log(&capture, "table snapshot done", Duration::from_secs(120)).await;
+    stop.store(true, Ordering::Relaxed);
+    writer.await.unwrap();
+
+    // Rows last read or changed before the ALTER keep their old shape (no row
+    // events come with it): compare `id` and `v`, which every image has.
+    let expected = table_state(&db).await;
+    let target = expected.clone();
+    let project = |state: BTreeMap<i64, Json>| -> BTreeMap<i64, Json> {
+        state
+            .into_iter()
+            .map(|(id, row)| (id, json!({ "id": id, "v": row["v"] })))
+            .collect()
+    };
+    let records = read_topic(&setup.topic("t"), Duration::from_secs(120), move |r| {
+        project(replay_map(r)) == target
+    })
+    .await;
+    let state: BTreeMap<i64, Json> = replay_map(&records)
+        .into_iter()
+        .map(|(id, row)| (id, json!({ "id": id, "v": row["v"] })))
+        .collect();
+    assert_eq!(state, expected, "log:\n{}", capture.log());
+    // Chunks read after the ALTER carry the new column.
+    let reads = events(&records);
+    let new_shape = reads
+        .iter()
+        .filter(|v| v["op"] == "r" && v["after"]["note"] == "x")
+        .count();
+    assert!(
+        new_shape > 0,
+        "no snapshot row with the new column; log:\n{}",
+        capture.log()
     );
 }

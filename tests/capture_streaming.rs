@@ -914,14 +914,6 @@ async fn a_second_exactly_once_instance_fences_the_first() {
     );
 }
 
-/// xorshift64: reproducible "random" moments; the seed is printed.
-fn next_random(state: &mut u64) -> u64 {
-    *state ^= *state << 13;
-    *state ^= *state >> 7;
-    *state ^= *state << 17;
-    *state
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn twenty_sigkills_during_snapshot_and_streaming_lose_nothing() {
     const PER_TABLE: i64 = 34_000;
@@ -955,31 +947,15 @@ async fn twenty_sigkills_during_snapshot_and_streaming_lose_nothing() {
     let setup = CaptureSetup::new(&db, "").with_snapshot(2000);
 
     // Mixed changes across the tables for the whole run.
-    let writer_db = db.clone();
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let writer_stop = stop.clone();
-    let mut writer_seed = seed;
-    let writer = tokio::spawn(async move {
-        let mut conn = root_conn().await;
-        let mut next_id = PER_TABLE + 1;
-        while !writer_stop.load(std::sync::atomic::Ordering::Relaxed) {
-            let t = TABLES[(next_random(&mut writer_seed) % 3) as usize];
-            let id = (next_random(&mut writer_seed) % PER_TABLE as u64) as i64 + 1;
-            let sql = match next_random(&mut writer_seed) % 3 {
-                0 => format!(
-                    "UPDATE `{writer_db}`.{t} SET v = v + 1 WHERE id BETWEEN {id} AND {}",
-                    id + 50
-                ),
-                1 => format!("DELETE FROM `{writer_db}`.{t} WHERE id = {id}"),
-                _ => {
-                    next_id += 1;
-                    format!("INSERT INTO `{writer_db}`.{t} VALUES ({next_id}, 1)")
-                }
-            };
-            conn.query_drop(sql).await.unwrap();
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-    });
+    let writer = spawn_random_writer(
+        db.clone(),
+        TABLES.map(String::from).to_vec(),
+        PER_TABLE,
+        seed,
+        Duration::from_millis(5),
+        stop.clone(),
+    );
 
     let mut capture = TributaryProcess::capture(&setup.yaml());
     for _ in 0..20 {
@@ -1020,4 +996,46 @@ async fn twenty_sigkills_during_snapshot_and_streaming_lose_nothing() {
             assert_eq!(state.get(id), Some(row), "table {t}, row {id}");
         }
     }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn snapshot_and_stream_keys_follow_the_primary_key_order() {
+    let mut conn = root_conn().await;
+    let db = create_db(&mut conn, "keyorder").await;
+    // Key columns declared in another order than the table's.
+    conn.query_drop(format!(
+        "CREATE TABLE `{db}`.t (a INT, b INT, v INT, PRIMARY KEY (b, a)); \
+         INSERT INTO `{db}`.t VALUES (1, 10, 0), (2, 20, 0)"
+    ))
+    .await
+    .unwrap();
+    let setup = CaptureSetup::new(&db, "").with_snapshot(1);
+    let capture = TributaryProcess::capture(&setup.yaml());
+    let topic = setup.topic("t");
+    read_topic(&topic, Duration::from_secs(60), |r| r.len() >= 2).await;
+    conn.query_drop(format!("UPDATE `{db}`.t SET v = 1 WHERE a = 1"))
+        .await
+        .unwrap();
+    let records = read_topic(&topic, Duration::from_secs(60), |r| r.len() >= 3).await;
+    let key_of = |op: &str| {
+        records
+            .iter()
+            .find(|r| {
+                r.value
+                    .as_ref()
+                    .is_some_and(|v| v["op"] == op && v["after"]["a"] == 1)
+            })
+            .map(|r| (r.key.to_string(), r.partition))
+            .unwrap_or_else(|| panic!("no {op} event for a = 1; log:\n{}", capture.log()))
+    };
+    let (snapshot_key, snapshot_partition) = key_of("r");
+    assert_eq!(
+        snapshot_key, r#"{"b":10,"a":1}"#,
+        "key columns in key order"
+    );
+    assert_eq!(
+        key_of("u"),
+        (snapshot_key, snapshot_partition),
+        "same key bytes, same partition"
+    );
 }

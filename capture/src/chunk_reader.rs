@@ -10,7 +10,7 @@ use tributary_proto::{ChangeEvent, Op, Row, SourceInfo, Value};
 use crate::error::CaptureError;
 use crate::position::BinlogPosition;
 use crate::row_decoder::decode_value;
-use crate::schema::TableSchema;
+use crate::schema::{ColumnKind, TableSchema};
 use crate::source;
 
 /// The queries and schema that read one table.
@@ -61,14 +61,30 @@ impl ChunkReader {
             quote(table)
         );
         let first = format!("{all} ORDER BY {} LIMIT {chunk_rows}", key.join(", "));
+        // The last key comes back as a parameter; a DECIMAL one is sent as text, which
+        // the server would compare as a double: cast it back to the column's type.
+        let placeholders: Vec<String> = schema
+            .key
+            .iter()
+            .map(|&i| match &schema.columns[i].kind {
+                ColumnKind::Decimal => {
+                    let column_type = &columns[i].column_type;
+                    let declared = column_type
+                        .find(')')
+                        .map_or(column_type.as_str(), |end| &column_type[..=end]);
+                    format!("CAST(? AS {declared})")
+                }
+                _ => "?".to_owned(),
+            })
+            .collect();
         let next = format!(
             "{all} WHERE ({}) > ({}) ORDER BY {} LIMIT {chunk_rows}",
             key.join(", "),
-            vec!["?"; key.len()].join(", "),
+            placeholders.join(", "),
             key.join(", ")
         );
         Ok(Some(ChunkReader {
-            has_primary_key: columns.iter().any(|c| c.primary),
+            has_primary_key: columns.iter().any(|c| c.key_position.is_some()),
             schema,
             all,
             first,

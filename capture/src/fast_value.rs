@@ -75,7 +75,7 @@ pub(crate) fn decode(
             be_or_le(buf, 4, true).and_then(|secs| {
                 let micros = fraction_micros(buf, fraction)?;
                 Some(crate::row_decoder::timestamp_value(
-                    i64::from(secs as u32 as i32),
+                    secs as i64,
                     micros,
                     *fsp,
                 ))
@@ -394,7 +394,7 @@ mod tests {
                 &ColumnKind::DateTime { fsp },
                 &bytes,
             );
-            let secs = random.below(i32::MAX as u64) as u32;
+            let secs = random.next() as u32;
             let mut bytes = secs.to_be_bytes().to_vec();
             bytes.extend_from_slice(&fraction.to_be_bytes()[4 - usize::from(fsp.div_ceil(2))..]);
             agree(

@@ -151,6 +151,7 @@ async fn run_once(
         incremental: &mut incremental,
         metrics,
         at: from,
+        in_transaction: false,
     };
     let result = stream.run(shutdown, progressed).await;
     metrics.streaming.set(0);
@@ -168,6 +169,8 @@ struct Stream<'a> {
     metrics: &'a CaptureMetrics,
     /// The position the stream has reached (the last commit or heartbeat).
     at: BinlogPosition,
+    /// A transaction's changes have been read but not its commit.
+    in_transaction: bool,
 }
 
 impl Stream<'_> {
@@ -177,7 +180,8 @@ impl Stream<'_> {
         progressed: &mut bool,
     ) -> Result<(), CaptureError> {
         loop {
-            while self.incremental.step(&self.at, self.writer).await? {
+            // On-demand snapshot chunks are read and sent only between transactions.
+            while !self.in_transaction && self.incremental.step(&self.at, self.writer).await? {
                 if shutdown.is_cancelled() {
                     return Ok(());
                 }
@@ -189,9 +193,11 @@ impl Stream<'_> {
             };
             match item {
                 Some(ReaderItem::Change(event)) if self.incremental.is_signal(&event) => {
+                    self.in_transaction = true;
                     self.incremental.on_signal(&event);
                 }
                 Some(ReaderItem::Change(event)) => {
+                    self.in_transaction = true;
                     self.incremental.observe(&event);
                     self.writer.send(&event).await?;
                     let lag = (event.ts_ms - event.source.ts_ms).max(0) as f64 / 1000.0;
@@ -207,6 +213,7 @@ impl Stream<'_> {
                     self.writer.send_heartbeat(position).await?;
                 }
                 Some(ReaderItem::Commit(position)) => {
+                    self.in_transaction = false;
                     self.incremental.on_commit(&position, self.writer).await?;
                     self.at = position.clone();
                     let position = self.incremental.stamp(position);

@@ -32,22 +32,36 @@ pub struct BinlogPosition {
 }
 
 impl BinlogPosition {
-    /// `(file sequence number, offset)`, comparable between positions of one server;
-    /// `None` without a numbered file name (a start given only as a GTID).
-    fn order(&self) -> Option<(u64, u64)> {
-        let (_, seq) = self.file.rsplit_once('.')?;
-        Some((seq.parse().ok()?, self.pos))
+    /// `(file base name, file sequence number, offset)`; `None` without a numbered
+    /// file name (a start given only as a GTID).
+    fn order(&self) -> Option<(&str, u64, u64)> {
+        let (base, seq) = self.file.rsplit_once('.')?;
+        Some((base, seq.parse().ok()?, self.pos))
     }
 
-    /// Whether this position is at or after `other`; false when either cannot be placed.
+    /// Whether this position is at or after `other`. Unplaced positions have not
+    /// reached anything; positions in files of different base names (the server's
+    /// `log_bin` name changed) count as reached, since callers use this to release
+    /// data that is safe to send early and wrong to send late.
     pub fn reached(&self, other: &BinlogPosition) -> bool {
-        matches!((self.order(), other.order()), (Some(a), Some(b)) if a >= b)
+        match (self.order(), other.order()) {
+            (Some((a, ..)), Some((b, ..))) if a != b => true,
+            (Some((_, seq, pos)), Some((_, other_seq, other_pos))) => {
+                (seq, pos) >= (other_seq, other_pos)
+            }
+            _ => false,
+        }
     }
 
-    /// Whether this position is after `other`; true when either cannot be placed
-    /// (the cautious answer for callers that discard data older than `other`).
+    /// Whether this position is after `other`; true when the two cannot be
+    /// ordered (the cautious answer for callers that discard data older than `other`).
     pub fn is_after(&self, other: &BinlogPosition) -> bool {
-        !other.reached(self)
+        match (self.order(), other.order()) {
+            (Some((a, seq, pos)), Some((b, other_seq, other_pos))) if a == b => {
+                (seq, pos) > (other_seq, other_pos)
+            }
+            _ => true,
+        }
     }
 }
 
@@ -200,6 +214,9 @@ mod tests {
         let unplaced = at("", 4);
         assert!(!unplaced.reached(&a) && !a.reached(&unplaced));
         assert!(unplaced.is_after(&a) && a.is_after(&unplaced));
+        let renamed = at("other-bin.000001", 4);
+        assert!(renamed.reached(&a) && a.reached(&renamed));
+        assert!(renamed.is_after(&a) && a.is_after(&renamed));
     }
 
     #[test]

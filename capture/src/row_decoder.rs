@@ -65,11 +65,9 @@ pub fn decode_value(kind: &ColumnKind, raw: Option<BinlogValue<'_>>) -> Result<V
                 Some((s, us)) => (s.parse(), us.parse().unwrap_or(0)),
                 None => (text.parse(), 0),
             };
-            timestamp_value(
-                secs.map_err(|_| format!("bad TIMESTAMP {text:?}"))?,
-                micros,
-                *fsp,
-            )
+            let secs: i64 = secs.map_err(|_| format!("bad TIMESTAMP {text:?}"))?;
+            // An unsigned 32-bit count (to 2106 on MariaDB 11.5+) that mysql_common reads as signed.
+            timestamp_value(if secs < 0 { secs + (1 << 32) } else { secs }, micros, *fsp)
         }
         // Snapshots read TIMESTAMP through a UTC session as a date-time.
         (ColumnKind::Timestamp { fsp }, MyValue::Date(y, mo, d, h, mi, s, us)) => {

@@ -133,8 +133,24 @@ pub struct InfoColumn {
     pub column_type: String,
     /// `CHARACTER_SET_NAME`.
     pub charset: Option<String>,
-    /// `COLUMN_KEY = 'PRI'`.
-    pub primary: bool,
+    /// Position in the primary key (from 1), for columns with `COLUMN_KEY = 'PRI'`:
+    /// `SEQ_IN_INDEX` of the `PRIMARY` index, or the column's position in the table
+    /// when the key is a unique index the server promoted.
+    pub key_position: Option<u32>,
+}
+
+impl InfoColumn {
+    /// The key columns' indexes in key order (the binlog's primary-key metadata
+    /// order), so snapshot keys and streamed keys are the same JSON bytes.
+    pub fn key_of(info: &[InfoColumn]) -> Vec<usize> {
+        let mut key: Vec<(u32, usize)> = info
+            .iter()
+            .enumerate()
+            .filter_map(|(i, c)| Some((c.key_position?, i)))
+            .collect();
+        key.sort_unstable();
+        key.into_iter().map(|(_, i)| i).collect()
+    }
 }
 
 /// What the TABLE_MAP's optional metadata says, per column.
@@ -289,15 +305,7 @@ impl TableSchema {
         let key = if !meta.primary_key.is_empty() {
             meta.primary_key.clone()
         } else {
-            fallback
-                .map(|f| {
-                    f.iter()
-                        .enumerate()
-                        .filter(|(_, c)| c.primary)
-                        .map(|(i, _)| i)
-                        .collect()
-                })
-                .unwrap_or_default()
+            fallback.map(InfoColumn::key_of).unwrap_or_default()
         };
         Ok(Self::assemble(db, table, columns, key))
     }
@@ -312,13 +320,12 @@ impl TableSchema {
                 kind: ColumnKind::of_snapshot_column(&c.column_type, c.charset.as_deref()),
             })
             .collect();
-        let key = info
-            .iter()
-            .enumerate()
-            .filter(|(_, c)| c.primary)
-            .map(|(i, _)| i)
-            .collect();
-        Self::assemble(db.to_owned(), table.to_owned(), columns, key)
+        Self::assemble(
+            db.to_owned(),
+            table.to_owned(),
+            columns,
+            InfoColumn::key_of(info),
+        )
     }
 
     /// Completes a schema; a table without a primary key is keyed by all its columns.

@@ -42,7 +42,7 @@ pub async fn run(
     interrupted: Option<BinlogPosition>,
 ) -> Result<Option<BinlogPosition>, CaptureError> {
     let mut conn = connect(config).await?;
-    let position = begin(&mut conn, info).await?;
+    let position = begin(&mut conn, info.is_mariadb).await?;
     let filter = TableFilter::of(config);
     let tables: Vec<(String, String, u64)> = conn
         .query("SELECT TABLE_SCHEMA, TABLE_NAME, COALESCE(TABLE_ROWS, 0) FROM information_schema.TABLES WHERE TABLE_TYPE = 'BASE TABLE'")
@@ -133,20 +133,22 @@ pub(crate) async fn connect(config: &CaptureConfig) -> Result<Conn, CaptureError
     Ok(conn)
 }
 
-/// Starts the snapshot transaction and returns the binlog position it sees.
-async fn begin(conn: &mut Conn, info: &ServerInfo) -> Result<BinlogPosition, CaptureError> {
-    if info.is_mariadb
-        && let Some(position) = begin_at_exact_position(conn).await?
-    {
+/// Starts a consistent-snapshot transaction and returns the binlog position its
+/// reads see exactly: every transaction committed up to it, none after.
+pub(crate) async fn begin(
+    conn: &mut Conn,
+    is_mariadb: bool,
+) -> Result<BinlogPosition, CaptureError> {
+    if is_mariadb && let Some(position) = begin_at_exact_position(conn).await? {
         return Ok(position);
     }
     // MySQL: hold a global read lock only while the transaction starts and the position is read.
     conn.query_drop("FLUSH TABLES WITH READ LOCK")
         .await
-        .map_err(|e| source::explain_privilege_error(e, info.is_mariadb, false))?;
+        .map_err(|e| source::explain_privilege_error(e, is_mariadb, false))?;
     conn.query_drop("START TRANSACTION WITH CONSISTENT SNAPSHOT")
         .await?;
-    let position = source::current_position(conn, info.is_mariadb).await;
+    let position = source::current_position(conn, is_mariadb).await;
     conn.query_drop("UNLOCK TABLES").await?;
     position
 }
@@ -154,9 +156,7 @@ async fn begin(conn: &mut Conn, info: &ServerInfo) -> Result<BinlogPosition, Cap
 /// MariaDB: starts a consistent-snapshot transaction and returns the binlog
 /// position its reads see (`Binlog_snapshot_file/position`), without any lock.
 /// `None`, with no transaction open, when the server does not report it.
-pub(crate) async fn begin_at_exact_position(
-    conn: &mut Conn,
-) -> Result<Option<BinlogPosition>, CaptureError> {
+async fn begin_at_exact_position(conn: &mut Conn) -> Result<Option<BinlogPosition>, CaptureError> {
     conn.query_drop("START TRANSACTION WITH CONSISTENT SNAPSHOT")
         .await?;
     let status: Vec<(String, String)> = conn.query("SHOW STATUS LIKE 'binlog_snapshot_%'").await?;

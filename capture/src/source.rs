@@ -191,26 +191,35 @@ pub async fn info_columns(
     info_columns_on(&mut pool.get_conn().await?, db, table).await
 }
 
+/// `COLUMN_NAME, COLUMN_TYPE, CHARACTER_SET_NAME, COLUMN_KEY`, position in the
+/// `PRIMARY` index, `ORDINAL_POSITION`.
+type InfoColumnRow = (String, String, Option<String>, String, Option<u32>, u32);
+
 /// Columns of a table from `information_schema`, on a given connection.
 pub async fn info_columns_on(
     conn: &mut Conn,
     db: &str,
     table: &str,
 ) -> Result<Vec<InfoColumn>, CaptureError> {
-    let rows: Vec<(String, String, Option<String>, String)> = conn
+    let rows: Vec<InfoColumnRow> = conn
         .exec(
-            "SELECT COLUMN_NAME, COLUMN_TYPE, CHARACTER_SET_NAME, COLUMN_KEY FROM information_schema.COLUMNS \
-             WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION",
+            "SELECT c.COLUMN_NAME, c.COLUMN_TYPE, c.CHARACTER_SET_NAME, c.COLUMN_KEY, s.SEQ_IN_INDEX, \
+             c.ORDINAL_POSITION FROM information_schema.COLUMNS c \
+             LEFT JOIN information_schema.STATISTICS s ON s.TABLE_SCHEMA = c.TABLE_SCHEMA \
+             AND s.TABLE_NAME = c.TABLE_NAME AND s.COLUMN_NAME = c.COLUMN_NAME AND s.INDEX_NAME = 'PRIMARY' \
+             WHERE c.TABLE_SCHEMA = ? AND c.TABLE_NAME = ? ORDER BY c.ORDINAL_POSITION",
             (db, table),
         )
         .await?;
     Ok(rows
         .into_iter()
-        .map(|(name, column_type, charset, key)| InfoColumn {
-            name,
-            column_type,
-            charset,
-            primary: key == "PRI",
-        })
+        .map(
+            |(name, column_type, charset, key, seq_in_primary, ordinal)| InfoColumn {
+                name,
+                column_type,
+                charset,
+                key_position: (key == "PRI").then(|| seq_in_primary.unwrap_or(ordinal)),
+            },
+        )
         .collect())
 }

@@ -730,3 +730,45 @@ pub fn replay_map(records: &[Record]) -> std::collections::BTreeMap<i64, serde_j
     apply_records(&mut state, &sorted);
     state
 }
+
+/// xorshift64: reproducible "random" numbers from a printed seed.
+pub fn next_random(state: &mut u64) -> u64 {
+    *state ^= *state << 13;
+    *state ^= *state >> 7;
+    *state ^= *state << 17;
+    *state
+}
+
+/// Mixed changes until `stop`: on tables `(id INT PRIMARY KEY, v INT)` of `db`
+/// holding ids 1..=`rows`, updates of a range of ids, deletes, and inserts of
+/// new ids, in equal shares, `pause` apart.
+pub fn spawn_random_writer(
+    db: String,
+    tables: Vec<String>,
+    rows: i64,
+    mut seed: u64,
+    pause: Duration,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut conn = root_conn().await;
+        let mut next_id = rows;
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            let t = &tables[(next_random(&mut seed) % tables.len() as u64) as usize];
+            let id = (next_random(&mut seed) % rows as u64) as i64 + 1;
+            let sql = match next_random(&mut seed) % 3 {
+                0 => format!(
+                    "UPDATE `{db}`.{t} SET v = v + 1 WHERE id BETWEEN {id} AND {}",
+                    id + 50
+                ),
+                1 => format!("DELETE FROM `{db}`.{t} WHERE id = {id}"),
+                _ => {
+                    next_id += 1;
+                    format!("INSERT INTO `{db}`.{t} (id, v) VALUES ({next_id}, 1)")
+                }
+            };
+            conn.query_drop(sql).await.unwrap();
+            tokio::time::sleep(pause).await;
+        }
+    })
+}

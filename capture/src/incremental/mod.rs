@@ -2,16 +2,19 @@
 //! so that each topic converges to its table's state: DBLog's algorithm, with
 //! binlog positions as the watermarks instead of rows written to the source.
 //!
-//! One chunk at a time: the next `snapshot.incremental_chunk_rows` rows of the
-//! table, by primary key, are read in a consistent transaction whose read point
-//! lies in a known binlog window `[low, high]` (MariaDB reports the point
-//! exactly, so `low == high`; on MySQL the window is the server's position just
-//! before and just after the transaction starts). The stream goes on; every key
-//! of the table changed by a transaction that commits after `low` is dropped from
-//! the chunk, since the stream carries a state at least as new. When the stream
-//! reaches `high`, the rest of the chunk is sent as `op: r` events with
-//! `source.snapshot: "incremental"`, after every change older than it and before
-//! every change newer than it, and the next chunk is read.
+//! One chunk at a time, between two transactions of the stream: the next
+//! `snapshot.incremental_chunk_rows` rows of the table, by primary key, are read
+//! in a consistent transaction whose exact binlog read point the server gives
+//! (MariaDB: `Binlog_snapshot_position`, no lock; MySQL: the position under a
+//! `FLUSH TABLES WITH READ LOCK` held only while the transaction starts). If the
+//! stream has already passed that point (a server can send a transaction to
+//! replicas a moment before its commit is visible to readers), the chunk is
+//! read again after the stream's next item. The stream goes on; keys of the table changed by transactions
+//! committing after the point are dropped from the chunk, since the stream
+//! carries a newer state. When the stream reaches the point, the rest of the
+//! chunk is sent as `op: r` events with `source.snapshot: "incremental"`, after
+//! every change older than it and before every change newer than it, and the
+//! next chunk is read. A schema change of the table drops a chunk not yet sent.
 //!
 //! The tables still to read and the last key sent ([`IncrementalState`]) are
 //! stored with every committed position, so a restart goes on with the chunk
@@ -30,7 +33,7 @@ use tracing::{info, warn};
 use tributary_proto::debezium_json::encode_key;
 use tributary_proto::{ChangeEvent, SnapshotMarker, SourceInfo};
 
-pub use state::{CursorValue, IncrementalState};
+pub use state::{CursorValue, IncrementalState, KeyCursor};
 
 use crate::chunk_reader::ChunkReader;
 use crate::config::CaptureConfig;
@@ -39,14 +42,25 @@ use crate::filter::TableFilter;
 use crate::kafka_writer::KafkaWriter;
 use crate::metrics::{CaptureMetrics, TableLabel};
 use crate::position::BinlogPosition;
-use crate::snapshot::{self, begin_at_exact_position};
+use crate::snapshot;
 use crate::snapshot_progress::SnapshotProgress;
-use crate::source;
 
 /// MySQL error: the table does not exist.
 const ER_NO_SUCH_TABLE: u16 = 1146;
-/// MySQL error: unknown column.
+/// MySQL errors: unknown column; table definition changed during the transaction.
 const ER_BAD_FIELD: u16 = 1054;
+const ER_TABLE_DEF_CHANGED: u16 = 1412;
+
+/// What an attempt to read a chunk came to.
+enum Chunked {
+    /// A window holds the chunk.
+    Read,
+    /// Nothing read (the stream was ahead of the read point, or the table changed
+    /// under it); try again when the stream has moved.
+    Retry,
+    /// The table cannot be read and left the queue.
+    Skipped,
+}
 
 /// Runs the on-demand snapshots of one capture's stream.
 pub(crate) struct Incremental {
@@ -68,15 +82,16 @@ struct TableProgress {
     done: u64,
 }
 
-/// A chunk read but not yet sent, and the binlog window of its read.
+/// A chunk read but not yet sent, and the binlog position its read saw.
 struct Window {
-    low: BinlogPosition,
-    high: BinlogPosition,
+    point: BinlogPosition,
     db: Arc<str>,
     table: Arc<str>,
+    /// The columns the chunk was read with.
+    columns: Arc<[String]>,
     /// Each row's Kafka key and event, in key order.
     rows: Vec<(Vec<u8>, ChangeEvent)>,
-    /// Keys changed by transactions that committed after `low`.
+    /// Keys changed by transactions that committed after `point`.
     superseded: HashSet<Vec<u8>>,
     /// Keys of the table changed by the transaction being streamed.
     open_transaction: Vec<Vec<u8>>,
@@ -140,18 +155,29 @@ impl Incremental {
     }
 
     /// A change streamed from the binlog: a key of the table being read is kept
-    /// until its transaction commits.
+    /// until its transaction commits. A row of another shape than the chunk's
+    /// means the table changed: the chunk is dropped and read again.
     pub(crate) fn observe(&mut self, event: &ChangeEvent) {
-        if let Some(w) = &mut self.window
-            && w.table == event.source.table
-            && w.db == event.source.db
-        {
+        let Some(w) = &mut self.window else {
+            return;
+        };
+        if w.table != event.source.table || w.db != event.source.db {
+            return;
+        }
+        let columns = event.after.as_ref().or(event.before.as_ref());
+        if columns.is_some_and(|row| *row.columns != *w.columns) {
+            self.on_schema_change();
+        } else {
             w.open_transaction.push(encode_key(event));
         }
     }
 
-    /// A DDL was streamed: the next chunk is read with the table's new columns.
+    /// A DDL was streamed: a chunk not yet sent is dropped (its rows have the old
+    /// shape), and the next one is read with the table's columns as they are now.
     pub(crate) fn on_schema_change(&mut self) {
+        if self.window.take().is_some() {
+            info!("schema change during an on-demand snapshot: its current chunk is read again");
+        }
         self.reader = None;
     }
 
@@ -167,19 +193,19 @@ impl Incremental {
             return Ok(());
         };
         let keys = std::mem::take(&mut w.open_transaction);
-        if position.is_after(&w.low) {
+        if position.is_after(&w.point) {
             w.superseded.extend(keys);
         }
-        if position.reached(&w.high) {
+        if position.reached(&w.point) {
             self.send_chunk(writer).await?;
         }
         Ok(())
     }
 
-    /// Does what does not wait for the stream, which has reached `at`: reads the
-    /// next chunk, or sends one whose window the stream has passed (committing
-    /// `at` with the new state). False when there is nothing to do until the
-    /// stream moves.
+    /// Does what does not wait for the stream, which has reached `at` and is
+    /// between two transactions: reads the next chunk, or sends one whose read
+    /// point the stream has passed (committing `at` with the new state). False
+    /// when there is nothing to do until the stream moves.
     pub(crate) async fn step(
         &mut self,
         at: &BinlogPosition,
@@ -187,13 +213,13 @@ impl Incremental {
     ) -> Result<bool, CaptureError> {
         match &self.window {
             None if self.state.tables.is_empty() => return Ok(false),
-            None => {
-                if self.read_chunk().await? {
-                    return Ok(true);
-                }
-                // The table was skipped: store the shorter queue.
-            }
-            Some(w) if !at.reached(&w.high) => return Ok(false),
+            None => match self.read_chunk(at).await? {
+                Chunked::Read => return Ok(true),
+                // Read again once the stream has moved on.
+                Chunked::Retry => return Ok(false),
+                Chunked::Skipped => {} // store the shorter queue
+            },
+            Some(w) if !at.reached(&w.point) => return Ok(false),
             Some(_) => self.send_chunk(writer).await?,
         }
         writer.commit(self.stamp(at.clone())).await?;
@@ -213,51 +239,44 @@ impl Incremental {
         Ok(self.conn.as_mut().expect("connected above"))
     }
 
-    /// Reads the first table's next chunk into a window; true when that (or a new
-    /// look at the table's columns) happened, false when the table cannot be read
-    /// and was dropped from the queue.
-    async fn read_chunk(&mut self) -> Result<bool, CaptureError> {
+    /// Reads the first table's next chunk into a window, the stream being at `at`.
+    async fn read_chunk(&mut self, at: &BinlogPosition) -> Result<Chunked, CaptureError> {
         let name = self.state.tables[0].clone();
         if self.reader.is_none() && !self.open_table(&name).await? {
             self.finish_table();
-            return Ok(false);
+            return Ok(Chunked::Skipped);
         }
         let is_mariadb = self.is_mariadb;
         let conn = self.conn.as_mut().expect("opened with the table");
-        let exact = if is_mariadb {
-            begin_at_exact_position(conn).await?
-        } else {
-            None
-        };
-        let (low, high) = match exact {
-            Some(point) => (point.clone(), point),
-            None => {
-                let low = source::current_position(conn, is_mariadb).await?;
-                conn.query_drop("START TRANSACTION WITH CONSISTENT SNAPSHOT")
-                    .await?;
-                (low, source::current_position(conn, is_mariadb).await?)
-            }
-        };
+        let point = snapshot::begin(conn, is_mariadb).await?;
+        if at.is_after(&point) {
+            // The stream sent a transaction this read cannot see yet.
+            conn.query_drop("ROLLBACK").await?;
+            return Ok(Chunked::Retry);
+        }
         let reader = self.reader.as_ref().expect("opened above");
         let after: Option<Vec<mysql_async::Value>> = self
             .state
             .after
             .as_ref()
-            .map(|key| key.iter().map(mysql_async::Value::from).collect());
-        let chunk = match reader.read(conn, after.as_deref(), &high).await {
+            .map(|key| key.values.iter().map(mysql_async::Value::from).collect());
+        let chunk = match reader.read(conn, after.as_deref(), &point).await {
             Ok(chunk) => chunk,
             // Dropped or altered since its columns were read: capture goes on.
             Err(CaptureError::Database(mysql_async::Error::Server(e)))
-                if e.code == ER_NO_SUCH_TABLE || e.code == ER_BAD_FIELD =>
+                if matches!(
+                    e.code,
+                    ER_NO_SUCH_TABLE | ER_BAD_FIELD | ER_TABLE_DEF_CHANGED
+                ) =>
             {
                 conn.query_drop("ROLLBACK").await?;
                 if e.code == ER_NO_SUCH_TABLE {
                     warn!(table = %name, "the table was dropped during its on-demand snapshot; skipped");
                     self.finish_table();
-                    return Ok(false);
+                    return Ok(Chunked::Skipped);
                 }
                 self.reader = None; // read the columns again
-                return Ok(true);
+                return Ok(Chunked::Retry);
             }
             Err(e) => return Err(e),
         };
@@ -268,9 +287,9 @@ impl Incremental {
                 .duration_since(UNIX_EPOCH)
                 .map_or(0, |d| d.as_millis() as i64),
             snapshot: SnapshotMarker::Incremental,
-            gtid: high.gtid.as_deref().map(Arc::from),
-            file: high.file.as_str().into(),
-            pos: high.pos,
+            gtid: point.gtid.as_deref().map(Arc::from),
+            file: point.file.as_str().into(),
+            pos: point.pos,
             ..SourceInfo::default()
         };
         let rows = chunk
@@ -281,26 +300,39 @@ impl Incremental {
                 (encode_key(&event), event)
             })
             .collect();
+        let schema = reader.schema();
         self.window = Some(Window {
-            low,
-            high,
-            db: reader.schema().db.clone(),
-            table: reader.schema().table.clone(),
+            point,
+            db: schema.db.clone(),
+            table: schema.table.clone(),
+            columns: schema.names.clone(),
             rows,
             superseded: HashSet::new(),
             open_transaction: Vec::new(),
             last_key: chunk.last_key,
             complete: chunk.complete,
         });
-        Ok(true)
+        Ok(Chunked::Read)
     }
 
-    /// Prepares to read `name`; false when it cannot be snapshotted.
+    /// Prepares to read `name` (under the server's spelling of its names); false
+    /// when it cannot be snapshotted.
     async fn open_table(&mut self, name: &str) -> Result<bool, CaptureError> {
         let (db, table) = name.split_once('.').expect("checked when requested");
         let chunk_rows = self.config.snapshot.incremental_chunk_rows;
         let conn = self.connection().await?;
-        let Some(reader) = ChunkReader::new(conn, db, table, chunk_rows).await? else {
+        let found: Option<(String, String, u64)> = conn
+            .exec_first(
+                "SELECT TABLE_SCHEMA, TABLE_NAME, COALESCE(TABLE_ROWS, 0) FROM information_schema.TABLES \
+                 WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?",
+                (db, table),
+            )
+            .await?;
+        let reader = match &found {
+            Some((db, table, _)) => ChunkReader::new(conn, db, table, chunk_rows).await?,
+            None => None,
+        };
+        let Some(reader) = reader else {
             warn!(table = %name, "on-demand snapshot of a table that does not exist; skipped");
             return Ok(false);
         };
@@ -308,18 +340,11 @@ impl Incremental {
             warn!(table = %name, "a table without a primary key cannot be snapshotted while streaming (its rows cannot be matched with the stream); skipped");
             return Ok(false);
         }
-        let estimate: Option<u64> = conn
-            .exec_first(
-                "SELECT COALESCE(TABLE_ROWS, 0) FROM information_schema.TABLES \
-                 WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?",
-                (db, table),
-            )
-            .await?;
         if self.progress.is_none() {
             let label = TableLabel {
                 table: name.to_owned(),
             };
-            let estimate = estimate.unwrap_or_default();
+            let estimate = found.map_or(0, |(_, _, rows)| rows);
             self.metrics
                 .snapshot_rows_estimated
                 .get_or_create(&label)
@@ -335,7 +360,7 @@ impl Incremental {
             .state
             .after
             .as_ref()
-            .is_some_and(|after| after.len() != reader.schema().key.len())
+            .is_some_and(|after| *after.columns != *reader.schema().key_names)
         {
             warn!(table = %name, "the primary key changed during the on-demand snapshot; reading the table again from the start");
             self.state.after = None;
@@ -363,10 +388,11 @@ impl Incremental {
         }
         if w.complete {
             self.finish_table();
-        } else {
-            self.state.after = w
-                .last_key
-                .map(|key| key.iter().map(CursorValue::from).collect());
+        } else if let (Some(key), Some(reader)) = (w.last_key, &self.reader) {
+            self.state.after = Some(KeyCursor {
+                columns: reader.schema().key_names.to_vec(),
+                values: key.iter().map(CursorValue::from).collect(),
+            });
         }
         Ok(())
     }

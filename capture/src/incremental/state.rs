@@ -10,7 +10,16 @@ pub struct IncrementalState {
     pub tables: Vec<String>,
     /// Primary key of the last row of the first table that was sent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub after: Option<Vec<CursorValue>>,
+    pub after: Option<KeyCursor>,
+}
+
+/// Where the next chunk starts: after this key.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeyCursor {
+    /// The key's columns, in key order (a key changed since is read from the start).
+    pub columns: Vec<String>,
+    /// The key's values.
+    pub values: Vec<CursorValue>,
 }
 
 /// A key column value as the server returned it, stored losslessly (floats by
@@ -87,12 +96,15 @@ mod tests {
         ];
         let state = IncrementalState {
             tables: vec!["shop.users".into()],
-            after: Some(values.iter().map(CursorValue::from).collect()),
+            after: Some(KeyCursor {
+                columns: vec!["id".into()],
+                values: values.iter().map(CursorValue::from).collect(),
+            }),
         };
         let json = serde_json::to_string(&state).unwrap();
         let back: IncrementalState = serde_json::from_str(&json).unwrap();
         assert_eq!(back, state);
-        let restored: Vec<V> = back.after.unwrap().iter().map(V::from).collect();
+        let restored: Vec<V> = back.after.unwrap().values.iter().map(V::from).collect();
         assert_eq!(restored, values);
     }
 }
