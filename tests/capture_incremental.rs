@@ -288,6 +288,12 @@ async fn a_schema_change_during_an_on_demand_snapshot_is_merged() {
         Duration::from_millis(2),
         stop.clone(),
     );
+    // Hold the table while the snapshot starts, so that its first chunk waits
+    // for the lock and the ALTER lands in the middle of it.
+    let mut dba = root_conn().await;
+    dba.query_drop(format!("LOCK TABLES `{db}`.t WRITE"))
+        .await
+        .unwrap();
     request_snapshot(&config, &db);
     wait_for_log(
         &capture,
@@ -295,9 +301,9 @@ async fn a_schema_change_during_an_on_demand_snapshot_is_merged() {
         Duration::from_secs(60),
     )
     .await;
-    let mut conn = root_conn().await;
-    conn.query_drop(format!(
-        "ALTER TABLE `{db}`.t ADD COLUMN note VARCHAR(10) NOT NULL DEFAULT 'x'"
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    dba.query_drop(format!(
+        "ALTER TABLE `{db}`.t ADD COLUMN note VARCHAR(10) NOT NULL DEFAULT 'x'; UNLOCK TABLES"
     ))
     .await
     .unwrap();
@@ -324,6 +330,10 @@ async fn a_schema_change_during_an_on_demand_snapshot_is_merged() {
         .map(|(id, row)| (id, json!({ "id": id, "v": row["v"] })))
         .collect();
     assert_eq!(state, expected, "log:\n{}", capture.log());
+    assert!(
+        capture.log().contains("read again"),
+        "the chunk in hand at the ALTER was dropped"
+    );
     // Chunks read after the ALTER carry the new column.
     let reads = events(&records);
     let new_shape = reads

@@ -275,7 +275,8 @@ impl Incremental {
                     self.finish_table();
                     return Ok(Chunked::Skipped);
                 }
-                self.reader = None; // read the columns again
+                info!(table = %name, "the table changed while a chunk was read: the chunk is read again");
+                self.reader = None;
                 return Ok(Chunked::Retry);
             }
             Err(e) => return Err(e),
