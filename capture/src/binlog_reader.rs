@@ -32,7 +32,7 @@ pub enum ReaderItem {
     Change(Box<ChangeEvent>),
     /// A transaction committed: everything before this is complete, resume from here.
     Commit(BinlogPosition),
-    /// A DDL statement, for the schema-history topic.
+    /// A DDL statement: the schema-history topic records it when `recorded`.
     SchemaChange(SchemaChange),
     /// The server is idle; the position between transactions, for the heartbeat topic.
     Heartbeat(BinlogPosition),
@@ -47,6 +47,9 @@ pub struct SchemaChange {
     pub ddl: String,
     /// Binlog file, position after the statement, and its GTID.
     pub position: BinlogPosition,
+    /// Whether the schema history keeps it: its default database may hold
+    /// captured tables, or it has none (the statement names its tables).
+    pub recorded: bool,
 }
 
 /// MariaDB event types that mysql_common does not decode.
@@ -250,19 +253,18 @@ impl BinlogReader {
                     // DDL: schemas come from the next TABLE_MAP; drop the fallback cache.
                     self.tables.clear();
                     let db = query.schema().into_owned();
-                    if self.filter.records_ddl_of(&db) {
-                        self.out.push_back(ReaderItem::SchemaChange(SchemaChange {
-                            db,
-                            ddl: sql.to_owned(),
-                            position: BinlogPosition {
-                                file: self.file.to_string(),
-                                pos: u64::from(header.log_pos()),
-                                gtid: self.pending_gtid.map(|(d, s, n)| format!("{d}-{s}-{n}")),
-                                ts_ms: i64::from(header.timestamp()) * 1000,
-                                ..Default::default()
-                            },
-                        }));
-                    }
+                    self.out.push_back(ReaderItem::SchemaChange(SchemaChange {
+                        recorded: self.filter.records_ddl_of(&db),
+                        db,
+                        ddl: sql.to_owned(),
+                        position: BinlogPosition {
+                            file: self.file.to_string(),
+                            pos: u64::from(header.log_pos()),
+                            gtid: self.pending_gtid.map(|(d, s, n)| format!("{d}-{s}-{n}")),
+                            ts_ms: i64::from(header.timestamp()) * 1000,
+                            ..Default::default()
+                        },
+                    }));
                     if self.trx.as_ref().is_none_or(|t| t.standalone) {
                         self.commit(&event);
                     }

@@ -204,8 +204,11 @@ impl Stream<'_> {
                     self.metrics.last_event_lag_seconds.set(lag);
                 }
                 Some(ReaderItem::SchemaChange(change)) => {
+                    // Any DDL, whichever default database it ran in, may change a table being snapshotted.
                     self.incremental.on_schema_change();
-                    self.writer.send_schema_change(&change).await?;
+                    if change.recorded {
+                        self.writer.send_schema_change(&change).await?;
+                    }
                 }
                 Some(ReaderItem::Heartbeat(position)) => {
                     self.at = position.clone();

@@ -53,6 +53,13 @@ impl BinlogPosition {
         }
     }
 
+    /// Whether both positions carry the same MariaDB GTID state: the same
+    /// transactions are behind them, whatever non-transaction events lie between.
+    pub fn same_transactions(&self, other: &BinlogPosition) -> bool {
+        let state = |p: &BinlogPosition| p.gtid.as_deref().map(GtidState::parse);
+        matches!((state(self), state(other)), (Some(Ok(a)), Some(Ok(b))) if a == b)
+    }
+
     /// Whether this position is after `other`; true when the two cannot be
     /// ordered (the cautious answer for callers that discard data older than `other`).
     pub fn is_after(&self, other: &BinlogPosition) -> bool {
@@ -214,6 +221,15 @@ mod tests {
         let unplaced = at("", 4);
         assert!(!unplaced.reached(&a) && !a.reached(&unplaced));
         assert!(unplaced.is_after(&a) && a.is_after(&unplaced));
+        let with_gtid = |file: &str, pos, gtid: &str| BinlogPosition {
+            gtid: Some(gtid.into()),
+            ..at(file, pos)
+        };
+        let commit = with_gtid("mariadb-bin.000010", 900, "0-1-7,1-2-3");
+        let end_of_file = with_gtid("mariadb-bin.000010", 980, "1-2-3, 0-1-7");
+        assert!(end_of_file.same_transactions(&commit));
+        assert!(!commit.same_transactions(&with_gtid("mariadb-bin.000010", 900, "0-1-8,1-2-3")));
+        assert!(!a.same_transactions(&a), "no GTID, nothing known");
         let renamed = at("other-bin.000001", 4);
         assert!(renamed.reached(&a) && a.reached(&renamed));
         assert!(renamed.is_after(&a) && a.is_after(&renamed));

@@ -145,7 +145,7 @@ pub(crate) async fn begin(
     // MySQL: hold a global read lock only while the transaction starts and the position is read.
     conn.query_drop("FLUSH TABLES WITH READ LOCK")
         .await
-        .map_err(|e| source::explain_privilege_error(e, is_mariadb, false))?;
+        .map_err(|e| source::missing_grant(e, "RELOAD"))?;
     conn.query_drop("START TRANSACTION WITH CONSISTENT SNAPSHOT")
         .await?;
     let position = source::current_position(conn, is_mariadb).await;

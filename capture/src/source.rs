@@ -106,22 +106,28 @@ pub async fn preflight(conn: &mut Conn) -> Result<ServerInfo, CaptureError> {
     })
 }
 
-/// Maps privilege errors onto the grant that is missing.
+/// Maps privilege errors onto the grant that is missing: REPLICATION SLAVE for the
+/// binlog dump (`dump`), BINLOG MONITOR / REPLICATION CLIENT for binlog status.
 pub fn explain_privilege_error(
     err: mysql_async::Error,
     is_mariadb: bool,
     dump: bool,
 ) -> CaptureError {
+    let grant = if dump {
+        "REPLICATION SLAVE"
+    } else if is_mariadb {
+        "BINLOG MONITOR"
+    } else {
+        "REPLICATION CLIENT"
+    };
+    missing_grant(err, grant)
+}
+
+/// `err` as [`CaptureError::MissingGrant`] naming `grant` when it is a privilege error.
+pub fn missing_grant(err: mysql_async::Error, grant: &'static str) -> CaptureError {
     if let mysql_async::Error::Server(ref s) = err
         && matches!(s.code, 1227 | 1045 | 1044 | 1142 | 1143)
     {
-        let grant = if dump {
-            "REPLICATION SLAVE"
-        } else if is_mariadb {
-            "BINLOG MONITOR"
-        } else {
-            "REPLICATION CLIENT"
-        };
         return CaptureError::MissingGrant {
             grant,
             detail: s.message.clone(),

@@ -50,6 +50,10 @@ const ER_NO_SUCH_TABLE: u16 = 1146;
 /// MySQL errors: unknown column; table definition changed during the transaction.
 const ER_BAD_FIELD: u16 = 1054;
 const ER_TABLE_DEF_CHANGED: u16 = 1412;
+/// MySQL error: lock wait timeout exceeded.
+const ER_LOCK_WAIT_TIMEOUT: u16 = 1205;
+/// Seconds a chunk's read lock (MySQL) may wait.
+const LOCK_WAIT_S: u32 = 5;
 
 /// What an attempt to read a chunk came to.
 enum Chunked {
@@ -89,6 +93,8 @@ struct Window {
     table: Arc<str>,
     /// The columns the chunk was read with.
     columns: Arc<[String]>,
+    /// Its key columns, in key order.
+    key_columns: Arc<[String]>,
     /// Each row's Kafka key and event, in key order.
     rows: Vec<(Vec<u8>, ChangeEvent)>,
     /// Keys changed by transactions that committed after `point`.
@@ -196,7 +202,7 @@ impl Incremental {
         if position.is_after(&w.point) {
             w.superseded.extend(keys);
         }
-        if position.reached(&w.point) {
+        if position.reached(&w.point) || position.same_transactions(&w.point) {
             self.send_chunk(writer).await?;
         }
         Ok(())
@@ -219,7 +225,9 @@ impl Incremental {
                 Chunked::Retry => return Ok(false),
                 Chunked::Skipped => {} // store the shorter queue
             },
-            Some(w) if !at.reached(&w.point) => return Ok(false),
+            Some(w) if !at.reached(&w.point) && !at.same_transactions(&w.point) => {
+                return Ok(false);
+            }
             Some(_) => self.send_chunk(writer).await?,
         }
         writer.commit(self.stamp(at.clone())).await?;
@@ -234,7 +242,14 @@ impl Incremental {
 
     async fn connection(&mut self) -> Result<&mut Conn, CaptureError> {
         if self.conn.is_none() {
-            self.conn = Some(snapshot::connect(&self.config).await?);
+            let mut conn = snapshot::connect(&self.config).await?;
+            if !self.is_mariadb {
+                // The read lock of each chunk's start waits for running statements
+                // while blocking writes: give up soon and try again later.
+                conn.query_drop(format!("SET SESSION lock_wait_timeout = {LOCK_WAIT_S}"))
+                    .await?;
+            }
+            self.conn = Some(conn);
         }
         Ok(self.conn.as_mut().expect("connected above"))
     }
@@ -248,8 +263,22 @@ impl Incremental {
         }
         let is_mariadb = self.is_mariadb;
         let conn = self.conn.as_mut().expect("opened with the table");
-        let point = snapshot::begin(conn, is_mariadb).await?;
-        if at.is_after(&point) {
+        let point = match snapshot::begin(conn, is_mariadb).await {
+            Ok(point) => point,
+            Err(CaptureError::MissingGrant { grant, detail }) => {
+                warn!(table = %name, %grant, %detail, "the capture user may not take the read lock an on-demand snapshot chunk needs on this server; skipped");
+                self.finish_table();
+                return Ok(Chunked::Skipped);
+            }
+            Err(CaptureError::Database(mysql_async::Error::Server(e)))
+                if e.code == ER_LOCK_WAIT_TIMEOUT =>
+            {
+                warn!(table = %name, "the read lock for an on-demand snapshot chunk timed out; trying again");
+                return Ok(Chunked::Retry);
+            }
+            Err(e) => return Err(e),
+        };
+        if at.is_after(&point) && !at.same_transactions(&point) {
             // The stream sent a transaction this read cannot see yet.
             conn.query_drop("ROLLBACK").await?;
             return Ok(Chunked::Retry);
@@ -307,6 +336,7 @@ impl Incremental {
             db: schema.db.clone(),
             table: schema.table.clone(),
             columns: schema.names.clone(),
+            key_columns: schema.key_names.clone(),
             rows,
             superseded: HashSet::new(),
             open_transaction: Vec::new(),
@@ -321,7 +351,8 @@ impl Incremental {
     async fn open_table(&mut self, name: &str) -> Result<bool, CaptureError> {
         let (db, table) = name.split_once('.').expect("checked when requested");
         let chunk_rows = self.config.snapshot.incremental_chunk_rows;
-        let conn = self.connection().await?;
+        self.connection().await?;
+        let (conn, filter) = (self.conn.as_mut().expect("connected"), &self.filter);
         let found: Option<(String, String, u64)> = conn
             .exec_first(
                 "SELECT TABLE_SCHEMA, TABLE_NAME, COALESCE(TABLE_ROWS, 0) FROM information_schema.TABLES \
@@ -330,6 +361,11 @@ impl Incremental {
             )
             .await?;
         let reader = match &found {
+            // The request was checked as typed; check the server's spelling too.
+            Some((db, table, _)) if !filter.captures(db, table) => {
+                warn!(table = %name, "snapshot requested for a table this capture does not capture; skipped");
+                return Ok(false);
+            }
             Some((db, table, _)) => ChunkReader::new(conn, db, table, chunk_rows).await?,
             None => None,
         };
@@ -389,9 +425,9 @@ impl Incremental {
         }
         if w.complete {
             self.finish_table();
-        } else if let (Some(key), Some(reader)) = (w.last_key, &self.reader) {
+        } else if let Some(key) = w.last_key {
             self.state.after = Some(KeyCursor {
-                columns: reader.schema().key_names.to_vec(),
+                columns: w.key_columns.to_vec(),
                 values: key.iter().map(CursorValue::from).collect(),
             });
         }
