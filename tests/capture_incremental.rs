@@ -245,9 +245,19 @@ async fn tables_that_cannot_be_snapshotted_are_skipped_and_the_rest_are_read() {
         format!("{db}.nopk"),
         format!("{db}.t"),
     );
+    // A malformed signal row is logged and skipped; capture goes on.
+    conn.query_drop(format!(
+        "INSERT INTO `{db}`.signals VALUES ('bad', 'execute-snapshot', '{{not json')"
+    ))
+    .await
+    .unwrap();
     request_snapshots(&config, &[&missing, &nopk, &t]);
     wait_for_log(&capture, "table snapshot done", Duration::from_secs(60)).await;
     let log = capture.log();
+    assert!(
+        log.contains("ignoring a signal row") && log.contains("`data` is not JSON"),
+        "{log}"
+    );
     assert!(log.contains("does not exist; skipped"), "{log}");
     assert!(
         log.contains("without a primary key cannot be snapshotted"),

@@ -1039,3 +1039,30 @@ async fn snapshot_and_stream_keys_follow_the_primary_key_order() {
         "same key bytes, same partition"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn snapshot_chunks_page_exactly_through_decimal_keys_beyond_double_precision() {
+    let mut conn = root_conn().await;
+    let db = create_db(&mut conn, "deckey").await;
+    // Keys a double cannot tell apart: each chunk must start exactly after the last key.
+    let keys = [
+        "10000000000000000000001",
+        "10000000000000000000002",
+        "10000000000000000000003",
+    ];
+    conn.query_drop(format!(
+        "CREATE TABLE `{db}`.t (k DECIMAL(30,0) PRIMARY KEY, v INT); INSERT INTO `{db}`.t VALUES ({}, 1), ({}, 2), ({}, 3)",
+        keys[0], keys[1], keys[2]
+    ))
+    .await
+    .unwrap();
+    let setup = CaptureSetup::new(&db, "").with_snapshot(1);
+    let capture = TributaryProcess::capture(&setup.yaml());
+    let records = read_topic(&setup.topic("t"), Duration::from_secs(30), |r| r.len() >= 3).await;
+    let mut read: Vec<String> = records
+        .iter()
+        .map(|r| r.key["k"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    read.sort();
+    assert_eq!(read, keys, "one chunk per row; log:\n{}", capture.log());
+}

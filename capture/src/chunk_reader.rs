@@ -26,7 +26,7 @@ pub(crate) struct ChunkReader {
 
 /// One chunk of rows, decoded.
 pub(crate) struct Chunk {
-    /// Column values of each row, in key order.
+    /// The rows in key order, each its column values in table order.
     pub rows: Vec<Vec<Value>>,
     /// The key of the last row, to read the next chunk after.
     pub last_key: Option<Vec<mysql_async::Value>>,
@@ -62,7 +62,8 @@ impl ChunkReader {
         );
         let first = format!("{all} ORDER BY {} LIMIT {chunk_rows}", key.join(", "));
         // The last key comes back as a parameter; a DECIMAL one is sent as text, which
-        // the server would compare as a double: cast it back to the column's type.
+        // MySQL's rules compare with a DECIMAL as a double (MariaDB compares it
+        // exactly): cast it back to the column's type.
         let placeholders: Vec<String> = schema
             .key
             .iter()

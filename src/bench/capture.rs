@@ -392,7 +392,8 @@ async fn binlog_position(conn: &mut mysql_async::Conn) -> anyhow::Result<(String
     ))
 }
 
-/// The value size of the first record of `topic`.
+/// Up to 10,000 records of `topic` (keys and values as text), to re-send as the
+/// broker ceiling's load.
 async fn sample_records(brokers: &str, topic: &str) -> anyhow::Result<Vec<(String, String)>> {
     use rdkafka::consumer::{BaseConsumer, Consumer};
     use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};

@@ -9,9 +9,9 @@
 //! `FLUSH TABLES WITH READ LOCK` held only while the transaction starts). If the
 //! stream has already passed that point (a server can send a transaction to
 //! replicas a moment before its commit is visible to readers), the chunk is
-//! read again after the stream's next item. The stream goes on; keys of the table changed by transactions
-//! committing after the point are dropped from the chunk, since the stream
-//! carries a newer state. When the stream reaches the point, the rest of the
+//! read again after the stream's next item. The stream goes on; keys of the
+//! table changed by transactions committing after the point are dropped from
+//! the chunk, since the stream carries a newer state. When the stream reaches the point, the rest of the
 //! chunk is sent as `op: r` events with `source.snapshot: "incremental"`, after
 //! every change older than it and before every change newer than it, and the
 //! next chunk is read. A schema change of the table drops a chunk not yet sent.
