@@ -15,14 +15,15 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use futures::FutureExt as _;
 use futures::stream::{FuturesOrdered, StreamExt as _};
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use rdkafka::consumer::{
     BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance, StreamConsumer,
 };
-use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::message::{Header, OwnedHeaders, OwnedMessage};
+use rdkafka::error::{KafkaError, KafkaResult, RDKafkaErrorCode};
+use rdkafka::message::{BorrowedMessage, Header, OwnedHeaders, OwnedMessage};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::statistics::Statistics;
 use rdkafka::{ClientConfig, ClientContext, Message};
@@ -34,13 +35,17 @@ use tributary_tables::progress::Progress;
 use crate::bounds::{self, Bounds, Tracker};
 use crate::config::{Delivery, JobConfig, KafkaConfig};
 use crate::error::EnrichError;
-use crate::metrics::{EnrichMetrics, InputLabel, JobLabel, SkipLabel};
+use crate::metrics::{EnrichMetrics, InputLabel, JobLabel, JobMetrics, SkipLabel};
 use crate::pipeline::{Outcome, Pipeline, Skip};
 use crate::retry::{self, Delays};
 use crate::transactions::Transactions;
 
 /// Most outputs awaiting acknowledgement before the job stops reading.
 const MAX_UNACKED: usize = 20_000;
+
+/// Most events one enriching task takes: a task per batch of what the consumer
+/// has at hand spreads the JSON work over the cores without a spawn per event.
+const MAX_BATCH: usize = 64;
 
 /// Header names of outputs and dead letters.
 pub mod headers {
@@ -252,20 +257,27 @@ enum AckKind {
 }
 
 type AckFuture = Pin<Box<dyn Future<Output = Ack> + Send>>;
-/// An event being enriched, with the generation it was read in.
-type ProcessFuture = Pin<Box<dyn Future<Output = (u64, OwnedMessage, Outcome)> + Send>>;
+/// Events being enriched, in input order, with the generation they were read in.
+type BatchFuture = Pin<Box<dyn Future<Output = (u64, Vec<Enriched>)> + Send>>;
+/// An event and what to write for it.
+type Enriched = (OwnedMessage, Outcome);
 
-/// Enriches one event once the tables it needs are ready for its partition.
+/// Enriches a batch of events, all at once (lookups overlap), each once the
+/// tables it needs are ready for its partition; outcomes keep the input order.
 async fn process(
-    msg: OwnedMessage,
+    batch: Vec<OwnedMessage>,
     pipeline: Arc<Pipeline>,
     gate: Option<TableGate>,
-) -> (OwnedMessage, Outcome) {
-    if let Some(gate) = gate {
-        gate.wait(msg.partition()).await;
-    }
-    let outcome = pipeline.process(msg.key(), msg.payload()).await;
-    (msg, outcome)
+) -> Vec<Enriched> {
+    let (pipeline, gate) = (&pipeline, &gate);
+    futures::future::join_all(batch.into_iter().map(|msg| async move {
+        if let Some(gate) = gate {
+            gate.wait(msg.partition()).await;
+        }
+        let outcome = pipeline.process(msg.key(), msg.payload()).await;
+        (msg, outcome)
+    }))
+    .await
 }
 
 /// Stops fetching a partition a bounded run is done with.
@@ -287,7 +299,7 @@ struct Runner {
     eos: Option<Transactions>,
     generation: Arc<AtomicU64>,
     summary: JobSummary,
-    label: JobLabel,
+    metrics: JobMetrics,
 }
 
 fn now_ms() -> i64 {
@@ -359,7 +371,7 @@ pub async fn run(
         None => None,
     };
     let mut runner = Runner {
-        label: JobLabel { job: job.clone() },
+        metrics: setup.metrics.of_job(&job),
         summary: JobSummary {
             job,
             events_in: 0,
@@ -442,13 +454,9 @@ impl Runner {
         consumer: &StreamConsumer<JobContext>,
         shutdown: &CancellationToken,
     ) -> Result<(), EnrichError> {
-        let events_in = self
-            .setup
-            .metrics
-            .events_in
-            .get_or_create(&self.label)
-            .clone();
-        let mut in_flight: FuturesOrdered<ProcessFuture> = FuturesOrdered::new();
+        let mut in_flight: FuturesOrdered<BatchFuture> = FuturesOrdered::new();
+        // Events in `in_flight`.
+        let mut enriching = 0;
         let mut acks: FuturesOrdered<AckFuture> = FuturesOrdered::new();
         let grace = self.setup.grace;
         let grace_over = async {
@@ -478,43 +486,36 @@ impl Runner {
             tokio::select! {
                 biased;
                 Some(ack) = acks.next(), if !acks.is_empty() => self.on_ack(consumer, ack).await?,
-                Some((generation, msg, outcome)) = in_flight.next(), if !in_flight.is_empty() && acks.len() < MAX_UNACKED => {
-                    acks.push_back(self.write(generation, msg, outcome).await);
+                Some((generation, batch)) = in_flight.next(), if !in_flight.is_empty() && acks.len() < MAX_UNACKED => {
+                    enriching -= batch.len();
+                    for (msg, outcome) in batch {
+                        acks.push_back(self.write(generation, msg, outcome).await);
+                    }
                 }
                 _ = commit_tick.tick(), if self.eos.is_some() => self.commit(consumer)?,
-                received = consumer.recv(), if reading && in_flight.len() < self.setup.concurrency => {
-                    let msg = match received {
-                        Ok(msg) => msg.detach(),
-                        Err(e) => {
-                            warn!(job = %self.summary.job, error = %e, "consumer error");
-                            continue;
-                        }
-                    };
-                    if self.bounded.as_ref().is_some_and(|t| t.is_beyond(msg.topic(), msg.partition(), msg.offset())) {
-                        pause(consumer, &msg); // past the end of a bounded run
+                received = consumer.recv(), if reading && enriching < self.setup.concurrency => {
+                    // This message and whatever else the consumer already holds.
+                    let mut batch = Vec::new();
+                    let mut next = Some(received);
+                    while let Some(received) = next {
+                        batch.extend(self.admit(consumer, &mut delays, received)?);
+                        let room = batch.len() < MAX_BATCH && enriching + batch.len() < self.setup.concurrency;
+                        next = if room { consumer.recv().now_or_never() } else { None };
+                    }
+                    if batch.is_empty() {
                         continue;
                     }
-                    if self.setup.config.retry.as_ref().is_some_and(|r| r.topic == msg.topic()) {
-                        if delays.holds(&msg) {
-                            continue;
-                        }
-                        if let Some(due) = retry::due_ms(&msg).filter(|due| *due > now_ms()) {
-                            delays.hold(consumer, &msg, due)?;
-                            continue;
-                        }
-                    }
-                    self.summary.events_in += 1;
-                    events_in.inc();
-                    // A task per event: lookups and JSON work use every core.
+                    enriching += batch.len();
+                    self.summary.events_in += batch.len() as u64;
+                    self.metrics.events_in.inc_by(batch.len() as u64);
                     let task = tokio::spawn(process(
-                        msg,
+                        batch,
                         self.setup.pipeline.clone(),
                         self.setup.gate.clone(),
                     ));
                     let generation = self.generation.load(Ordering::SeqCst);
                     in_flight.push_back(Box::pin(async move {
-                        let (msg, outcome) = task.await.expect("enriching an event does not panic");
-                        (generation, msg, outcome)
+                        (generation, task.await.expect("enriching an event does not panic"))
                     }));
                     first_event.get_or_insert_with(Instant::now);
                 }
@@ -523,7 +524,7 @@ impl Runner {
                 }
                 () = shutdown.cancelled(), if reading => reading = false,
                 () = &mut grace_over => {
-                    warn!(job = %self.summary.job, unacknowledged = in_flight.len() + acks.len(), "grace period over; unacknowledged events will be read again");
+                    warn!(job = %self.summary.job, unacknowledged = enriching + acks.len(), "grace period over; unacknowledged events will be read again");
                     break;
                 }
             }
@@ -533,6 +534,48 @@ impl Runner {
         }
         self.summary.seconds = first_event.map_or(0.0, |t: Instant| t.elapsed().as_secs_f64());
         Ok(())
+    }
+
+    /// The event to enrich in a received message, if any: consumer errors are
+    /// logged, a message past the end of a bounded run pauses its partition, and
+    /// a retry that is not due yet is held back.
+    fn admit(
+        &self,
+        consumer: &StreamConsumer<JobContext>,
+        delays: &mut Delays,
+        received: KafkaResult<BorrowedMessage<'_>>,
+    ) -> Result<Option<OwnedMessage>, EnrichError> {
+        let msg = match received {
+            Ok(msg) => msg.detach(),
+            Err(e) => {
+                warn!(job = %self.summary.job, error = %e, "consumer error");
+                return Ok(None);
+            }
+        };
+        if self
+            .bounded
+            .as_ref()
+            .is_some_and(|t| t.is_beyond(msg.topic(), msg.partition(), msg.offset()))
+        {
+            pause(consumer, &msg); // past the end of a bounded run
+            return Ok(None);
+        }
+        if self
+            .setup
+            .config
+            .retry
+            .as_ref()
+            .is_some_and(|r| r.topic == msg.topic())
+        {
+            if delays.holds(&msg) {
+                return Ok(None);
+            }
+            if let Some(due) = retry::due_ms(&msg).filter(|due| *due > now_ms()) {
+                delays.hold(consumer, &msg, due)?;
+                return Ok(None);
+            }
+        }
+        Ok(Some(msg))
     }
 
     /// Commits the open transaction, if any.
@@ -777,26 +820,24 @@ impl Runner {
                 });
             }
         }
-        let metrics = &self.setup.metrics;
+        let metrics = &self.metrics;
         match kind {
             AckKind::Out => {
                 self.summary.events_out += 1;
-                metrics.events_out.get_or_create(&self.label).inc();
+                metrics.events_out.inc();
                 if let Some(ts) = msg.timestamp().to_millis() {
                     let seconds = (now_ms() - ts).max(0) as f64 / 1000.0;
-                    metrics
-                        .latency_seconds
-                        .get_or_create(&self.label)
-                        .observe(seconds);
+                    metrics.latency_seconds.observe(seconds);
                 }
             }
             AckKind::Dead => {
                 self.summary.dead_lettered += 1;
-                metrics.dead_lettered.get_or_create(&self.label).inc();
+                metrics.dead_lettered.inc();
             }
             AckKind::Skipped(skip) => {
                 self.summary.skipped += 1;
-                metrics
+                self.setup
+                    .metrics
                     .skipped
                     .get_or_create(&SkipLabel {
                         job: self.summary.job.clone(),
@@ -806,7 +847,7 @@ impl Runner {
             }
             AckKind::Retried => {
                 self.summary.retried += 1;
-                metrics.retried.get_or_create(&self.label).inc();
+                metrics.retried.inc();
             }
             AckKind::Abandoned => return Ok(()),
         }

@@ -73,6 +73,21 @@ pub struct EnrichMetrics {
     pub job_lag_records: Family<JobLabel, Gauge>,
 }
 
+/// One job's series of [`EnrichMetrics`].
+#[derive(Clone)]
+pub struct JobMetrics {
+    /// Input events consumed.
+    pub events_in: Counter,
+    /// Enriched events acknowledged.
+    pub events_out: Counter,
+    /// Events dead-lettered.
+    pub dead_lettered: Counter,
+    /// Events sent to the retry topic.
+    pub retried: Counter,
+    /// Event timestamp to acknowledged output, in seconds.
+    pub latency_seconds: Histogram,
+}
+
 impl Default for EnrichMetrics {
     fn default() -> Self {
         EnrichMetrics {
@@ -136,6 +151,26 @@ impl EnrichMetrics {
             m.job_lag_records.clone(),
         );
         m
+    }
+
+    /// `job`'s own metrics, looked up once: a family lookup per event hashes the
+    /// label and takes a lock.
+    pub fn of_job(&self, job: &str) -> JobMetrics {
+        let label = JobLabel {
+            job: job.to_owned(),
+        };
+        let events_in = self.events_in.get_or_create(&label).clone();
+        let events_out = self.events_out.get_or_create(&label).clone();
+        let dead_lettered = self.dead_lettered.get_or_create(&label).clone();
+        let retried = self.retried.get_or_create(&label).clone();
+        let latency_seconds = self.latency_seconds.get_or_create(&label).clone();
+        JobMetrics {
+            events_in,
+            events_out,
+            dead_lettered,
+            retried,
+            latency_seconds,
+        }
     }
 
     /// The counter of `job`'s lookups in `table` with `result`.

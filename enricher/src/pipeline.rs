@@ -83,7 +83,7 @@ impl Join {
             .map_err(|reason| Outcome::Dead(format!("join `{}`: {reason}", self.name())))?;
         let row = match &key {
             None => None,
-            Some(key) => match self.table.get(key).await {
+            Some(key) => match self.table.get_shared(key).await {
                 Ok(row) => row,
                 Err(TableError::NotOwned { table, partition }) => {
                     return Err(Outcome::NotHeld { table, partition });
@@ -252,10 +252,10 @@ impl Pipeline {
             None => key.map(<[u8]>::to_vec),
             Some(paths) => Some(output_key(&event, paths).map_err(dead)?),
         };
-        Ok(Outcome::Emit {
-            key,
-            value: serde_json::to_vec(&event).expect("JSON serializes"),
-        })
+        // Room for the event and what the joins added, without regrowing.
+        let mut out = Vec::with_capacity(2 * value.len() + 256);
+        serde_json::to_writer(&mut out, &event).expect("JSON serializes");
+        Ok(Outcome::Emit { key, value: out })
     }
 }
 

@@ -4,6 +4,8 @@
 //! columns (`{"id": 7}`, the same object as the Kafka record key), as an array
 //! of key values in key order, or, for single-column keys, as the bare value.
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use serde::Serialize;
 use serde_json::Value;
@@ -78,6 +80,12 @@ pub trait Table: Send + Sync {
 
     /// The row with this key, if any.
     async fn get(&self, key: &Value) -> Result<Option<Value>, TableError>;
+
+    /// The row with this key, shared: a table that keeps rows in memory (a remote
+    /// table's cache) hands out its own copy instead of cloning the row.
+    async fn get_shared(&self, key: &Value) -> Result<Option<Arc<Value>>, TableError> {
+        Ok(self.get(key).await?.map(Arc::new))
+    }
 
     /// The rows of several keys, in the same order.
     async fn multi_get(&self, keys: &[Value]) -> Result<Vec<Option<Value>>, TableError> {

@@ -201,6 +201,10 @@ impl Table for RemoteTable {
     }
 
     async fn get(&self, key: &Value) -> Result<Option<Value>, TableError> {
+        Ok(self.get_shared(key).await?.map(|row| (*row).clone()))
+    }
+
+    async fn get_shared(&self, key: &Value) -> Result<Option<Arc<Value>>, TableError> {
         let started = Instant::now();
         let (values, text) = self.key_values(key)?;
         let row = match &self.cache {
@@ -237,7 +241,7 @@ impl Table for RemoteTable {
         self.stats
             .get_seconds
             .observe(started.elapsed().as_secs_f64());
-        Ok(row.map(|r| (*r).clone()))
+        Ok(row)
     }
 
     async fn multi_get(&self, keys: &[Value]) -> Result<Vec<Option<Value>>, TableError> {
