@@ -13,8 +13,7 @@ use prometheus_client::metrics::histogram::Histogram;
 
 use crate::metrics::{TableLabel, TablesMetrics};
 use crate::progress::Progress;
-use crate::store::ScanBounds;
-use crate::store::Store;
+use crate::store::{ScanBounds, Store, cf_name};
 use crate::table::{KeyRange, PartitionState, Table, TableDescription};
 
 /// A materialized table held (in whole or in part) by this instance.
@@ -26,6 +25,8 @@ pub struct LocalTable {
     progress: Arc<Progress>,
     get_seconds: Histogram,
     key_columns: OnceLock<Vec<String>>,
+    /// Column family names by partition, made once (not per lookup).
+    cf_names: Vec<String>,
 }
 
 impl LocalTable {
@@ -51,6 +52,9 @@ impl LocalTable {
                 })
                 .clone(),
             key_columns: OnceLock::new(),
+            cf_names: (0..partition_count as i32)
+                .map(|p| cf_name(name, p))
+                .collect(),
         }
     }
 
@@ -156,7 +160,10 @@ impl LocalTable {
             });
         }
         let encoded = key_codec::encode(&values).map_err(|e| self.bad_key(e))?;
-        let row = self.store.get_with(&self.name, partition, &encoded, read)?;
+        let Some(cf) = self.cf_names.get(partition as usize) else {
+            return Ok(None);
+        };
+        let row = self.store.get_with(cf, &encoded, read)?;
         self.get_seconds.observe(started.elapsed().as_secs_f64());
         Ok(row)
     }

@@ -212,15 +212,15 @@ impl Store {
         Ok(None)
     }
 
-    /// Reads the stored row bytes of `key` in a partition in place.
+    /// Reads the stored row bytes of `key` in place, in the partition whose
+    /// column family is named `cf` (see [`cf_name`]).
     pub fn get_with<R>(
         &self,
-        table: &str,
-        partition: i32,
+        cf: &str,
         key: &[u8],
         read: impl FnOnce(&[u8]) -> R,
     ) -> Result<Option<R>, TableError> {
-        let Some(cf) = self.cf(table, partition) else {
+        let Some(cf) = self.db.cf_handle(cf) else {
             return Ok(None);
         };
         Ok(self
@@ -236,7 +236,7 @@ impl Store {
         partition: i32,
         key: &[u8],
     ) -> Result<Option<Vec<u8>>, TableError> {
-        self.get_with(table, partition, key, <[u8]>::to_vec)
+        self.get_with(&cf_name(table, partition), key, <[u8]>::to_vec)
     }
 
     /// Up to `limit` rows of a partition within `bounds`, in key order.
