@@ -494,30 +494,28 @@ impl Runner {
                 }
                 _ = commit_tick.tick(), if self.eos.is_some() => self.commit(consumer)?,
                 received = consumer.recv(), if reading && enriching < self.setup.concurrency => {
-                    // This message and whatever else the consumer already holds.
+                    // This message and whatever else the consumer already holds, in
+                    // batches of one assignment generation each.
+                    let mut generation = self.generation.load(Ordering::SeqCst);
                     let mut batch = Vec::new();
                     let mut next = Some(received);
                     while let Some(received) = next {
+                        let now = self.generation.load(Ordering::SeqCst);
+                        if now != generation {
+                            // A rebalance came with this message: what came before is the old assignment's.
+                            enriching += batch.len();
+                            in_flight.extend(self.start(std::mem::take(&mut batch), generation));
+                            generation = now;
+                        }
                         batch.extend(self.admit(consumer, &mut delays, received)?);
                         let room = batch.len() < MAX_BATCH && enriching + batch.len() < self.setup.concurrency;
                         next = if room { consumer.recv().now_or_never() } else { None };
                     }
-                    if batch.is_empty() {
-                        continue;
-                    }
                     enriching += batch.len();
-                    self.summary.events_in += batch.len() as u64;
-                    self.metrics.events_in.inc_by(batch.len() as u64);
-                    let task = tokio::spawn(process(
-                        batch,
-                        self.setup.pipeline.clone(),
-                        self.setup.gate.clone(),
-                    ));
-                    let generation = self.generation.load(Ordering::SeqCst);
-                    in_flight.push_back(Box::pin(async move {
-                        (generation, task.await.expect("enriching an event does not panic"))
-                    }));
-                    first_event.get_or_insert_with(Instant::now);
+                    in_flight.extend(self.start(batch, generation));
+                    if !in_flight.is_empty() {
+                        first_event.get_or_insert_with(Instant::now);
+                    }
                 }
                 () = tokio::time::sleep_until(wake.unwrap_or_else(tokio::time::Instant::now)), if wake.is_some() => {
                     delays.release(consumer, now_ms())?;
@@ -534,6 +532,24 @@ impl Runner {
         }
         self.summary.seconds = first_event.map_or(0.0, |t: Instant| t.elapsed().as_secs_f64());
         Ok(())
+    }
+
+    /// Starts enriching `batch`, read in assignment `generation` (nothing to start when empty).
+    fn start(&mut self, batch: Vec<OwnedMessage>, generation: u64) -> Option<BatchFuture> {
+        if batch.is_empty() {
+            return None;
+        }
+        self.summary.events_in += batch.len() as u64;
+        self.metrics.events_in.inc_by(batch.len() as u64);
+        let task = tokio::spawn(process(
+            batch,
+            self.setup.pipeline.clone(),
+            self.setup.gate.clone(),
+        ));
+        Some(Box::pin(async move {
+            let enriched = task.await.expect("enriching an event does not panic");
+            (generation, enriched)
+        }))
     }
 
     /// The event to enrich in a received message, if any: consumer errors are
