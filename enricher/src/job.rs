@@ -467,14 +467,10 @@ impl Runner {
         let (mut reading, mut drained) = (true, false);
         let mut first_event = None;
         let mut commit_tick = tokio::time::interval(self.setup.commit_interval);
-        let (mut delays, mut delays_generation) = (Delays::default(), 0);
+        let mut delays = Delays::default();
         loop {
             self.abort_if_revoked()?;
-            let generation = self.generation.load(Ordering::SeqCst);
-            if generation != delays_generation {
-                // A new assignment starts unpaused.
-                (delays, delays_generation) = (Delays::default(), generation);
-            }
+            delays.follow(self.generation.load(Ordering::SeqCst));
             let wake = delays.next_due_ms().map(|due| {
                 tokio::time::Instant::now() + Duration::from_millis((due - now_ms()).max(0) as u64)
             });
@@ -496,19 +492,24 @@ impl Runner {
                 received = consumer.recv(), if reading && enriching < self.setup.concurrency => {
                     // This message and whatever else the consumer already holds, in
                     // batches of one assignment generation each.
+                    // (rdkafka ends a drain at a rebalance event; checking each message keeps
+                    // that true whatever the client does.)
                     let mut generation = self.generation.load(Ordering::SeqCst);
-                    let mut batch = Vec::new();
+                    let (mut batch, mut taken) = (Vec::new(), 0);
                     let mut next = Some(received);
                     while let Some(received) = next {
                         let now = self.generation.load(Ordering::SeqCst);
                         if now != generation {
-                            // A rebalance came with this message: what came before is the old assignment's.
                             enriching += batch.len();
                             in_flight.extend(self.start(std::mem::take(&mut batch), generation));
                             generation = now;
                         }
+                        // A rebalance inside `recv` starts the new assignment unpaused.
+                        delays.follow(now);
                         batch.extend(self.admit(consumer, &mut delays, received)?);
-                        let room = batch.len() < MAX_BATCH && enriching + batch.len() < self.setup.concurrency;
+                        // Counting what was taken, not what was kept, bounds the time spent here.
+                        taken += 1;
+                        let room = taken < MAX_BATCH && enriching + batch.len() < self.setup.concurrency;
                         next = if room { consumer.recv().now_or_never() } else { None };
                     }
                     enriching += batch.len();

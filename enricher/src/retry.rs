@@ -73,10 +73,20 @@ pub fn due_ms(msg: &OwnedMessage) -> Option<i64> {
 /// Retry partitions paused until their next record is due.
 #[derive(Debug, Default)]
 pub struct Delays {
+    /// The assignment generation the pauses belong to.
+    generation: u64,
     waiting: BTreeMap<(String, i32), i64>,
 }
 
 impl Delays {
+    /// Forgets the pauses of an earlier assignment: a new one starts unpaused.
+    pub fn follow(&mut self, generation: u64) {
+        if generation != self.generation {
+            self.waiting.clear();
+            self.generation = generation;
+        }
+    }
+
     /// Whether the partition of `msg` is paused (a record fetched before the
     /// pause took effect is dropped: it is read again after the seek).
     pub fn holds(&self, msg: &OwnedMessage) -> bool {
@@ -128,5 +138,25 @@ impl Delays {
             consumer.resume(&tpl)?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_new_assignment_forgets_the_pauses_of_the_last() {
+        let mut delays = Delays::default();
+        delays.follow(1);
+        delays.waiting.insert(("orders.retry".into(), 0), 5);
+        delays.follow(1);
+        assert_eq!(
+            delays.next_due_ms(),
+            Some(5),
+            "same assignment: still paused"
+        );
+        delays.follow(2);
+        assert_eq!(delays.next_due_ms(), None, "new assignment: nothing paused");
     }
 }
