@@ -47,15 +47,19 @@ impl Admission {
         // rather than its own "timeout expired".
         let margin = (timeout / 10).min(Duration::from_millis(50));
         let deadline = Instant::now() + timeout - margin;
-        let slot = tokio::time::timeout_at(deadline, self.slots.clone().acquire_owned())
-            .await
-            .map_err(|_| {
-                Status::resource_exhausted(format!(
-                    "{} requests are in flight (grpc.max_concurrent_requests) and none finished before the deadline",
-                    self.limit
-                ))
-            })?
-            .expect("the semaphore is never closed");
+        // A free slot is taken at once; only a wait needs a timer.
+        let slot = match self.slots.clone().try_acquire_owned() {
+            Ok(slot) => slot,
+            Err(_) => tokio::time::timeout_at(deadline, self.slots.clone().acquire_owned())
+                .await
+                .map_err(|_| {
+                    Status::resource_exhausted(format!(
+                        "{} requests are in flight (grpc.max_concurrent_requests) and none finished before the deadline",
+                        self.limit
+                    ))
+                })?
+                .expect("the semaphore is never closed"),
+        };
         Ok(Call {
             deadline,
             forwarded: request.metadata().contains_key(FORWARDED),
