@@ -218,6 +218,14 @@ async fn lookups_equal_the_database_health_follows_readiness_and_reads_see_their
     assert!(described.ready && described.partitions.iter().all(|p| p.ready));
     assert_eq!(described.partitions.len(), 3);
     assert_eq!(described.key_columns, ["id"]);
+    let listed = client
+        .list_tables(v1::ListTablesRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    let names: Vec<&str> = listed.tables.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(names, ["items"]);
+    assert_eq!(listed.tables[0].kind, "local");
 
     // The whole table, scanned, equals the database (capture may still be streaming).
     let expected = db_rows(&mut conn, &db).await;

@@ -8,6 +8,8 @@ use std::sync::Arc;
 use std::time::Instant as StdInstant;
 
 use futures::Stream;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::histogram::Histogram;
 use serde_json::Value as Json;
 use tonic::{Request, Response, Status};
 use tributary_proto::grpc::v1::lookup_server::Lookup;
@@ -27,8 +29,6 @@ use crate::metrics::{GrpcLabel, MethodLabel, TablesMetrics};
 use crate::progress::Progress;
 use crate::remote::RemoteTable;
 use crate::table::{KeyRange, Table, TableDescription};
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::histogram::Histogram;
 
 /// A table the API serves.
 #[derive(Clone)]
@@ -59,7 +59,8 @@ pub(crate) struct Limits {
     pub(crate) max_scan_rows: usize,
 }
 
-/// The methods, as metrics label them.
+/// The methods, as metrics label them: every name `observe` is called with
+/// (each is exercised by `tests/lookup_api.rs`).
 const METHODS: [&str; 5] = ["Get", "BatchGet", "Scan", "ListTables", "DescribeTable"];
 
 /// A method's series for answered requests, looked up once: a family lookup per
