@@ -103,7 +103,7 @@ pub(crate) async fn run(args: GrpcBenchArgs) -> anyhow::Result<()> {
         );
     }
     println!();
-    print_latency_table(&batched, &[&batched, &selects, &select_in]);
+    print_latency_table(&[&batched], &[&batched, &selects, &select_in]);
     Ok(())
 }
 

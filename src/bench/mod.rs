@@ -156,22 +156,28 @@ impl Series {
     }
 }
 
-/// Prints a Markdown table of `series`, with each one's p50 relative to `baseline`'s.
-pub(crate) fn print_latency_table(baseline: &Series, series: &[&Series]) {
-    println!(
-        "| lookup | ops/s | p50 µs | p99 µs | p50 vs {} |",
-        baseline.name
-    );
-    println!("|---|---:|---:|---:|---:|");
+/// Prints a Markdown table of `series`, with each one's p50 relative to each
+/// of `baselines`' p50s (a column per baseline).
+pub(crate) fn print_latency_table(baselines: &[&Series], series: &[&Series]) {
+    let mut header = "| lookup | ops/s | p50 µs | p99 µs |".to_owned();
+    let mut rule = "|---|---:|---:|---:|".to_owned();
+    for baseline in baselines {
+        header.push_str(&format!(" p50 vs {} |", baseline.name));
+        rule.push_str("---:|");
+    }
+    println!("{header}\n{rule}");
     for s in series {
-        let ratio = s.p50().as_secs_f64() / baseline.p50().as_secs_f64().max(1e-9);
-        println!(
-            "| {} | {:.0} | {:.1} | {:.1} | {:.1}× |",
+        let mut line = format!(
+            "| {} | {:.0} | {:.1} | {:.1} |",
             s.name,
             s.ops_per_second(),
             s.p50().as_secs_f64() * 1e6,
             s.quantile(0.99).as_secs_f64() * 1e6,
-            ratio
         );
+        for baseline in baselines {
+            let ratio = s.p50().as_secs_f64() / baseline.p50().as_secs_f64().max(1e-9);
+            line.push_str(&format!(" {ratio:.1}× |"));
+        }
+        println!("{line}");
     }
 }

@@ -37,6 +37,9 @@ pub(crate) struct TablesBenchArgs {
     /// Redis to compare with.
     #[arg(long, default_value = "127.0.0.1:6379")]
     redis: String,
+    /// Row cache of the second run of local series, in MiB (enough for every row).
+    #[arg(long, default_value_t = 512)]
+    row_cache_mb: usize,
     /// Added round trip for the "pod-to-pod" series, in microseconds.
     #[arg(long, default_value_t = 500)]
     rtt_us: u64,
@@ -74,30 +77,48 @@ pub(crate) async fn run(args: TablesBenchArgs) -> anyhow::Result<()> {
     .await?;
 
     let dir = tempfile::tempdir()?;
-    let config = TablesConfig::parse(&format!(
-        "data_dir: '{}'\nkafka: {{ brokers: '{}' }}\nbatch_max_records: 5000\ntables: [{{ name: kv, topic: '{topic}', mode: global }}]\n",
-        dir.path().display(),
-        args.stack.brokers
-    ))?;
+    let config = |row_cache_mb: usize| {
+        TablesConfig::parse(&format!(
+            "data_dir: '{}'\nkafka: {{ brokers: '{}' }}\nrocksdb: {{ row_cache_mb: {row_cache_mb} }}\nbatch_max_records: 5000\ntables: [{{ name: kv, topic: '{topic}', mode: global }}]\n",
+            dir.path().display(),
+            args.stack.brokers
+        ))
+    };
+    let block_cache_only = config(0)?;
     eprintln!("[bench] materializing from scratch");
     let started = Instant::now();
-    let (materializer, shutdown) = start(&config).await?;
+    let (materializer, shutdown) = start(&block_cache_only).await?;
     wait_applied(&materializer, n).await;
     let replay = started.elapsed();
     stop(materializer, shutdown).await?;
     eprintln!("[bench] restarting on the same disk");
     let started = Instant::now();
-    let (materializer, shutdown) = start(&config).await?;
+    let (materializer, shutdown) = start(&block_cache_only).await?;
     while !materializer.progress().serving() {
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
     let restart = started.elapsed();
 
     let table = materializer.tables()[0].clone();
-    local_lookups(&table, n, args.local_lookups, 2).await?; // warm the block cache
-    let local_bytes = local_lookups(&table, n, args.local_lookups, 0).await?;
-    let local_1 = local_lookups(&table, n, args.local_lookups, 1).await?;
-    let local_2 = local_lookups(&table, n, args.local_lookups, 2).await?;
+    local_lookups(&table, n, args.local_lookups, 2, BLOCK_CACHE).await?; // warm the block cache
+    let local_bytes = local_lookups(&table, n, args.local_lookups, 0, BLOCK_CACHE).await?;
+    let local_1 = local_lookups(&table, n, args.local_lookups, 1, BLOCK_CACHE).await?;
+    let local_2 = local_lookups(&table, n, args.local_lookups, 2, BLOCK_CACHE).await?;
+    drop(table); // the store closes with its last user
+    stop(materializer, shutdown).await?;
+
+    eprintln!(
+        "[bench] restarting with a {} MiB row cache",
+        args.row_cache_mb
+    );
+    let (materializer, shutdown) = start(&config(args.row_cache_mb)?).await?;
+    while !materializer.progress().serving() {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let table = materializer.tables()[0].clone();
+    read_every_row(&table, n).await?;
+    let row_cache_1 = local_lookups(&table, n, args.local_lookups, 1, ROW_CACHE).await?;
+    let row_cache_2 = local_lookups(&table, n, args.local_lookups, 2, ROW_CACHE).await?;
 
     eprintln!("[bench] loading MariaDB and Redis");
     let pool = mysql_async::Pool::new(mysql_async::Opts::from_url(&args.stack.mysql_url)?);
@@ -163,11 +184,13 @@ pub(crate) async fn run(args: TablesBenchArgs) -> anyhow::Result<()> {
     );
     println!();
     print_latency_table(
-        &local_1,
+        &[&local_1, &row_cache_1],
         &[
             &local_bytes,
             &local_1,
             &local_2,
+            &row_cache_1,
+            &row_cache_2,
             &maria_1,
             &maria_16,
             &redis_1,
@@ -215,6 +238,28 @@ pub(crate) async fn wait_applied(materializer: &Materializer, n: u64) {
     }
 }
 
+/// Gets every row once, from two threads (fills a row cache).
+async fn read_every_row(table: &Arc<LocalTable>, rows: u64) -> anyhow::Result<()> {
+    let halves = [(0, rows / 2), (rows / 2, rows)].map(|(from, to)| {
+        let table = table.clone();
+        tokio::task::spawn_blocking(move || -> anyhow::Result<()> {
+            for id in from..to {
+                table.get_json_bytes(&json!({ "id": id }))?;
+            }
+            Ok(())
+        })
+    });
+    for half in halves {
+        half.await??;
+    }
+    Ok(())
+}
+
+/// Name of the local series read through the block cache alone.
+const BLOCK_CACHE: &str = "local get";
+/// Name of the local series read with every row in the row cache.
+const ROW_CACHE: &str = "local get, row cache";
+
 /// Local point gets from `threads` threads; `threads == 0` means one thread that
 /// takes the stored JSON bytes without decoding them.
 async fn local_lookups(
@@ -222,6 +267,7 @@ async fn local_lookups(
     rows: u64,
     lookups: usize,
     threads: u64,
+    label: &str,
 ) -> anyhow::Result<Series> {
     let decode = threads > 0;
     let threads = threads.max(1);
@@ -252,9 +298,9 @@ async fn local_lookups(
         latencies.extend(worker.await??);
     }
     let name = if decode {
-        format!("local get, {threads} thread(s)")
+        format!("{label}, {threads} thread(s)")
     } else {
-        "local get, JSON bytes, 1 thread".into()
+        format!("{label}, JSON bytes, 1 thread")
     };
     Ok(Series::new(name, latencies, started.elapsed()))
 }

@@ -34,7 +34,8 @@ const GTIDS_KEY: &[u8] = b"\x00gtids";
 pub struct Store {
     db: Db,
     cf_options: Options,
-    cache: Option<Cache>,
+    /// The block cache and the row cache, if any (counted as memory in use).
+    caches: Vec<Cache>,
     /// Options of point reads, made once (creating them allocates on every get otherwise).
     point_reads: ReadOptions,
     partitions: Mutex<BTreeMap<String, BTreeSet<i32>>>,
@@ -91,6 +92,12 @@ impl Store {
             Compression::Zstd => DBCompressionType::Zstd,
         });
         let mut db_options = cf_options.clone();
+        // An LRU cache: the HyperClockCache takes only fixed-size (block) keys.
+        let row_cache =
+            (config.row_cache_mb > 0).then(|| Cache::new_lru_cache(config.row_cache_mb << 20));
+        if let Some(row_cache) = &row_cache {
+            db_options.set_row_cache(row_cache);
+        }
         db_options.create_if_missing(true);
         db_options.create_missing_column_families(true);
         let existing = Db::list_cf(&db_options, dir).unwrap_or_else(|_| vec!["default".into()]);
@@ -99,7 +106,8 @@ impl Store {
             dir,
             existing.iter().map(|n| (n.as_str(), cf_options.clone())),
         )?;
-        Ok(Self::with_db(db, cf_options, Some(cache), &existing))
+        let caches = std::iter::once(cache).chain(row_cache).collect();
+        Ok(Self::with_db(db, cf_options, caches, &existing))
     }
 
     /// Opens an existing store read-only (inspection while nothing writes, or alongside a writer).
@@ -107,10 +115,10 @@ impl Store {
         let options = Options::default();
         let existing = Db::list_cf(&options, dir)?;
         let db = Db::open_cf_for_read_only(&options, dir, &existing, false)?;
-        Ok(Self::with_db(db, options, None, &existing))
+        Ok(Self::with_db(db, options, Vec::new(), &existing))
     }
 
-    fn with_db(db: Db, cf_options: Options, cache: Option<Cache>, cfs: &[String]) -> Self {
+    fn with_db(db: Db, cf_options: Options, caches: Vec<Cache>, cfs: &[String]) -> Self {
         let mut partitions: BTreeMap<String, BTreeSet<i32>> = BTreeMap::new();
         for (table, partition) in cfs.iter().filter_map(|n| parse_cf_name(n)) {
             partitions.entry(table).or_default().insert(partition);
@@ -118,7 +126,7 @@ impl Store {
         Store {
             db,
             cf_options,
-            cache,
+            caches,
             point_reads: ReadOptions::default(),
             partitions: Mutex::new(partitions),
         }
@@ -282,7 +290,7 @@ impl Store {
             .unwrap_or(0)
     }
 
-    /// Bytes on disk (SST files) and in memory (memtables + block cache).
+    /// Bytes on disk (SST files) and in memory (memtables + block and row caches).
     pub fn size_and_memory(&self) -> (u64, u64) {
         let sum = |property: &str| -> u64 {
             self.all_partitions()
@@ -291,7 +299,7 @@ impl Store {
                 .filter_map(|cf| self.db.property_int_value_cf(&cf, property).ok().flatten())
                 .sum()
         };
-        let cache = self.cache.as_ref().map_or(0, |c| c.get_usage() as u64);
+        let cache: u64 = self.caches.iter().map(|c| c.get_usage() as u64).sum();
         (
             sum("rocksdb.total-sst-files-size"),
             sum("rocksdb.cur-size-all-mem-tables") + cache,
@@ -482,5 +490,37 @@ mod tests {
         drop(store);
         let read_only = Store::open_read_only(dir.path()).unwrap();
         assert_eq!(read_only.stored_offset("users", 2).unwrap(), Some(42));
+    }
+
+    #[test]
+    fn the_row_cache_is_filled_and_never_serves_a_replaced_or_deleted_row() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = RocksDbConfig {
+            row_cache_mb: 8,
+            ..RocksDbConfig::default()
+        };
+        let store = Store::open(dir.path(), &config).unwrap();
+        let key = b"\x06k\x00\x01";
+        let write = |value: Option<&[u8]>| {
+            let mut batch = store.batch();
+            match value {
+                Some(v) => batch.upsert("users", 0, key, v).unwrap(),
+                None => batch.delete("users", 0, key).unwrap(),
+            }
+            batch.commit().unwrap();
+            store.flush().unwrap(); // into a table file, where the row cache applies
+        };
+        let row_cache = &store.caches[1];
+        write(Some(b"{\"v\":1}"));
+        let before = row_cache.get_usage();
+        assert_eq!(store.get("users", 0, key).unwrap().unwrap(), b"{\"v\":1}");
+        assert!(
+            row_cache.get_usage() > before,
+            "a get from a table file fills the row cache"
+        );
+        write(Some(b"{\"v\":2}"));
+        assert_eq!(store.get("users", 0, key).unwrap().unwrap(), b"{\"v\":2}");
+        write(None);
+        assert_eq!(store.get("users", 0, key).unwrap(), None);
     }
 }
