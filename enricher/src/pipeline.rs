@@ -63,7 +63,10 @@ pub struct Join {
     table: Arc<dyn Table>,
     key: Vec<FieldPath>,
     on_miss: Option<MissPolicy>,
+    /// The selected columns (`None`: every column of the row).
     select: Option<Vec<String>>,
+    /// Output name per selected column, in `select`'s order.
+    select_as: Vec<String>,
     rename: Vec<(String, String)>,
     into: Option<String>,
     /// A remote table that cannot answer sends the event to the retry topic.
@@ -77,13 +80,28 @@ impl Join {
         self.table.name()
     }
 
+    async fn lookup(&self, key: &Value) -> Result<Option<Arc<Value>>, TableError> {
+        match &self.select {
+            Some(columns) => self.table.get_columns(key, columns).await,
+            None => self.table.get_shared(key).await,
+        }
+    }
+
+    /// The name a column is written under.
+    fn renamed<'a>(&'a self, column: &'a str) -> &'a str {
+        self.rename
+            .iter()
+            .find(|(from, _)| from == column)
+            .map_or(column, |(_, to)| to.as_str())
+    }
+
     /// Looks the event's key up and adds the row's columns; `Err` ends the event.
     async fn apply(&self, event: &mut Value) -> Result<(), Outcome> {
         let key = key_of(event, &self.key)
             .map_err(|reason| Outcome::Dead(format!("join `{}`: {reason}", self.name())))?;
         let row = match &key {
             None => None,
-            Some(key) => match self.table.get_shared(key).await {
+            Some(key) => match self.lookup(key).await {
                 Ok(row) => row,
                 Err(TableError::NotOwned { table, partition }) => {
                     return Err(Outcome::NotHeld { table, partition });
@@ -130,20 +148,19 @@ impl Join {
             return; // events are objects (checked before the joins)
         };
         let row = row.and_then(Value::as_object);
-        let columns: Vec<&str> = match (&self.select, row) {
-            (Some(select), _) => select.iter().map(String::as_str).collect(),
-            (None, Some(row)) => row.keys().map(String::as_str).collect(),
-            (None, None) => Vec::new(),
-        };
         let mut projected = Map::new();
-        for column in columns {
-            let name = self
-                .rename
-                .iter()
-                .find(|(from, _)| from == column)
-                .map_or(column, |(_, to)| to.as_str());
-            let value = row.and_then(|r| r.get(column)).cloned();
-            projected.insert(name.to_owned(), value.unwrap_or(Value::Null));
+        match &self.select {
+            Some(select) => {
+                for (column, name) in select.iter().zip(&self.select_as) {
+                    let value = row.and_then(|r| r.get(column)).cloned();
+                    projected.insert(name.clone(), value.unwrap_or(Value::Null));
+                }
+            }
+            None => {
+                for (column, value) in row.into_iter().flatten() {
+                    projected.insert(self.renamed(column).to_owned(), value.clone());
+                }
+            }
         }
         match &self.into {
             Some(into) if row.is_none() => {
@@ -195,6 +212,9 @@ impl Pipeline {
                     JoinType::Inner => Some(j.on_miss.unwrap_or(MissPolicy::Drop)),
                 },
                 select: j.select.clone(),
+                select_as: (j.select.iter().flatten())
+                    .map(|c| j.rename.get(c).unwrap_or(c).clone())
+                    .collect(),
                 rename: j.rename.clone().into_iter().collect(),
                 into: j.into.clone(),
                 retry_unavailable: job.retry.is_some(),

@@ -92,7 +92,7 @@ pub(crate) async fn run(args: EnrichBenchArgs) -> anyhow::Result<()> {
     std::fs::write(
         dir.path().join("tables.yaml"),
         format!(
-            "data_dir: '{}'\nkafka: {{ brokers: '{}' }}\nbatch_max_records: 5000\ntables:\n  - {{ name: users, topic: '{users}' }}\nremote:\n  - {{ name: products, mysql: {{ url: '{}', table: '{products}', key: [sku] }}, cache: {{ ttl_s: 3600 }} }}\n",
+            "data_dir: '{}'\nkafka: {{ brokers: '{}' }}\nrocksdb: {{ row_cache_mb: 64 }}\nbatch_max_records: 5000\ntables:\n  - {{ name: users, topic: '{users}' }}\nremote:\n  - {{ name: products, mysql: {{ url: '{}', table: '{products}', key: [sku] }}, cache: {{ ttl_s: 3600 }} }}\n",
             dir.path().join("data").display(),
             args.stack.brokers,
             args.stack.mysql_url

@@ -27,6 +27,7 @@ pub mod materializer;
 pub mod metrics;
 pub mod progress;
 pub mod remote;
+mod row_columns;
 pub mod store;
 pub mod table;
 

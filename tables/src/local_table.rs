@@ -13,6 +13,7 @@ use prometheus_client::metrics::histogram::Histogram;
 
 use crate::metrics::{TableLabel, TablesMetrics};
 use crate::progress::Progress;
+use crate::row_columns;
 use crate::store::{ScanBounds, Store, cf_name};
 use crate::table::{KeyRange, PartitionState, Table, TableDescription};
 
@@ -209,6 +210,18 @@ impl Table for LocalTable {
 
     async fn get(&self, key: &Value) -> Result<Option<Value>, TableError> {
         self.lookup(key, |raw| self.parse_row(raw))?.transpose()
+    }
+
+    async fn get_columns(
+        &self,
+        key: &Value,
+        columns: &[String],
+    ) -> Result<Option<Arc<Value>>, TableError> {
+        let row = self.lookup(key, |raw| match row_columns::decode(raw, columns) {
+            Ok(row) => Ok(Value::Object(row)),
+            Err(_) => self.parse_row(raw), // not an object: the whole row, or the reason
+        })?;
+        Ok(row.transpose()?.map(Arc::new))
     }
 
     async fn scan(

@@ -87,6 +87,16 @@ pub trait Table: Send + Sync {
         Ok(self.get(key).await?.map(Arc::new))
     }
 
+    /// The row with this key, holding at least `columns` (absent ones as absent):
+    /// a table that has to decode rows may leave the other columns out.
+    async fn get_columns(
+        &self,
+        key: &Value,
+        _columns: &[String],
+    ) -> Result<Option<Arc<Value>>, TableError> {
+        self.get_shared(key).await
+    }
+
     /// The rows of several keys, in the same order.
     async fn multi_get(&self, keys: &[Value]) -> Result<Vec<Option<Value>>, TableError> {
         let mut rows = Vec::with_capacity(keys.len());
