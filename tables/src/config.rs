@@ -631,6 +631,14 @@ tables:
         assert_eq!(c.tables[1].mode, TableMode::Global);
         assert_eq!(c.kafka.group_id, "tributary-tables");
         assert_eq!(c.rocksdb.compression, Compression::Lz4);
+        assert_eq!(c.rocksdb.row_cache_mb, 0, "no row cache unless asked for");
+        let with_row_cache = GOOD.replace("tables:", "rocksdb: { row_cache_mb: 64 }\ntables:");
+        let c = TablesConfig::parse(&with_row_cache).unwrap();
+        assert_eq!(c.rocksdb.row_cache_mb, 64);
+        assert_eq!(
+            c.rocksdb.block_cache_mb, 256,
+            "the others keep their defaults"
+        );
     }
 
     const REMOTE: &str = "
