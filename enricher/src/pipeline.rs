@@ -80,6 +80,7 @@ impl Join {
         self.table.name()
     }
 
+    /// The row of `key`: only the selected columns when the join selects some.
     async fn lookup(&self, key: &Value) -> Result<Option<Arc<Value>>, TableError> {
         match &self.select {
             Some(columns) => self.table.get_columns(key, columns).await,
@@ -212,7 +213,10 @@ impl Pipeline {
                     JoinType::Inner => Some(j.on_miss.unwrap_or(MissPolicy::Drop)),
                 },
                 select: j.select.clone(),
-                select_as: (j.select.iter().flatten())
+                select_as: j
+                    .select
+                    .iter()
+                    .flatten()
                     .map(|c| j.rename.get(c).unwrap_or(c).clone())
                     .collect(),
                 rename: j.rename.clone().into_iter().collect(),
