@@ -35,7 +35,7 @@ use tributary_tables::progress::Progress;
 use crate::bounds::{self, Bounds, Tracker};
 use crate::config::{Delivery, JobConfig, KafkaConfig};
 use crate::error::EnrichError;
-use crate::metrics::{EnrichMetrics, InputLabel, JobLabel, JobMetrics, SkipLabel};
+use crate::metrics::{EnrichMetrics, InputLabel, JobLabel, JobMetrics};
 use crate::pipeline::{Outcome, Pipeline, Skip};
 use crate::retry::{self, Delays};
 use crate::transactions::Transactions;
@@ -853,14 +853,7 @@ impl Runner {
             }
             AckKind::Skipped(skip) => {
                 self.summary.skipped += 1;
-                self.setup
-                    .metrics
-                    .skipped
-                    .get_or_create(&SkipLabel {
-                        job: self.summary.job.clone(),
-                        reason: skip.label().to_owned(),
-                    })
-                    .inc();
+                metrics.skipped(skip).inc();
             }
             AckKind::Retried => {
                 self.summary.retried += 1;

@@ -7,6 +7,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+use crate::pipeline::Skip;
+
 /// Label: a job.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct JobLabel {
@@ -86,6 +88,20 @@ pub struct JobMetrics {
     pub retried: Counter,
     /// Event timestamp to acknowledged output, in seconds.
     pub latency_seconds: Histogram,
+    /// Deletes in a change stream, skipped.
+    deleted: Counter,
+    /// Events an inner join dropped.
+    missed: Counter,
+}
+
+impl JobMetrics {
+    /// The counter of events skipped for `skip`.
+    pub fn skipped(&self, skip: Skip) -> &Counter {
+        match skip {
+            Skip::Deleted => &self.deleted,
+            Skip::Missed => &self.missed,
+        }
+    }
 }
 
 impl Default for EnrichMetrics {
@@ -164,7 +180,17 @@ impl EnrichMetrics {
         let dead_lettered = self.dead_lettered.get_or_create(&label).clone();
         let retried = self.retried.get_or_create(&label).clone();
         let latency_seconds = self.latency_seconds.get_or_create(&label).clone();
+        let skipped = |skip: Skip| {
+            self.skipped
+                .get_or_create(&SkipLabel {
+                    job: job.to_owned(),
+                    reason: skip.label().to_owned(),
+                })
+                .clone()
+        };
         JobMetrics {
+            deleted: skipped(Skip::Deleted),
+            missed: skipped(Skip::Missed),
             events_in,
             events_out,
             dead_lettered,
@@ -182,5 +208,32 @@ impl EnrichMetrics {
                 result: result.to_owned(),
             })
             .clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_jobs_series_count_into_its_own_labels() {
+        let mut registry = Registry::default();
+        let metrics = EnrichMetrics::register(&mut registry);
+        let (a, b) = (metrics.of_job("a"), metrics.of_job("b"));
+        a.skipped(Skip::Missed).inc();
+        a.skipped(Skip::Missed).inc();
+        b.skipped(Skip::Deleted).inc();
+        a.events_in.inc_by(3);
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        for sample in [
+            r#"tributary_enrich_skipped_total{job="a",reason="missed"} 2"#,
+            r#"tributary_enrich_skipped_total{job="a",reason="deleted"} 0"#,
+            r#"tributary_enrich_skipped_total{job="b",reason="deleted"} 1"#,
+            r#"tributary_enrich_events_in_total{job="a"} 3"#,
+            r#"tributary_enrich_events_in_total{job="b"} 0"#,
+        ] {
+            assert!(text.contains(sample), "{sample} not in\n{text}");
+        }
     }
 }
