@@ -156,6 +156,25 @@ impl Series {
     }
 }
 
+/// CPU seconds this process has used so far, all threads (user + system), from
+/// `/proc/self/stat`, whose clock ticks are USER_HZ = 100 on Linux.
+pub(crate) fn process_cpu_seconds() -> anyhow::Result<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat")?;
+    // Fields after the command name, which is in parentheses and may hold spaces.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    let ticks = |i: usize| -> anyhow::Result<f64> {
+        Ok(fields
+            .get(i)
+            .ok_or_else(|| anyhow::anyhow!("/proc/self/stat is too short"))?
+            .parse::<f64>()?)
+    };
+    // utime and stime: fields 14 and 15 of stat(5), 12 and 13 after the name.
+    Ok((ticks(11)? + ticks(12)?) / 100.0)
+}
+
 /// Prints a Markdown table of `series`, with each one's p50 relative to each
 /// of `baselines`' p50s (a column per baseline).
 pub(crate) fn print_latency_table(baselines: &[&Series], series: &[&Series]) {
