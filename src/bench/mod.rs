@@ -200,3 +200,21 @@ pub(crate) fn print_latency_table(baselines: &[&Series], series: &[&Series]) {
         println!("{line}");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn process_cpu_seconds_count_work_done() {
+        let before = process_cpu_seconds().unwrap();
+        let started = std::time::Instant::now();
+        let mut x = 0u64;
+        while started.elapsed() < Duration::from_millis(200) {
+            x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+        }
+        let used = process_cpu_seconds().unwrap() - before;
+        // At least some of 200 ms of spinning was on a CPU (ticks are 10 ms).
+        assert!((0.01..10.0).contains(&used), "{used} s of CPU");
+    }
+}
