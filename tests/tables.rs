@@ -138,7 +138,10 @@ async fn differences(
             Ok(Some(got)) if &got == row => {}
             other => diffs.push(format!("id {id}: expected {row}, got {other:?}")),
         }
-        let selected: serde_json::Map<String, Json> = (row.as_object().unwrap().iter())
+        let selected: serde_json::Map<String, Json> = row
+            .as_object()
+            .unwrap()
+            .iter()
             .filter(|(column, _)| columns.contains(column))
             .map(|(column, value)| (column.clone(), value.clone()))
             .collect();

@@ -237,8 +237,10 @@ impl Store {
             .map(|v| read(&v)))
     }
 
-    /// The stored row bytes of `key` in a partition.
-    pub fn get(
+    /// The stored row bytes of `key` in a partition (lookups go through
+    /// [`LocalTable`](crate::LocalTable), which names its partitions once).
+    #[cfg(test)]
+    pub(crate) fn get(
         &self,
         table: &str,
         partition: i32,
