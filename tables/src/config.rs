@@ -389,6 +389,9 @@ fn default_batch() -> usize {
 fn default_group() -> String {
     "tributary-tables".into()
 }
+/// Largest RocksDB size setting, in MiB (1 TiB): sizes are shifted into bytes.
+const MAX_MIB: usize = 1 << 20;
+
 fn default_block_cache() -> usize {
     256
 }
@@ -576,17 +579,18 @@ impl Validate for TablesConfig {
         if self.batch_max_records == 0 {
             return Err(ConfigError::new("batch_max_records", "must be at least 1"));
         }
-        if self.rocksdb.block_cache_mb == 0 {
-            return Err(ConfigError::new(
-                "rocksdb.block_cache_mb",
-                "must be at least 1",
-            ));
-        }
-        if self.rocksdb.write_buffer_mb == 0 {
-            return Err(ConfigError::new(
-                "rocksdb.write_buffer_mb",
-                "must be at least 1",
-            ));
+        let r = &self.rocksdb;
+        for (field, mib, least) in [
+            ("rocksdb.block_cache_mb", r.block_cache_mb, 1),
+            ("rocksdb.row_cache_mb", r.row_cache_mb, 0),
+            ("rocksdb.write_buffer_mb", r.write_buffer_mb, 1),
+        ] {
+            if !(least..=MAX_MIB).contains(&mib) {
+                return Err(ConfigError::new(
+                    field,
+                    format!("must be between {least} and {MAX_MIB} (MiB), not {mib}"),
+                ));
+            }
         }
         if let Some(c) = &self.checkpoints {
             if c.interval_s == 0 {
@@ -638,6 +642,21 @@ tables:
         assert_eq!(
             c.rocksdb.block_cache_mb, 256,
             "the others keep their defaults"
+        );
+        let field = |text: &str| TablesConfig::parse(text).unwrap_err().field;
+        let rocksdb =
+            |setting: &str| GOOD.replace("tables:", &format!("rocksdb: {{ {setting} }}\ntables:"));
+        assert_eq!(
+            field(&rocksdb("row_cache_mb: 99999999999")),
+            "rocksdb.row_cache_mb"
+        );
+        assert_eq!(
+            field(&rocksdb("block_cache_mb: 0")),
+            "rocksdb.block_cache_mb"
+        );
+        assert_eq!(
+            field(&rocksdb("write_buffer_mb: 0")),
+            "rocksdb.write_buffer_mb"
         );
     }
 
