@@ -41,6 +41,11 @@ use crate::table::{KeyRange, Table, TableDescription};
 /// A cached lookup: the row, or `None` for a key without one.
 type Cached = Option<Arc<Value>>;
 
+/// The row cache, by the JSON text of the key values. Keys are hashed with
+/// foldhash: a hit is on every enriched event's path, and SipHash's resistance
+/// to chosen keys is not needed for keys bounded by the cache's capacity.
+type RowCache = Cache<String, Cached, foldhash::fast::RandomState>;
+
 /// Rows live `hit`, misses `miss`.
 struct Ttl {
     hit: Duration,
@@ -65,7 +70,7 @@ const GENERATION_STRIPES: usize = 1024;
 pub struct RemoteTable {
     name: String,
     key_columns: Vec<String>,
-    cache: Option<Cache<String, Cached>>,
+    cache: Option<RowCache>,
     /// Bumped by every invalidation of a key in the stripe: a load that saw its
     /// stripe change does not keep its row (it may predate the change).
     generations: Box<[AtomicU64]>,
@@ -108,7 +113,7 @@ impl RemoteTable {
                     hit: Duration::from_secs(config.cache.ttl_s),
                     miss: Duration::from_secs(config.cache.negative_ttl_s),
                 })
-                .build()
+                .build_with_hasher(foldhash::fast::RandomState::default())
         });
         RemoteTable {
             name: config.name.clone(),
@@ -126,8 +131,9 @@ impl RemoteTable {
         }
     }
 
-    /// The key's values in key-column order, and its cache key.
-    fn key_values(&self, key: &Value) -> Result<(Vec<Value>, String), TableError> {
+    /// The key's values in key-column order (borrowed from `key`), and its
+    /// cache key: nothing is cloned for a lookup the cache answers.
+    fn key_values<'k>(&self, key: &'k Value) -> Result<(Vec<&'k Value>, String), TableError> {
         let bad = |problem: String| TableError::BadKey {
             table: self.name.clone(),
             problem,
@@ -144,13 +150,12 @@ impl RemoteTable {
                     .iter()
                     .map(|c| {
                         map.get(c)
-                            .cloned()
                             .ok_or_else(|| bad(format!("missing key column `{c}`")))
                     })
                     .collect::<Result<Vec<_>, _>>()?
             }
-            Value::Array(values) => values.clone(),
-            scalar => vec![scalar.clone()],
+            Value::Array(values) => values.iter().collect(),
+            scalar => vec![scalar],
         };
         if values.len() != self.key_columns.len() {
             return Err(bad(format!(
@@ -194,6 +199,11 @@ impl RemoteTable {
     }
 }
 
+/// Key values to hand to the backend.
+fn owned(values: Vec<&Value>) -> Vec<Value> {
+    values.into_iter().cloned().collect()
+}
+
 #[async_trait]
 impl Table for RemoteTable {
     fn name(&self) -> &str {
@@ -210,7 +220,10 @@ impl Table for RemoteTable {
         let row = match &self.cache {
             None => {
                 self.stats.misses.inc();
-                self.fetcher.get(values).await.map(|r| r.map(Arc::new))
+                self.fetcher
+                    .get(owned(values))
+                    .await
+                    .map(|r| r.map(Arc::new))
             }
             Some(cache) => match cache.get(&text).await {
                 Some(cached) => {
@@ -224,7 +237,10 @@ impl Table for RemoteTable {
                     // Concurrent misses of one key wait for this one load.
                     let loaded = cache
                         .try_get_with(text.clone(), async {
-                            self.fetcher.get(values).await.map(|r| r.map(Arc::new))
+                            self.fetcher
+                                .get(owned(values))
+                                .await
+                                .map(|r| r.map(Arc::new))
                         })
                         .await
                         .map_err(|e| (*e).clone());
