@@ -109,27 +109,41 @@ struct Range {
 /// Resolved ranges and how far each partition has got.
 #[derive(Debug, Default)]
 pub struct Tracker {
-    ranges: BTreeMap<(String, i32), Range>,
+    /// Per topic (looked up by `&str`, once per record), per partition.
+    ranges: BTreeMap<String, BTreeMap<i32, Range>>,
 }
 
 impl Tracker {
     /// Whether the record at `offset` lies past its partition's end.
     pub fn is_beyond(&self, topic: &str, partition: i32, offset: i64) -> bool {
         self.ranges
-            .get(&(topic.to_owned(), partition))
+            .get(topic)
+            .and_then(|partitions| partitions.get(&partition))
             .is_none_or(|r| offset >= r.end)
     }
 
     /// Records that everything up to `offset` is acknowledged.
     pub fn acked(&mut self, topic: &str, partition: i32, offset: i64) {
-        if let Some(r) = self.ranges.get_mut(&(topic.to_owned(), partition)) {
+        let range = self
+            .ranges
+            .get_mut(topic)
+            .and_then(|p| p.get_mut(&partition));
+        if let Some(r) = range {
             r.next = r.next.max(offset + 1);
         }
     }
 
     /// Every partition has reached its end.
     pub fn all_done(&self) -> bool {
-        self.ranges.values().all(|r| r.next >= r.end)
+        self.ranges
+            .values()
+            .flat_map(BTreeMap::values)
+            .all(|r| r.next >= r.end)
+    }
+
+    fn insert(&mut self, topic: &str, partition: i32, range: Range) {
+        let partitions = self.ranges.entry(topic.to_owned()).or_default();
+        partitions.insert(partition, range);
     }
 }
 
@@ -230,9 +244,7 @@ pub fn plan<X: ConsumerContext, C: Consumer<X>>(
         };
         tracing::info!(%topic, partition, start, end, "bounded range");
         assignment.add_partition_offset(topic, partition, Offset::Offset(start))?;
-        tracker
-            .ranges
-            .insert((topic.to_owned(), partition), Range { next: start, end });
+        tracker.insert(topic, partition, Range { next: start, end });
     }
     Ok((assignment, tracker))
 }
@@ -265,8 +277,8 @@ mod tests {
     #[test]
     fn tracks_partitions_to_their_ends() {
         let mut t = Tracker::default();
-        t.ranges.insert(("a".into(), 0), Range { next: 5, end: 7 });
-        t.ranges.insert(("a".into(), 1), Range { next: 3, end: 3 });
+        t.insert("a", 0, Range { next: 5, end: 7 });
+        t.insert("a", 1, Range { next: 3, end: 3 });
         assert!(!t.all_done());
         assert!(!t.is_beyond("a", 0, 6));
         assert!(t.is_beyond("a", 0, 7));
