@@ -138,15 +138,9 @@ async fn differences(
             Ok(Some(got)) if &got == row => {}
             other => diffs.push(format!("id {id}: expected {row}, got {other:?}")),
         }
-        let selected: serde_json::Map<String, Json> = row
-            .as_object()
-            .unwrap()
-            .iter()
-            .filter(|(column, _)| columns.contains(column))
-            .map(|(column, value)| (column.clone(), value.clone()))
-            .collect();
+        let selected: Vec<Option<Json>> = columns.iter().map(|c| row.get(c).cloned()).collect();
         match table.get_columns(&key, &columns).await {
-            Ok(Some(got)) if got.as_object() == Some(&selected) => {}
+            Ok(Some(got)) if got == selected => {}
             other => diffs.push(format!(
                 "id {id}: expected columns {selected:?}, got {other:?}"
             )),

@@ -1,6 +1,8 @@
 //! Field paths into JSON events (`customer.address.city`) and the lookup keys
 //! they make.
 
+use std::borrow::Cow;
+
 use serde_json::Value;
 
 /// A dotted path of object fields.
@@ -26,10 +28,22 @@ impl FieldPath {
     }
 
     /// The value at this path, if every field on the way exists.
+    #[cfg(test)]
     pub fn get<'v>(&self, event: &'v Value) -> Option<&'v Value> {
-        self.segments
+        Self::descend(event, &self.segments)
+    }
+
+    /// The first field, and the fields below it.
+    pub fn split_first(&self) -> (&str, &[String]) {
+        let (first, below) = self.segments.split_first().expect("parsed non-empty");
+        (first, below)
+    }
+
+    /// The value at `fields` below `value`, if every field on the way exists.
+    pub fn descend<'v>(value: &'v Value, fields: &[String]) -> Option<&'v Value> {
+        fields
             .iter()
-            .try_fold(event, |value, field| value.as_object()?.get(field))
+            .try_fold(value, |value, field| value.as_object()?.get(field))
     }
 
     /// The path as written.
@@ -38,16 +52,22 @@ impl FieldPath {
     }
 }
 
-/// The lookup key `paths` give in `event`: the bare value for one path, an array
-/// in path order for several. `Ok(None)` when a key field is null (nothing to
-/// look up); an error names a missing field or one that is not a scalar.
-pub fn key_of(event: &Value, paths: &[FieldPath]) -> Result<Option<Value>, String> {
+/// The lookup key `paths` give in an event (`get` reads a path): the bare value
+/// for one path, an array in path order for several. `Ok(None)` when a key field
+/// is null (nothing to look up); an error names a missing field or one that is
+/// not a scalar.
+pub fn key_of<'v>(
+    paths: &[FieldPath],
+    get: impl Fn(&FieldPath) -> Option<Cow<'v, Value>>,
+) -> Result<Option<Value>, String> {
     let mut values = Vec::with_capacity(paths.len());
     for path in paths {
-        match path.get(event) {
-            None => return Err(format!("missing key field `{}`", path.as_str())),
-            Some(Value::Null) => return Ok(None),
-            Some(value @ (Value::Object(_) | Value::Array(_))) => {
+        let Some(value) = get(path) else {
+            return Err(format!("missing key field `{}`", path.as_str()));
+        };
+        match &*value {
+            Value::Null => return Ok(None),
+            Value::Object(_) | Value::Array(_) => {
                 let kind = if value.is_object() {
                     "an object"
                 } else {
@@ -58,7 +78,7 @@ pub fn key_of(event: &Value, paths: &[FieldPath]) -> Result<Option<Value>, Strin
                     path.as_str()
                 ));
             }
-            Some(value) => values.push(value.clone()),
+            _ => values.push(value.into_owned()),
         }
     }
     Ok(Some(if values.len() == 1 {
@@ -86,31 +106,27 @@ mod tests {
         assert!(FieldPath::parse(".a").is_err());
     }
 
+    fn key_in(event: &Value, texts: &[&str]) -> Result<Option<Value>, String> {
+        key_of(&paths(texts), |p| p.get(event).map(Cow::Borrowed))
+    }
+
     #[test]
     fn extracts_keys() {
         let event = json!({"user_id": 7, "line": {"sku": "A-1"}, "region": "eu", "gone": null, "tags": [1]});
-        assert_eq!(key_of(&event, &paths(&["user_id"])), Ok(Some(json!(7))));
+        assert_eq!(key_in(&event, &["user_id"]), Ok(Some(json!(7))));
         assert_eq!(
-            key_of(&event, &paths(&["line.sku", "region"])),
+            key_in(&event, &["line.sku", "region"]),
             Ok(Some(json!(["A-1", "eu"])))
         );
-        assert_eq!(key_of(&event, &paths(&["gone"])), Ok(None));
+        assert_eq!(key_in(&event, &["gone"]), Ok(None));
         assert_eq!(
-            key_of(&event, &paths(&["line.price"])),
+            key_in(&event, &["line.price"]),
             Err("missing key field `line.price`".into())
         );
-        assert!(
-            key_of(&event, &paths(&["tags"]))
-                .unwrap_err()
-                .contains("an array")
-        );
-        assert!(
-            key_of(&event, &paths(&["line"]))
-                .unwrap_err()
-                .contains("an object")
-        );
+        assert!(key_in(&event, &["tags"]).unwrap_err().contains("an array"));
+        assert!(key_in(&event, &["line"]).unwrap_err().contains("an object"));
         assert_eq!(
-            key_of(&json!([1]), &paths(&["a"])),
+            key_in(&json!([1]), &["a"]),
             Err("missing key field `a`".into())
         );
     }

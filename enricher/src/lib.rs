@@ -3,6 +3,7 @@
 //!
 //! - [`config`]: the job file (validated; errors name the field).
 //! - [`field_path`]: field paths into events and the keys they make.
+//! - [`event`]: an input event as indexed text, and the fields joins add to it.
 //! - [`pipeline`]: what a job does to one record (joins, projection, dead letters).
 //! - [`job`]: the consume → enrich → produce loop of one job, at-least-once.
 //! - [`retry`]: the retry topic of `on_miss: retry`.
@@ -17,6 +18,7 @@
 pub mod bounds;
 pub mod config;
 pub mod error;
+pub mod event;
 pub mod field_path;
 pub mod job;
 pub mod metrics;

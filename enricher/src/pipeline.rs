@@ -2,14 +2,17 @@
 //! and decide what to write: an enriched event, nothing, or a dead letter with
 //! the reason. No Kafka here, so every rule is unit-tested with in-memory tables.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use prometheus_client::metrics::counter::Counter;
+use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{Map, Value};
 use tributary_proto::debezium_json;
 use tributary_tables::{Table, TableError};
 
 use crate::config::{InputFormat, JobConfig, JoinType, MissPolicy};
+use crate::event::Event;
 use crate::field_path::{FieldPath, key_of};
 use crate::metrics::EnrichMetrics;
 
@@ -58,6 +61,14 @@ pub enum Outcome {
     },
 }
 
+/// A row a join found.
+enum Row {
+    /// The values of the selected columns, in `select`'s order.
+    Columns(Vec<Option<Value>>),
+    /// The whole row (the join selects no columns).
+    Whole(Arc<Value>),
+}
+
 /// One join step, resolved against its table.
 pub struct Join {
     table: Arc<dyn Table>,
@@ -81,24 +92,31 @@ impl Join {
     }
 
     /// The row of `key`: only the selected columns when the join selects some.
-    async fn lookup(&self, key: &Value) -> Result<Option<Arc<Value>>, TableError> {
-        match &self.select {
-            Some(columns) => self.table.get_columns(key, columns).await,
-            None => self.table.get_shared(key).await,
-        }
+    async fn lookup(&self, key: &Value) -> Result<Option<Row>, TableError> {
+        Ok(match &self.select {
+            Some(columns) => self
+                .table
+                .get_columns(key, columns)
+                .await?
+                .map(Row::Columns),
+            None => self.table.get_shared(key).await?.map(Row::Whole),
+        })
     }
 
     /// The name a column is written under.
-    fn renamed<'a>(&'a self, column: &'a str) -> &'a str {
+    fn renamed(&self, column: &str) -> Cow<'_, str> {
         self.rename
             .iter()
             .find(|(from, _)| from == column)
-            .map_or(column, |(_, to)| to.as_str())
+            .map_or_else(
+                || Cow::Owned(column.to_owned()),
+                |(_, to)| Cow::Borrowed(to.as_str()),
+            )
     }
 
     /// Looks the event's key up and adds the row's columns; `Err` ends the event.
-    async fn apply(&self, event: &mut Value) -> Result<(), Outcome> {
-        let key = key_of(event, &self.key)
+    async fn apply<'e>(&'e self, event: &mut Event<'e>) -> Result<(), Outcome> {
+        let key = key_of(&self.key, |path| event.get(path))
             .map_err(|reason| Outcome::Dead(format!("join `{}`: {reason}", self.name())))?;
         let row = match &key {
             None => None,
@@ -143,35 +161,62 @@ impl Join {
         Ok(())
     }
 
-    /// Copies the selected (renamed) columns of `row` into the event, or nulls on a miss.
-    fn project(&self, event: &mut Value, row: Option<&Value>) {
-        let Value::Object(fields) = event else {
-            return; // events are objects (checked before the joins)
-        };
-        let row = row.and_then(Value::as_object);
-        let mut projected = Map::new();
-        match &self.select {
-            Some(select) => {
-                for (column, name) in select.iter().zip(&self.select_as) {
-                    let value = row.and_then(|r| r.get(column)).cloned();
-                    projected.insert(name.clone(), value.unwrap_or(Value::Null));
-                }
-            }
-            None => {
-                for (column, value) in row.into_iter().flatten() {
-                    projected.insert(self.renamed(column).to_owned(), value.clone());
-                }
-            }
-        }
+    /// Sets the selected (renamed) columns of `row` in the event, or nulls on a miss.
+    fn project<'e>(&'e self, event: &mut Event<'e>, row: Option<&Row>) {
         match &self.into {
-            Some(into) if row.is_none() => {
-                fields.insert(into.clone(), Value::Null);
+            Some(into) if row.is_none() => event.set(into.as_str(), &Value::Null),
+            Some(into) => event.set(into.as_str(), &Nested { join: self, row }),
+            None => {
+                let set = |name, value: Option<&Value>| {
+                    event.set(name, &value);
+                    Ok::<_, std::convert::Infallible>(())
+                };
+                let Ok(()) = self.each_column(row, set);
             }
-            Some(into) => {
-                fields.insert(into.clone(), Value::Object(projected));
-            }
-            None => fields.extend(projected),
         }
+    }
+
+    /// Hands `put` each column to write: its output name and value (`None` when
+    /// a selected column is missing).
+    fn each_column<'j, E>(
+        &'j self,
+        row: Option<&Row>,
+        mut put: impl FnMut(Cow<'j, str>, Option<&Value>) -> Result<(), E>,
+    ) -> Result<(), E> {
+        match row {
+            Some(Row::Columns(values)) => {
+                for (name, value) in self.select_as.iter().zip(values) {
+                    put(Cow::Borrowed(name), value.as_ref())?;
+                }
+            }
+            Some(Row::Whole(row)) => {
+                for (column, value) in row.as_object().into_iter().flatten() {
+                    put(self.renamed(column), Some(value))?;
+                }
+            }
+            // A miss: the selected columns (if the join selects any) as nulls.
+            None => {
+                for name in &self.select_as {
+                    put(Cow::Borrowed(name), None)?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The columns of a join nested under its `into` name, as a JSON object.
+struct Nested<'j> {
+    join: &'j Join,
+    row: Option<&'j Row>,
+}
+
+impl Serialize for Nested<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(None)?;
+        self.join
+            .each_column(self.row, |name, value| map.serialize_entry(&name, &value))?;
+        map.end()
     }
 }
 
@@ -256,19 +301,23 @@ impl Pipeline {
                 self.max_event_bytes
             )));
         }
-        let parsed: Value =
-            serde_json::from_slice(value).map_err(|e| dead(format!("value is not JSON: {e}")))?;
-        let mut event = match self.format {
-            InputFormat::Json => parsed,
-            InputFormat::Change => match debezium_json::row_after(parsed) {
-                Ok(Some(row)) => row,
-                Ok(None) => return Ok(Outcome::Skip(Skip::Deleted)),
-                Err(reason) => return Err(dead(format!("not a change event: {reason}"))),
-            },
+        let not_json = |e: &dyn std::fmt::Display| dead(format!("value is not JSON: {e}"));
+        let after: String;
+        let text = match self.format {
+            InputFormat::Json => std::str::from_utf8(value).map_err(|e| not_json(&e))?,
+            InputFormat::Change => {
+                let parsed: Value = serde_json::from_slice(value).map_err(|e| not_json(&e))?;
+                match debezium_json::row_after(parsed) {
+                    Ok(Some(row)) => {
+                        after = row.to_string();
+                        &after
+                    }
+                    Ok(None) => return Ok(Outcome::Skip(Skip::Deleted)),
+                    Err(reason) => return Err(dead(format!("not a change event: {reason}"))),
+                }
+            }
         };
-        if !event.is_object() {
-            return Err(dead("event is not a JSON object".into()));
-        }
+        let mut event = Event::parse(text).map_err(dead)?;
         for join in &self.joins {
             join.apply(&mut event).await?;
         }
@@ -277,18 +326,18 @@ impl Pipeline {
             Some(paths) => Some(output_key(&event, paths).map_err(dead)?),
         };
         // Room for the event and what the joins added, without regrowing.
-        let mut out = Vec::with_capacity(2 * value.len() + 256);
-        serde_json::to_writer(&mut out, &event).expect("JSON serializes");
+        let mut out = Vec::with_capacity(value.len() + 256);
+        event.write(&mut out);
         Ok(Outcome::Emit { key, value: out })
     }
 }
 
 /// The output record key: a JSON object of the key fields (named by their last
 /// path segment), like the keys of change topics, so outputs can feed tables.
-fn output_key(event: &Value, paths: &[FieldPath]) -> Result<Vec<u8>, String> {
+fn output_key(event: &Event<'_>, paths: &[FieldPath]) -> Result<Vec<u8>, String> {
     let mut key = Map::new();
     for path in paths {
-        let value = match key_of(event, std::slice::from_ref(path)) {
+        let value = match key_of(std::slice::from_ref(path), |p| event.get(p)) {
             Ok(Some(value)) => value,
             Ok(None) => return Err(format!("output key field `{}` is null", path.as_str())),
             Err(reason) => return Err(format!("output {reason}")),
@@ -426,7 +475,15 @@ mod tests {
         assert_eq!(hit["id"], 7);
         let (_, miss) = emitted(run(&p, r#"{"order_id": 2, "user_id": 8}"#).await);
         assert_eq!(miss, json!({"order_id": 2, "user_id": 8}));
-        let p = pipeline("[{ table: users, key: user_id, into: user }]", false);
+        let p = pipeline(
+            "[{ table: users, key: user_id, rename: { name: user_name }, into: user }]",
+            false,
+        );
+        let (_, hit) = emitted(run(&p, r#"{"order_id": 1, "user_id": 7}"#).await);
+        assert_eq!(
+            hit["user"],
+            json!({"id": 7, "user_name": "Ada", "tier": "gold", "email": "a@x"})
+        );
         let (_, miss) = emitted(run(&p, r#"{"order_id": 2, "user_id": null}"#).await);
         assert_eq!(miss, json!({"order_id": 2, "user_id": null, "user": null}));
         let p = pipeline("[{ table: users, key: user_id, select: [name] }]", false);

@@ -78,12 +78,12 @@ impl LocalTable {
     }
 
     /// The key's values in key order; `full` requires every key column.
-    fn key_values(
+    fn key_values<'k>(
         &self,
         columns: &[String],
-        key: &Value,
+        key: &'k Value,
         full: bool,
-    ) -> Result<Vec<Value>, TableError> {
+    ) -> Result<Vec<&'k Value>, TableError> {
         let values = match key {
             Value::Object(map) => {
                 if let Some(extra) = map.keys().find(|k| !columns.contains(k)) {
@@ -94,7 +94,7 @@ impl LocalTable {
                 let mut values = Vec::new();
                 for column in columns {
                     match map.get(column) {
-                        Some(v) => values.push(v.clone()),
+                        Some(v) => values.push(v),
                         None if full => {
                             return Err(self.bad_key(format!("missing key column `{column}`")));
                         }
@@ -108,9 +108,9 @@ impl LocalTable {
                 }
                 values
             }
-            Value::Array(values) => values.clone(),
+            Value::Array(values) => values.iter().collect(),
             Value::Null if !full => Vec::new(),
-            scalar => vec![scalar.clone()],
+            scalar => vec![scalar],
         };
         if full && values.len() != columns.len() {
             return Err(self.bad_key(format!(
@@ -127,7 +127,7 @@ impl LocalTable {
 
     /// The partition Kafka's partitioner gives the record key of these values:
     /// murmur2 of the key's compact JSON object, as the producer wrote it.
-    fn partition_of(&self, columns: &[String], values: &[Value]) -> i32 {
+    fn partition_of(&self, columns: &[String], values: &[&Value]) -> i32 {
         let mut bytes = Vec::with_capacity(16 * columns.len() + 2);
         bytes.push(b'{');
         for (i, (column, value)) in columns.iter().zip(values).enumerate() {
@@ -160,7 +160,7 @@ impl LocalTable {
                 partition,
             });
         }
-        let encoded = key_codec::encode(&values).map_err(|e| self.bad_key(e))?;
+        let encoded = key_codec::encode(values.iter().copied()).map_err(|e| self.bad_key(e))?;
         let Some(cf) = self.cf_names.get(partition as usize) else {
             return Ok(None);
         };
@@ -191,7 +191,7 @@ impl LocalTable {
             return Ok(Vec::new());
         };
         let values = self.key_values(columns, key, true)?;
-        key_codec::encode(&values).map_err(|e| self.bad_key(e))
+        key_codec::encode(values.iter().copied()).map_err(|e| self.bad_key(e))
     }
 
     fn parse_row(&self, raw: &[u8]) -> Result<Value, TableError> {
@@ -216,12 +216,13 @@ impl Table for LocalTable {
         &self,
         key: &Value,
         columns: &[String],
-    ) -> Result<Option<Arc<Value>>, TableError> {
+    ) -> Result<Option<Vec<Option<Value>>>, TableError> {
         let row = self.lookup(key, |raw| match row_columns::decode(raw, columns) {
-            Ok(row) => Ok(Value::Object(row)),
-            Err(_) => self.parse_row(raw), // not an object: the whole row, or the reason
+            Ok(values) => Ok(values),
+            // Not an object (no columns), or the reason it is not JSON.
+            Err(_) => self.parse_row(raw).map(|_| vec![None; columns.len()]),
         })?;
-        Ok(row.transpose()?.map(Arc::new))
+        row.transpose()
     }
 
     async fn scan(
@@ -234,7 +235,7 @@ impl Table for LocalTable {
         };
         let encode = |bound: &Value| -> Result<Vec<u8>, TableError> {
             let values = self.key_values(columns, bound, false)?;
-            key_codec::encode(&values).map_err(|e| self.bad_key(e))
+            key_codec::encode(values.iter().copied()).map_err(|e| self.bad_key(e))
         };
         let bounds = match range {
             KeyRange::Prefix(prefix) => ScanBounds {

@@ -4,11 +4,12 @@
 use std::fmt;
 
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
-/// The row object in `raw` with only `columns` (those it has), or the parser's
-/// error when `raw` is not a JSON object.
-pub(crate) fn decode(raw: &[u8], columns: &[String]) -> serde_json::Result<Map<String, Value>> {
+/// The values of `columns` in the row object in `raw`, in `columns`' order
+/// (`None` for those it lacks), or the parser's error when `raw` is not a JSON
+/// object.
+pub(crate) fn decode(raw: &[u8], columns: &[String]) -> serde_json::Result<Vec<Option<Value>>> {
     let mut parser = serde_json::Deserializer::from_slice(raw);
     let row = Columns(columns).deserialize(&mut parser)?;
     parser.end()?;
@@ -19,7 +20,7 @@ pub(crate) fn decode(raw: &[u8], columns: &[String]) -> serde_json::Result<Map<S
 struct Columns<'a>(&'a [String]);
 
 impl<'de> DeserializeSeed<'de> for Columns<'_> {
-    type Value = Map<String, Value>;
+    type Value = Vec<Option<Value>>;
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
         deserializer.deserialize_map(self)
@@ -27,19 +28,18 @@ impl<'de> DeserializeSeed<'de> for Columns<'_> {
 }
 
 impl<'de> Visitor<'de> for Columns<'_> {
-    type Value = Map<String, Value>;
+    type Value = Vec<Option<Value>>;
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("a row object")
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let mut row = Map::new();
+        let mut row = vec![None; self.0.len()];
         while let Some(wanted) = map.next_key_seed(Column(self.0))? {
             match wanted {
-                Some(i) => {
-                    row.insert(self.0[i].clone(), map.next_value()?);
-                }
+                // The last of repeated names counts, as when decoding into a map.
+                Some(i) => row[i] = Some(map.next_value()?),
                 None => {
                     map.next_value::<IgnoredAny>()?;
                 }
@@ -95,18 +95,12 @@ mod tests {
         let raw = serde_json::to_vec(&full).unwrap();
         let wanted = columns(&["tier", "name", "nested", "absent"]);
         let row = decode(&raw, &wanted).unwrap();
-        let expected: Map<String, Value> = full
-            .as_object()
-            .unwrap()
-            .iter()
-            .filter(|(k, _)| wanted.contains(k))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        assert_eq!(row.len(), 3);
-        for (column, value) in &expected {
-            assert_eq!(row.get(column), Some(value), "{column}");
-        }
+        let expected: Vec<Option<Value>> = wanted.iter().map(|c| full.get(c).cloned()).collect();
+        assert_eq!(row, expected);
+        assert_eq!(row.iter().flatten().count(), 3);
         assert!(decode(&raw, &[]).unwrap().is_empty());
+        let repeated = decode(br#"{"a": 1, "b": 2, "a": 3}"#, &columns(&["a"])).unwrap();
+        assert_eq!(repeated, [Some(json!(3))]);
     }
 
     #[test]

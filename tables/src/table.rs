@@ -87,14 +87,18 @@ pub trait Table: Send + Sync {
         Ok(self.get(key).await?.map(Arc::new))
     }
 
-    /// The row with this key, holding at least `columns` (absent ones as absent):
-    /// a table that has to decode rows may leave the other columns out.
+    /// The values of `columns` in the row with this key, in `columns`' order
+    /// (`None` for a column the row lacks, every one when the row is not an
+    /// object): a table that has to decode rows may skip the other columns.
     async fn get_columns(
         &self,
         key: &Value,
-        _columns: &[String],
-    ) -> Result<Option<Arc<Value>>, TableError> {
-        self.get_shared(key).await
+        columns: &[String],
+    ) -> Result<Option<Vec<Option<Value>>>, TableError> {
+        Ok(self
+            .get_shared(key)
+            .await?
+            .map(|row| pick_columns(&row, columns)))
     }
 
     /// The rows of several keys, in the same order.
@@ -112,4 +116,19 @@ pub trait Table: Send + Sync {
 
     /// What the table holds and how far it has got.
     async fn describe(&self) -> TableDescription;
+}
+
+/// The values of `columns` in `row`, in `columns`' order. Rows have few
+/// columns: a scan over them beats hashing each name.
+fn pick_columns(row: &Value, columns: &[String]) -> Vec<Option<Value>> {
+    let entries = row.as_object();
+    columns
+        .iter()
+        .map(|column| {
+            let mut entries = entries.into_iter().flatten();
+            entries
+                .find(|(name, _)| *name == column)
+                .map(|(_, v)| v.clone())
+        })
+        .collect()
 }

@@ -1,0 +1,269 @@
+//! An input event as a job sees it: the JSON object's text with its top-level
+//! fields indexed (not decoded into a map), plus the fields the joins add.
+//! The output is the original text with the added fields appended, so what an
+//! event passes through is copied as it is instead of being decoded and encoded
+//! again; only the fields a key path reads are decoded. Added fields are kept as
+//! JSON text too, in one buffer, so enriching an event allocates little.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::ops::Range;
+
+use serde::Serialize;
+use serde::de::{Deserializer, MapAccess, Visitor};
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+use crate::field_path::FieldPath;
+
+/// An event being enriched.
+#[derive(Debug)]
+pub struct Event<'a> {
+    /// The object's text, without surrounding whitespace.
+    text: &'a str,
+    /// Its top-level fields: name and value text, in order.
+    fields: Vec<(Cow<'a, str>, &'a RawValue)>,
+    /// Fields the joins set, in the order first set: name and where its value's
+    /// text is in `added_json`.
+    added: Vec<(Cow<'a, str>, Range<usize>)>,
+    /// The values set, as JSON text (a value set again leaves its old text unused).
+    added_json: Vec<u8>,
+}
+
+impl<'a> Event<'a> {
+    /// Indexes the JSON object in `text`; the error is the reason it is not one.
+    pub fn parse(text: &'a str) -> Result<Self, String> {
+        let mut parser = serde_json::Deserializer::from_str(text);
+        let fields = match parser
+            .deserialize_map(Fields)
+            .and_then(|fields| parser.end().map(|()| fields))
+        {
+            Ok(fields) => fields,
+            // Valid JSON, but another type than an object.
+            Err(_) if serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok() => {
+                return Err("event is not a JSON object".into());
+            }
+            Err(e) => return Err(format!("value is not JSON: {e}")),
+        };
+        Ok(Event {
+            text: text.trim(),
+            fields,
+            added: Vec::new(),
+            added_json: Vec::new(),
+        })
+    }
+
+    /// The value at `path`: a field a join set wins over the event's own.
+    pub fn get(&self, path: &FieldPath) -> Option<Cow<'_, Value>> {
+        let (first, below) = path.split_first();
+        let text = match self.added.iter().find(|(name, _)| *name == first) {
+            Some((_, range)) => &self.added_json[range.clone()],
+            // The last of repeated names counts, as when decoding into a map.
+            None => {
+                let (_, raw) = self.fields.iter().rev().find(|(name, _)| name == first)?;
+                raw.get().as_bytes()
+            }
+        };
+        let value: Value = serde_json::from_slice(text).expect("JSON text");
+        if below.is_empty() {
+            return Some(Cow::Owned(value));
+        }
+        FieldPath::descend(&value, below).map(|v| Cow::Owned(v.clone()))
+    }
+
+    /// Sets field `name` to `value` (replacing the event's own field of that
+    /// name in place).
+    pub fn set(&mut self, name: impl Into<Cow<'a, str>>, value: &(impl Serialize + ?Sized)) {
+        let name = name.into();
+        let start = self.added_json.len();
+        serde_json::to_writer(&mut self.added_json, value).expect("JSON serializes");
+        let range = start..self.added_json.len();
+        match self.added.iter_mut().find(|(n, _)| *n == name) {
+            Some((_, slot)) => *slot = range,
+            None => self.added.push((name, range)),
+        }
+    }
+
+    /// Writes the event, with the fields set, as a JSON object.
+    pub fn write(&self, out: &mut Vec<u8>) {
+        let replaces = |(name, _): &(Cow<str>, _)| self.fields.iter().any(|(n, _)| n == name);
+        if self.added.iter().any(replaces) {
+            return self.write_field_by_field(out);
+        }
+        let body = self.text[..self.text.len() - 1].trim_end(); // without the `}`
+        out.extend_from_slice(body.as_bytes());
+        let mut first = body.ends_with('{');
+        for (name, range) in &self.added {
+            write_field(out, &mut first, name, &self.added_json[range.clone()]);
+        }
+        out.push(b'}');
+    }
+
+    /// Writes each field (a set one in place of the event's own), then the new ones.
+    fn write_field_by_field(&self, out: &mut Vec<u8>) {
+        out.push(b'{');
+        let mut first = true;
+        let mut written = Vec::new();
+        for (i, (name, _)) in self.fields.iter().enumerate() {
+            if self.fields[..i].iter().any(|(n, _)| n == name) {
+                continue; // a repeated name: its last value, at its first place
+            }
+            match self.added.iter().position(|(n, _)| n == name) {
+                Some(set) => {
+                    let value = &self.added_json[self.added[set].1.clone()];
+                    write_field(out, &mut first, name, value);
+                    written.push(set);
+                }
+                None => {
+                    let (_, last) = self
+                        .fields
+                        .iter()
+                        .rev()
+                        .find(|(n, _)| n == name)
+                        .expect("itself");
+                    write_field(out, &mut first, name, last.get().as_bytes());
+                }
+            }
+        }
+        for (i, (name, range)) in self.added.iter().enumerate() {
+            if !written.contains(&i) {
+                write_field(out, &mut first, name, &self.added_json[range.clone()]);
+            }
+        }
+        out.push(b'}');
+    }
+}
+
+/// Writes `"name":value` (`value` is JSON text), after a comma unless it is
+/// the object's first field.
+fn write_field(out: &mut Vec<u8>, first: &mut bool, name: &str, value: &[u8]) {
+    if !std::mem::take(first) {
+        out.push(b',');
+    }
+    serde_json::to_writer(&mut *out, name).expect("writing to a Vec");
+    out.push(b':');
+    out.extend_from_slice(value);
+}
+
+/// The top-level fields of an object, borrowed from the text where possible.
+struct Fields;
+
+impl<'de> Visitor<'de> for Fields {
+    type Value = Vec<(Cow<'de, str>, &'de RawValue)>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut fields = Vec::with_capacity(map.size_hint().unwrap_or(8));
+        while let Some(Name(name)) = map.next_key()? {
+            fields.push((name, map.next_value()?));
+        }
+        Ok(fields)
+    }
+}
+
+/// A field name: borrowed unless it has escapes.
+struct Name<'de>(Cow<'de, str>);
+
+impl<'de> serde::Deserialize<'de> for Name<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct NameVisitor;
+        impl<'de> Visitor<'de> for NameVisitor {
+            type Value = Name<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a field name")
+            }
+            fn visit_borrowed_str<E>(self, name: &'de str) -> Result<Self::Value, E> {
+                Ok(Name(Cow::Borrowed(name)))
+            }
+            fn visit_str<E>(self, name: &str) -> Result<Self::Value, E> {
+                Ok(Name(Cow::Owned(name.to_owned())))
+            }
+        }
+        deserializer.deserialize_str(NameVisitor)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn path(text: &str) -> FieldPath {
+        FieldPath::parse(text).unwrap()
+    }
+
+    fn written(event: &Event) -> String {
+        let mut out = Vec::new();
+        event.write(&mut out);
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn passes_fields_through_and_appends_the_set_ones() {
+        let mut event = Event::parse(" {\"a\": 1, \"b\": {\"c\": [1.50, \"x\"]}}\n").unwrap();
+        assert_eq!(written(&event), r#"{"a": 1, "b": {"c": [1.50, "x"]}}"#);
+        event.set("u", &json!({"name": "Ada"}));
+        event.set("q", &json!(3));
+        event.set("u", &json!(null)); // set again: replaced where it is
+        assert_eq!(
+            written(&event),
+            r#"{"a": 1, "b": {"c": [1.50, "x"]},"u":null,"q":3}"#
+        );
+        let mut empty = Event::parse("{ }").unwrap();
+        empty.set("x", &json!("y"));
+        assert_eq!(written(&empty), r#"{"x":"y"}"#);
+    }
+
+    #[test]
+    fn a_set_field_replaces_the_events_own_in_place() {
+        let mut event = Event::parse(r#"{"a": 1, "n\u0061me": "old", "a": 2, "z": 0}"#).unwrap();
+        event.set("name", &json!("new"));
+        event.set("extra", &json!(true));
+        let out = written(&event);
+        assert_eq!(out, r#"{"a":2,"name":"new","z":0,"extra":true}"#);
+        let decoded: Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(
+            decoded,
+            json!({"a": 2, "name": "new", "z": 0, "extra": true})
+        );
+    }
+
+    #[test]
+    fn paths_read_set_fields_first_then_the_events_own() {
+        let mut event = Event::parse(r#"{"id": 7, "line": {"sku": "A-1"}, "id": 8}"#).unwrap();
+        assert_eq!(event.get(&path("id")).as_deref(), Some(&json!(8)));
+        assert_eq!(event.get(&path("line.sku")).as_deref(), Some(&json!("A-1")));
+        assert_eq!(event.get(&path("line.gone")), None);
+        assert_eq!(event.get(&path("gone")), None);
+        event.set("user", &json!({"tier": "gold"}));
+        event.set("id", &json!(9));
+        assert_eq!(
+            event.get(&path("user.tier")).as_deref(),
+            Some(&json!("gold"))
+        );
+        assert_eq!(event.get(&path("id")).as_deref(), Some(&json!(9)));
+    }
+
+    #[test]
+    fn says_why_text_is_not_an_event() {
+        assert!(
+            Event::parse("{oops")
+                .unwrap_err()
+                .starts_with("value is not JSON")
+        );
+        assert!(
+            Event::parse(r#"{"a": 1} x"#)
+                .unwrap_err()
+                .starts_with("value is not JSON")
+        );
+        assert_eq!(
+            Event::parse("[1, 2]").unwrap_err(),
+            "event is not a JSON object"
+        );
+        assert_eq!(Event::parse("3").unwrap_err(), "event is not a JSON object");
+    }
+}
