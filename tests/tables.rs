@@ -16,7 +16,7 @@ use serde_json::{Value as Json, json};
 use tokio_util::sync::CancellationToken;
 use tributary_tables::materializer::Materializer;
 use tributary_tables::store::{ScanBounds, Store};
-use tributary_tables::{KeyRange, Table, TableError, TablesConfig, TablesMetrics};
+use tributary_tables::{Columns, KeyRange, Table, TableError, TablesConfig, TablesMetrics};
 
 /// Partitions of the `split` table an instance holds, and whether all are ready.
 async fn held(instance: &Instance) -> (Vec<i32>, bool) {
@@ -140,7 +140,7 @@ async fn differences(
         }
         let selected: Vec<Option<Json>> = columns.iter().map(|c| row.get(c).cloned()).collect();
         match table.get_columns(&key, &columns).await {
-            Ok(Some(got)) if got == selected => {}
+            Ok(Some(Columns::Values(got))) if got == selected => {}
             other => diffs.push(format!(
                 "id {id}: expected columns {selected:?}, got {other:?}"
             )),

@@ -9,7 +9,7 @@ use prometheus_client::metrics::counter::Counter;
 use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{Map, Value};
 use tributary_proto::debezium_json;
-use tributary_tables::{Table, TableError};
+use tributary_tables::{Columns, Table, TableError};
 
 use crate::config::{InputFormat, JobConfig, JoinType, MissPolicy};
 use crate::event::Event;
@@ -63,8 +63,8 @@ pub enum Outcome {
 
 /// A row a join found.
 enum Row {
-    /// The values of the selected columns, in `select`'s order.
-    Columns(Vec<Option<Value>>),
+    /// The selected columns.
+    Columns(Columns),
     /// The whole row (the join selects no columns).
     Whole(Arc<Value>),
 }
@@ -184,9 +184,10 @@ impl Join {
         mut put: impl FnMut(Cow<'j, str>, Option<&Value>) -> Result<(), E>,
     ) -> Result<(), E> {
         match row {
-            Some(Row::Columns(values)) => {
-                for (name, value) in self.select_as.iter().zip(values) {
-                    put(Cow::Borrowed(name), value.as_ref())?;
+            Some(Row::Columns(columns)) => {
+                let select = self.select.iter().flatten();
+                for (i, (column, name)) in select.zip(&self.select_as).enumerate() {
+                    put(Cow::Borrowed(name), columns.get(i, column))?;
                 }
             }
             Some(Row::Whole(row)) => {

@@ -36,4 +36,4 @@ pub use error::TableError;
 pub use follower::Follower;
 pub use local_table::LocalTable;
 pub use metrics::TablesMetrics;
-pub use table::{KeyRange, Table, TableDescription};
+pub use table::{Columns, KeyRange, Table, TableDescription};

@@ -15,7 +15,7 @@ use crate::metrics::{TableLabel, TablesMetrics};
 use crate::progress::Progress;
 use crate::row_columns;
 use crate::store::{ScanBounds, Store, cf_name};
-use crate::table::{KeyRange, PartitionState, Table, TableDescription};
+use crate::table::{Columns, KeyRange, PartitionState, Table, TableDescription};
 
 /// A materialized table held (in whole or in part) by this instance.
 pub struct LocalTable {
@@ -216,11 +216,13 @@ impl Table for LocalTable {
         &self,
         key: &Value,
         columns: &[String],
-    ) -> Result<Option<Vec<Option<Value>>>, TableError> {
+    ) -> Result<Option<Columns>, TableError> {
         let row = self.lookup(key, |raw| match row_columns::decode(raw, columns) {
-            Ok(values) => Ok(values),
+            Ok(values) => Ok(Columns::Values(values)),
             // Not an object (no columns), or the reason it is not JSON.
-            Err(_) => self.parse_row(raw).map(|_| vec![None; columns.len()]),
+            Err(_) => self
+                .parse_row(raw)
+                .map(|_| Columns::Values(vec![None; columns.len()])),
         })?;
         row.transpose()
     }

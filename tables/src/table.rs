@@ -87,18 +87,15 @@ pub trait Table: Send + Sync {
         Ok(self.get(key).await?.map(Arc::new))
     }
 
-    /// The values of `columns` in the row with this key, in `columns`' order
-    /// (`None` for a column the row lacks, every one when the row is not an
-    /// object): a table that has to decode rows may skip the other columns.
+    /// The values of `columns` in the row with this key: a table that has to
+    /// decode rows may skip the other columns; one that keeps rows in memory
+    /// (a remote table's cache) hands out the shared row.
     async fn get_columns(
         &self,
         key: &Value,
-        columns: &[String],
-    ) -> Result<Option<Vec<Option<Value>>>, TableError> {
-        Ok(self
-            .get_shared(key)
-            .await?
-            .map(|row| pick_columns(&row, columns)))
+        _columns: &[String],
+    ) -> Result<Option<Columns>, TableError> {
+        Ok(self.get_shared(key).await?.map(Columns::Shared))
     }
 
     /// The rows of several keys, in the same order.
@@ -118,17 +115,45 @@ pub trait Table: Send + Sync {
     async fn describe(&self) -> TableDescription;
 }
 
-/// The values of `columns` in `row`, in `columns`' order. Rows have few
-/// columns: a scan over them beats hashing each name.
-fn pick_columns(row: &Value, columns: &[String]) -> Vec<Option<Value>> {
-    let entries = row.as_object();
-    columns
-        .iter()
-        .map(|column| {
-            let mut entries = entries.into_iter().flatten();
-            entries
-                .find(|(name, _)| *name == column)
-                .map(|(_, v)| v.clone())
-        })
-        .collect()
+/// The selected columns of a row, as [`Table::get_columns`] finds them.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Columns {
+    /// Their values, in the order asked for (`None` for a column the row lacks,
+    /// every one when the row is not an object).
+    Values(Vec<Option<Value>>),
+    /// The whole row, shared: the columns are read from it by name.
+    Shared(Arc<Value>),
+}
+
+impl Columns {
+    /// The value of the `i`th column asked for, `name`.
+    pub fn get(&self, i: usize, name: &str) -> Option<&Value> {
+        match self {
+            Columns::Values(values) => values.get(i)?.as_ref(),
+            Columns::Shared(row) => {
+                // Rows have few columns: a scan beats hashing the name.
+                let mut columns = row.as_object()?.iter();
+                columns.find(|(n, _)| *n == name).map(|(_, value)| value)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn columns_are_read_by_position_or_from_the_shared_row_by_name() {
+        let shared = Columns::Shared(Arc::new(json!({"a": 1, "b": "x"})));
+        assert_eq!(shared.get(0, "b"), Some(&json!("x")));
+        assert_eq!(shared.get(1, "a"), Some(&json!(1)));
+        assert_eq!(shared.get(0, "absent"), None);
+        assert_eq!(Columns::Shared(Arc::new(json!([1]))).get(0, "a"), None);
+        let values = Columns::Values(vec![None, Some(json!(2))]);
+        assert_eq!(values.get(0, "a"), None);
+        assert_eq!(values.get(1, "b"), Some(&json!(2)));
+    }
 }
