@@ -1,8 +1,6 @@
 //! Field paths into JSON events (`customer.address.city`) and the lookup keys
 //! they make.
 
-use std::borrow::Cow;
-
 use serde_json::Value;
 
 /// A dotted path of object fields.
@@ -27,23 +25,19 @@ impl FieldPath {
         })
     }
 
-    /// The value at this path, if every field on the way exists.
-    #[cfg(test)]
-    pub fn get<'v>(&self, event: &'v Value) -> Option<&'v Value> {
-        Self::descend(event, &self.segments)
-    }
-
     /// The first field, and the fields below it.
     pub fn split_first(&self) -> (&str, &[String]) {
         let (first, below) = self.segments.split_first().expect("parsed non-empty");
         (first, below)
     }
 
-    /// The value at `fields` below `value`, if every field on the way exists.
-    pub fn descend<'v>(value: &'v Value, fields: &[String]) -> Option<&'v Value> {
-        fields
-            .iter()
-            .try_fold(value, |value, field| value.as_object()?.get(field))
+    /// The value at `fields` below `value`, taken out of it (nothing is
+    /// copied), if every field on the way exists.
+    pub fn descend(value: Value, fields: &[String]) -> Option<Value> {
+        fields.iter().try_fold(value, |value, field| match value {
+            Value::Object(mut object) => object.remove(field),
+            _ => None,
+        })
     }
 
     /// The path as written.
@@ -56,16 +50,16 @@ impl FieldPath {
 /// for one path, an array in path order for several. `Ok(None)` when a key field
 /// is null (nothing to look up); an error names a missing field or one that is
 /// not a scalar.
-pub fn key_of<'v>(
+pub fn key_of(
     paths: &[FieldPath],
-    get: impl Fn(&FieldPath) -> Option<Cow<'v, Value>>,
+    get: impl Fn(&FieldPath) -> Option<Value>,
 ) -> Result<Option<Value>, String> {
     let mut values = Vec::with_capacity(paths.len());
     for path in paths {
         let Some(value) = get(path) else {
             return Err(format!("missing key field `{}`", path.as_str()));
         };
-        match &*value {
+        match value {
             Value::Null => return Ok(None),
             Value::Object(_) | Value::Array(_) => {
                 let kind = if value.is_object() {
@@ -78,7 +72,7 @@ pub fn key_of<'v>(
                     path.as_str()
                 ));
             }
-            _ => values.push(value.into_owned()),
+            scalar => values.push(scalar),
         }
     }
     Ok(Some(if values.len() == 1 {
@@ -107,7 +101,9 @@ mod tests {
     }
 
     fn key_in(event: &Value, texts: &[&str]) -> Result<Option<Value>, String> {
-        key_of(&paths(texts), |p| p.get(event).map(Cow::Borrowed))
+        key_of(&paths(texts), |p| {
+            FieldPath::descend(event.clone(), &p.segments)
+        })
     }
 
     #[test]

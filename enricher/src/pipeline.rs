@@ -514,6 +514,11 @@ mod tests {
         let p = pipeline("[{ table: users, key: user_id }]", false);
         let reason = |s: &'static str| async { dead(run(&p, s).await) };
         assert!(reason("{oops").await.starts_with("value is not JSON"));
+        let not_utf8 = dead(p.process(Some(b"k"), Some(b"{\"a\": \"\xff\"}")).await);
+        assert_eq!(
+            not_utf8,
+            "value is not JSON: invalid utf-8 sequence of 1 bytes from index 7"
+        );
         assert_eq!(reason("[1, 2]").await, "event is not a JSON object");
         assert_eq!(
             reason(r#"{"order_id": 1}"#).await,
