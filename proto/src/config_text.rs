@@ -40,19 +40,58 @@ pub enum Delivery {
 }
 
 /// The HTTP endpoint of a component (`/metrics`, `/healthz`, `/readyz`).
-#[derive(Debug, Clone, Default, serde::Deserialize)]
+#[derive(Debug, Clone, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HttpConfig {
     /// Listen address, e.g. `0.0.0.0:9100`; each component has its own default port.
     #[serde(default)]
     pub listen: Option<std::net::SocketAddr>,
+    /// Seconds a datastream, table or job may have work to do without its committed
+    /// position moving before `/healthz` and `/readyz` fail (and the pod is restarted).
+    #[serde(default = "default_stall_after_s")]
+    pub stall_after_s: u64,
 }
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        HttpConfig {
+            listen: None,
+            stall_after_s: default_stall_after_s(),
+        }
+    }
+}
+
+fn default_stall_after_s() -> u64 {
+    120
+}
+
+/// The shortest `stall_after_s`: components observe themselves every 2 s.
+const MIN_STALL_AFTER_S: u64 = 10;
 
 impl HttpConfig {
     /// The listen address, or 127.0.0.1 on `default_port`.
     pub fn listen_or(&self, default_port: u16) -> std::net::SocketAddr {
         self.listen
             .unwrap_or_else(|| std::net::SocketAddr::from(([127, 0, 0, 1], default_port)))
+    }
+
+    /// How long an item may have work and no progress before it counts as stuck.
+    pub fn stall_after(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.stall_after_s)
+    }
+
+    /// Checks the values; `field` is where this section sits (`metrics`).
+    pub fn validate(&self, field: &str) -> Result<(), ConfigError> {
+        if self.stall_after_s < MIN_STALL_AFTER_S {
+            return Err(ConfigError::new(
+                format!("{field}.stall_after_s"),
+                format!(
+                    "{} is too short: at least {MIN_STALL_AFTER_S} s (components observe themselves every 2 s)",
+                    self.stall_after_s
+                ),
+            ));
+        }
+        Ok(())
     }
 }
 

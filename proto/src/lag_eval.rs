@@ -235,6 +235,49 @@ mod tests {
         assert_eq!(LagWindow::new(1).evaluate(0).health, Health::Stopped);
     }
 
+    /// A capture datastream observed every 2 s in source-time milliseconds: the
+    /// committed position's commit time against the present less a 10 s slack.
+    fn datastream(committed_at: impl Fn(i64) -> i64) -> (LagWindow, i64) {
+        let mut w = LagWindow::new(60_000);
+        let start = 1_700_000_000_000;
+        let mut at = start;
+        for i in 0..31 {
+            at = start + i * 2_000;
+            let position = committed_at(at);
+            w.observe(Observation {
+                at_ms: at,
+                position,
+                end: (at - 10_000).max(position),
+            });
+        }
+        (w, at)
+    }
+
+    #[test]
+    fn the_crawl_after_crashes_is_not_ok() {
+        // Issue 21: after a restart capture advanced 1 s of source time per 5 s of
+        // wall time, 8 minutes behind and falling further back.
+        let (w, now) = datastream(|at| (at - 480_000) - (at - 1_700_000_000_000) * 4 / 5);
+        let e = w.evaluate(now);
+        assert_eq!(e.health, Health::Warn, "{e:?}");
+        assert!(
+            (e.rate - 200.0).abs() < 1.0,
+            "source ms per second: {}",
+            e.rate
+        );
+        // The committed position stopped moving altogether.
+        let (w, now) = datastream(|_| 1_700_000_000_000 - 480_000);
+        let e = w.evaluate(now);
+        assert_eq!(e.health, Health::Stalled, "{e:?}");
+        assert_eq!(e.rate, 0.0);
+        // Keeping up: the position trails the present by a few seconds.
+        let (w, now) = datastream(|at| at - 3_000);
+        assert_eq!(w.evaluate(now).health, Health::Ok);
+        // Catching up after a restart: far behind, but the lag shrinks.
+        let (w, now) = datastream(|at| (at - 480_000) + (at - 1_700_000_000_000) * 3);
+        assert_eq!(w.evaluate(now).health, Health::Ok);
+    }
+
     #[test]
     fn rate_and_time_behind() {
         // The consumer is where the log ended 20 s before the last observation.

@@ -8,6 +8,7 @@
 //! - [`lag_eval`]: Burrow-style OK/WARN/STALLED/STOPPED over a window of observations.
 //! - [`gtid`]: MariaDB GTIDs and the newest applied per domain (read-your-position).
 //! - [`grpc`]: the gRPC lookup API `tributary.v1` (generated) and its JSON mapping.
+//! - [`watchdog`]: a pipeline with work to do and no progress past a threshold is stuck.
 
 pub mod config_text;
 pub mod debezium_json;
@@ -18,6 +19,7 @@ pub mod gtid;
 pub mod lag_eval;
 pub mod partition;
 pub mod value;
+pub mod watchdog;
 
 pub use envelope::{ChangeEvent, Op, Row, SnapshotMarker, SourceInfo, TransactionInfo};
 pub use error::CodecError;
