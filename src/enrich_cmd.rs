@@ -6,7 +6,6 @@ use std::sync::{Arc, OnceLock};
 use anyhow::{Context as _, bail};
 use clap::Args;
 use prometheus_client::registry::Registry;
-use tracing::info;
 use tributary_enricher::bounds::{StartAt, StopAt};
 use tributary_enricher::{Bounds, EnrichConfig, EnrichMetrics, JobSummary, Readiness};
 use tributary_tables::TablesMetrics;
@@ -48,14 +47,16 @@ pub(crate) async fn run(args: EnrichArgs) -> anyhow::Result<()> {
         .config
         .metrics
         .listen_or(tributary_enricher::config::DEFAULT_HTTP_PORT);
-    let board = status::StatusBoard::register("enrich", &mut registry);
+    let board =
+        status::StatusBoard::register("enrich", loaded.config.metrics.stall_after(), &mut registry);
     status::spawn_sampler(
         board.clone(),
         {
             let (readiness, metrics) = (readiness.clone(), metrics.clone());
             let jobs: Vec<String> = loaded.config.jobs.iter().map(|j| j.name.clone()).collect();
             move || {
-                let mut samples = status::job_samples(&jobs, &metrics);
+                let loading = !readiness.get().is_some_and(Readiness::ready);
+                let mut samples = status::job_samples(&jobs, &metrics, loading);
                 if let Some(progress) = readiness.get().and_then(Readiness::progress) {
                     samples.extend(status::table_samples(progress));
                 }
@@ -65,7 +66,6 @@ pub(crate) async fn run(args: EnrichArgs) -> anyhow::Result<()> {
         shutdown.clone(),
     );
     let server = http::serve(listen, registry, ready, board, shutdown.clone()).await?;
-    info!(%listen, "metrics and health endpoints up");
     let result = tributary_enricher::run(
         loaded,
         bounds,

@@ -1,5 +1,7 @@
-//! The HTTP port: Prometheus `/metrics`, `/healthz` (alive), `/readyz` (doing its
-//! job), `/status` (Burrow-style evaluation, JSON) and `/` (the status page).
+//! The HTTP port: Prometheus `/metrics`, `/healthz` (alive and not stuck),
+//! `/readyz` (doing its job), `/status` (Burrow-style evaluation, JSON) and `/`
+//! (the status page). Both probes fail while the status board's watchdog finds
+//! an item stuck, so Kubernetes restarts a pipeline that silently stopped.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -10,10 +12,12 @@ use axum::routing::get;
 use prometheus_client::registry::Registry;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+use tracing::info;
 
 use crate::status::{StatusBoard, now_ms};
 
 /// Binds `listen` and serves until `shutdown`; fails at once if the port is taken.
+/// Logs the address actually bound (`listen` may name port 0).
 pub(crate) async fn serve(
     listen: SocketAddr,
     registry: Registry,
@@ -23,6 +27,19 @@ pub(crate) async fn serve(
 ) -> anyhow::Result<JoinHandle<()>> {
     let registry = Arc::new(registry);
     let ready = Arc::new(ready);
+    let stuck = {
+        let status = status.clone();
+        move || {
+            let stuck = status.stuck();
+            (!stuck.is_empty()).then(|| {
+                (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    format!("stuck: {}", stuck.join(", ")),
+                )
+            })
+        }
+    };
+    let stuck_ready = stuck.clone();
     let app = Router::new()
         .route(
             "/",
@@ -48,23 +65,31 @@ pub(crate) async fn serve(
                 }
             }),
         )
-        .route("/healthz", get(|| async { "ok" }))
+        .route(
+            "/healthz",
+            get(move || {
+                let answer = stuck().unwrap_or((StatusCode::OK, "ok".to_owned()));
+                async move { answer }
+            }),
+        )
         .route(
             "/readyz",
             get(move || {
-                let ready = ready.clone();
-                async move {
+                let answer = stuck_ready().unwrap_or_else(|| {
                     if ready() {
-                        (StatusCode::OK, "ready")
+                        (StatusCode::OK, "ready".to_owned())
                     } else {
-                        (StatusCode::SERVICE_UNAVAILABLE, "not ready")
+                        (StatusCode::SERVICE_UNAVAILABLE, "not ready".to_owned())
                     }
-                }
+                });
+                async move { answer }
             }),
         );
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .map_err(|e| anyhow::anyhow!("metrics.listen {listen}: {e}"))?;
+    let bound = listener.local_addr()?;
+    info!(listen = %bound, "metrics and health endpoints up");
     Ok(tokio::spawn(async move {
         axum::serve(listener, app)
             .with_graceful_shutdown(async move { shutdown.cancelled().await })

@@ -109,6 +109,8 @@ async fn main() -> anyhow::Result<()> {
             }),
         )
         .with_writer(std::io::stderr)
+        // Colours only on a terminal: log files and collectors get plain text.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     match Cli::parse().command {
         Command::Capture { config } => capture(config).await,
@@ -160,7 +162,8 @@ async fn capture(path: PathBuf) -> anyhow::Result<()> {
         CaptureConfig::load(&path).with_context(|| format!("loading {}", path.display()))?;
     let mut registry = Registry::default();
     let metrics = CaptureMetrics::register(&mut registry);
-    let board = status::StatusBoard::register("capture", &mut registry);
+    let board =
+        status::StatusBoard::register("capture", config.metrics.stall_after(), &mut registry);
     let shutdown = shutdown_on_signal();
     let ready = {
         let metrics = metrics.clone();
@@ -170,7 +173,11 @@ async fn capture(path: PathBuf) -> anyhow::Result<()> {
         board.clone(),
         {
             let (metrics, name) = (metrics.clone(), config.server_name.clone());
-            move || vec![status::datastream_sample(&name, &metrics)]
+            move || {
+                status::datastream_sample(&name, &metrics)
+                    .into_iter()
+                    .collect()
+            }
         },
         shutdown.clone(),
     );
@@ -178,7 +185,6 @@ async fn capture(path: PathBuf) -> anyhow::Result<()> {
         .metrics
         .listen_or(tributary_capture::config::DEFAULT_HTTP_PORT);
     let server = http::serve(listen, registry, ready, board, shutdown.clone()).await?;
-    info!(%listen, "metrics and health endpoints up");
     let result = tributary_capture::run(config, metrics, shutdown.clone()).await;
     shutdown.cancel();
     server.await.ok();

@@ -136,7 +136,8 @@ pub(crate) async fn materialize(path: PathBuf, require_api: bool) -> anyhow::Res
         .metrics
         .listen_or(tributary_tables::config::DEFAULT_HTTP_PORT);
     let has_local = !config.tables.is_empty();
-    let board = status::StatusBoard::register("tables", &mut registry);
+    let board =
+        status::StatusBoard::register("tables", config.metrics.stall_after(), &mut registry);
     status::spawn_sampler(
         board.clone(),
         {
@@ -153,7 +154,7 @@ pub(crate) async fn materialize(path: PathBuf, require_api: bool) -> anyhow::Res
         shutdown.clone(),
     )
     .await?;
-    info!(listen = %listen, tables = config.tables.len(), "materializing; metrics and health endpoints up");
+    info!(tables = config.tables.len(), "materializing");
     let checkpoints = config.checkpoints.clone().map(|c| {
         tokio::spawn(checkpoint_periodically(
             materializer.store(),

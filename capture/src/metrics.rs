@@ -33,6 +33,11 @@ pub struct CaptureMetrics {
     pub last_event_lag_seconds: Gauge<f64, AtomicU64>,
     /// Source commit time (epoch seconds) of the last stored position.
     pub committed_source_time_seconds: Gauge<f64, AtomicU64>,
+    /// Source commit time (epoch seconds) of the last transaction or heartbeat read
+    /// from the binlog: the position capture has to store next.
+    pub read_source_time_seconds: Gauge<f64, AtomicU64>,
+    /// 1 while a snapshot (initial, or a chunk of an on-demand one) is being read.
+    pub snapshotting: Gauge,
     /// 1 while the binlog stream is open.
     pub streaming: Gauge,
     /// Rows read so far by the snapshot, per table.
@@ -59,6 +64,16 @@ impl CaptureMetrics {
             m.committed_source_time_seconds.clone(),
         );
         r.register(
+            "read_source_time_seconds",
+            "Source commit time of the last transaction or heartbeat read from the binlog (epoch seconds)",
+            m.read_source_time_seconds.clone(),
+        );
+        r.register(
+            "snapshotting",
+            "1 while a snapshot, or a chunk of an on-demand snapshot, is being read",
+            m.snapshotting.clone(),
+        );
+        r.register(
             "streaming",
             "1 while the binlog stream is open",
             m.streaming.clone(),
@@ -74,6 +89,24 @@ impl CaptureMetrics {
             m.snapshot_rows_estimated.clone(),
         );
         m
+    }
+
+    /// Capture resumes from `position`, stored before: it is both committed and read.
+    pub fn resumed_at(&self, position: &crate::position::BinlogPosition) {
+        self.committed(position);
+        self.read_up_to(position);
+    }
+
+    /// `position` has been stored.
+    pub fn committed(&self, position: &crate::position::BinlogPosition) {
+        self.committed_source_time_seconds
+            .set(position.ts_ms as f64 / 1000.0);
+    }
+
+    /// `position` has been read from the binlog and is to be stored.
+    pub fn read_up_to(&self, position: &crate::position::BinlogPosition) {
+        self.read_source_time_seconds
+            .set(position.ts_ms as f64 / 1000.0);
     }
 
     /// Counts an error by kind.

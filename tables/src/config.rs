@@ -545,6 +545,7 @@ impl TablesConfig {
 impl Validate for TablesConfig {
     /// Checks what serde cannot.
     fn validate(&self) -> Result<(), ConfigError> {
+        self.metrics.validate("metrics")?;
         if self.tables.is_empty() && self.remote.is_empty() {
             return Err(ConfigError::new(
                 "tables",
