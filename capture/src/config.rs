@@ -53,6 +53,10 @@ pub struct CaptureConfig {
     /// Minimum interval between position commits, in milliseconds.
     #[serde(default = "default_checkpoint_interval_ms")]
     pub checkpoint_interval_ms: u64,
+    /// Seconds capture keeps retrying after an error without storing a position
+    /// again before it exits non-zero (so its supervisor restarts it, and says so).
+    #[serde(default = "default_recovery_timeout_s")]
+    pub recovery_timeout_s: u64,
     /// HTTP endpoint for `/metrics`, `/healthz` and `/readyz`.
     #[serde(default)]
     pub metrics: HttpConfig,
@@ -170,6 +174,18 @@ pub struct KafkaConfig {
     /// `enable.idempotence=true` and `acks=all`.
     #[serde(default)]
     pub producer: BTreeMap<String, String>,
+    /// Longest wait on the broker, in seconds: for room in the producer's queue, a
+    /// delivery report, a stored position. Past it capture drops its Kafka side
+    /// (aborting an open transaction) and resumes from the last stored position.
+    #[serde(default = "default_stall_timeout_s")]
+    pub stall_timeout_s: u64,
+}
+
+impl KafkaConfig {
+    /// [`KafkaConfig::stall_timeout_s`] as a duration.
+    pub fn stall_timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.stall_timeout_s)
+    }
 }
 
 /// Creation of change topics.
@@ -199,6 +215,12 @@ impl Default for TopicsConfig {
 
 fn default_checkpoint_interval_ms() -> u64 {
     1000
+}
+fn default_stall_timeout_s() -> u64 {
+    60
+}
+fn default_recovery_timeout_s() -> u64 {
+    300
 }
 fn default_mysql_port() -> u16 {
     3306
@@ -236,6 +258,7 @@ impl Validate for CaptureConfig {
     fn validate(&self) -> Result<(), ConfigError> {
         let bad = |field: &str, problem: String| Err(ConfigError::new(field, problem));
         config_text::check_name("server_name", &self.server_name)?;
+        self.metrics.validate("metrics")?;
         if self.source.host.is_empty() {
             return bad("source.host", "must not be empty".into());
         }
@@ -277,6 +300,18 @@ impl Validate for CaptureConfig {
         }
         if self.checkpoint_interval_ms == 0 {
             return bad("checkpoint_interval_ms", "must be > 0".into());
+        }
+        if self.kafka.stall_timeout_s == 0 {
+            return bad("kafka.stall_timeout_s", "must be > 0".into());
+        }
+        if self.recovery_timeout_s < self.kafka.stall_timeout_s {
+            return bad(
+                "recovery_timeout_s",
+                format!(
+                    "{} is shorter than kafka.stall_timeout_s ({}): one stalled wait would stop capture",
+                    self.recovery_timeout_s, self.kafka.stall_timeout_s
+                ),
+            );
         }
         for (field, patterns) in [
             ("include.databases", &self.include.databases),
@@ -362,6 +397,10 @@ kafka: { brokers: '127.0.0.1:19092', producer: { linger.ms: '5' } }
         assert_eq!(
             field_of(&format!("{GOOD}snapshot: {{ signal_table: signals }}")),
             "snapshot.signal_table"
+        );
+        assert_eq!(
+            field_of(&format!("{GOOD}metrics: {{ stall_after_s: 3 }}")),
+            "metrics.stall_after_s"
         );
     }
 }

@@ -59,6 +59,16 @@ pub enum CaptureError {
         /// The connection error.
         detail: String,
     },
+    /// A wait on the broker outlived `kafka.stall_timeout_s` (retried from the stored position).
+    #[error(
+        "kafka: no {waiting_for} after {after:?} (kafka.stall_timeout_s); restarting the Kafka side from the last stored position"
+    )]
+    Stalled {
+        /// What did not come.
+        waiting_for: &'static str,
+        /// How long capture waited.
+        after: std::time::Duration,
+    },
     /// A database connection or query failed (retried when transient).
     #[error("database: {0}")]
     Database(#[from] mysql_async::Error),
@@ -101,7 +111,7 @@ impl CaptureError {
     /// Whether retrying (reconnecting) can fix this error.
     pub fn is_transient(&self) -> bool {
         match self {
-            CaptureError::Unreachable { .. } => true,
+            CaptureError::Unreachable { .. } | CaptureError::Stalled { .. } => true,
             CaptureError::Database(e) => match e {
                 mysql_async::Error::Io(_) | mysql_async::Error::Driver(_) => true,
                 // 1040 too many connections, 1053 shutdown in progress, 1205/1213 lock timeouts,
@@ -111,11 +121,13 @@ impl CaptureError {
                 }
                 _ => false,
             },
+            // A fatal or abortable producer error is cured by a new producer
+            // (fencing is told apart as `Fenced`); authorization is not.
             CaptureError::Kafka(e) => !matches!(
                 e.rdkafka_error_code(),
-                Some(rdkafka::types::RDKafkaErrorCode::Fatal)
-                    | Some(rdkafka::types::RDKafkaErrorCode::TopicAuthorizationFailed)
+                Some(rdkafka::types::RDKafkaErrorCode::TopicAuthorizationFailed)
                     | Some(rdkafka::types::RDKafkaErrorCode::ClusterAuthorizationFailed)
+                    | Some(rdkafka::types::RDKafkaErrorCode::TransactionalIdAuthorizationFailed)
             ),
             _ => false,
         }

@@ -6,13 +6,25 @@
 //! acknowledger task: a position is stored only after every record queued before
 //! it was acknowledged (`acks=all`, idempotent producer). A crash therefore may
 //! repeat events, never skip one.
+//!
+//! With `delivery: exactly_once` the events of every binlog transaction read
+//! since the last commit, the position they reach and the consumer-group offset
+//! that marks it committed (see [`crate::position_store`]) go into one Kafka
+//! transaction, committed every `checkpoint_interval_ms` at a binlog transaction
+//! boundary, never in the middle of one.
+//!
+//! Every wait on the broker is bounded by `kafka.stall_timeout_s`; past it the
+//! writer fails with [`CaptureError::Stalled`] and capture starts its Kafka side
+//! again from the stored position.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rdkafka::ClientConfig;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
+use rdkafka::consumer::ConsumerGroupMetadata;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord, Producer};
 use tokio::sync::mpsc;
@@ -31,6 +43,8 @@ use crate::position_store::{PositionStore, offsets_topic};
 
 /// How many deliveries/positions may wait for acknowledgement.
 const PENDING_CAPACITY: usize = 100_000;
+/// Timeout of each transactional call (`init`, `send_offsets`, `commit`, `abort`).
+const TRANSACTION_TIMEOUT: Duration = Duration::from_secs(60);
 
 enum Pending {
     Delivery(DeliveryFuture),
@@ -59,6 +73,8 @@ pub struct KafkaWriter {
     side_topics_ready: u8,
     /// Kafka transactions, with `delivery: exactly_once`.
     transactions: Option<Transactions>,
+    /// Longest wait on the broker (`kafka.stall_timeout_s`).
+    stall_timeout: Duration,
 }
 
 /// The state of Kafka transactions (`delivery: exactly_once`).
@@ -66,8 +82,13 @@ struct Transactions {
     open: bool,
     last_commit: Instant,
     interval: Duration,
-    /// The newest position written in the open transaction.
+    /// The newest position the open transaction's events reach.
     position: Option<BinlogPosition>,
+    /// Events were sent after `position`: a binlog transaction is half read, and
+    /// the Kafka transaction cannot commit until its end.
+    past_position: bool,
+    /// The consumer group whose offset marks the committed position.
+    group: Arc<ConsumerGroupMetadata>,
 }
 
 /// Topics capture writes besides the change topics.
@@ -120,31 +141,39 @@ impl KafkaWriter {
         metrics: CaptureMetrics,
     ) -> Result<Self, CaptureError> {
         let mut producer_config = producer_config(&config.kafka);
-        let transactions = (config.delivery == Delivery::ExactlyOnce).then(|| {
+        let exactly_once = config.delivery == Delivery::ExactlyOnce;
+        if exactly_once {
             producer_config.set(
                 "transactional.id",
                 format!("tributary-capture.{}", config.server_name),
             );
-            Transactions {
+        }
+        let producer: FutureProducer = producer_config.create()?;
+        let stall_timeout = config.kafka.stall_timeout();
+        let store = PositionStore::new(
+            producer.clone(),
+            &config.kafka.brokers,
+            &config.server_name,
+            stall_timeout,
+        );
+        let transactions = if exactly_once {
+            // Fences any earlier producer of this datastream and aborts its open transaction.
+            let p = producer.clone();
+            blocking(move || p.init_transactions(TRANSACTION_TIMEOUT)).await?;
+            Some(Transactions {
                 open: false,
                 last_commit: Instant::now(),
                 interval: Duration::from_millis(config.checkpoint_interval_ms),
                 position: None,
-            }
-        });
-        let producer: FutureProducer = producer_config.create()?;
-        if transactions.is_some() {
-            // Fences any earlier producer of this datastream.
-            let p = producer.clone();
-            tokio::task::spawn_blocking(move || p.init_transactions(Duration::from_secs(30)))
-                .await
-                .expect("init_transactions does not panic")?;
-        }
+                past_position: false,
+                group: Arc::new(store.group_metadata()?),
+            })
+        } else {
+            None
+        };
         let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
             .set("bootstrap.servers", &config.kafka.brokers)
             .create()?;
-        let store =
-            PositionStore::new(producer.clone(), &config.kafka.brokers, &config.server_name);
         let (tx, rx) = mpsc::channel(PENDING_CAPACITY);
         let mut writer = KafkaWriter {
             producer,
@@ -157,12 +186,14 @@ impl KafkaWriter {
                 rx,
                 store.clone(),
                 Duration::from_millis(config.checkpoint_interval_ms),
+                stall_timeout,
                 metrics.clone(),
             )),
             store,
             metrics,
             side_topics_ready: 0,
             transactions,
+            stall_timeout,
         };
         writer
             .ensure_topic(&offsets_topic(&config.server_name), 1, "compact")
@@ -170,9 +201,15 @@ impl KafkaWriter {
         Ok(writer)
     }
 
-    /// The position store this writer commits to.
-    pub fn position_store(&self) -> &PositionStore {
-        &self.store
+    /// The stored position, if any (the committed one, with exactly-once delivery).
+    pub async fn stored_position(&self) -> Result<Option<BinlogPosition>, CaptureError> {
+        self.store.load(self.transactions.is_some()).await
+    }
+
+    /// How often the open transaction should be looked at for a due commit
+    /// ([`KafkaWriter::commit_if_due`]); `None` without transactions.
+    pub fn commit_interval(&self) -> Option<Duration> {
+        self.transactions.as_ref().map(|txn| txn.interval)
     }
 
     /// Queues one change event (and a tombstone after a delete).
@@ -221,6 +258,7 @@ impl KafkaWriter {
             self.queue(Pending::Delivery(delivery)).await?;
         }
         self.metrics.events.get_or_create(&topic.label).inc();
+        self.sent_past_position();
         Ok(())
     }
 
@@ -268,7 +306,15 @@ impl KafkaWriter {
             .payload(value.as_slice())
             .partition(0);
         let delivery = self.produce(record).await?;
-        self.queue(Pending::Delivery(delivery)).await
+        self.queue(Pending::Delivery(delivery)).await?;
+        self.sent_past_position();
+        Ok(())
+    }
+
+    fn sent_past_position(&mut self) {
+        if let Some(txn) = &mut self.transactions {
+            txn.past_position = true;
+        }
     }
 
     /// Marks a committed transaction: `position` is stored once everything before it is acknowledged.
@@ -277,10 +323,21 @@ impl KafkaWriter {
             return self.queue(Pending::Commit(position)).await;
         };
         // Exactly once: the position goes into the same transaction as its events.
-        let due = txn.last_commit.elapsed() >= txn.interval;
-        txn.position = Some(position.clone());
+        txn.position = Some(position);
+        txn.past_position = false;
         self.begin_transaction()?;
-        self.store.save(&position).await?;
+        self.commit_if_due().await
+    }
+
+    /// Commits the open transaction if it ends at a binlog transaction boundary
+    /// and `checkpoint_interval_ms` has passed since the last commit.
+    pub async fn commit_if_due(&mut self) -> Result<(), CaptureError> {
+        let due = self.transactions.as_ref().is_some_and(|txn| {
+            txn.open
+                && txn.position.is_some()
+                && !txn.past_position
+                && txn.last_commit.elapsed() >= txn.interval
+        });
         if due {
             self.commit_transaction().await?;
         }
@@ -289,8 +346,12 @@ impl KafkaWriter {
 
     /// Stores `position` right away, before anything else is sent (snapshot start markers).
     pub async fn store_now(&mut self, position: &BinlogPosition) -> Result<(), CaptureError> {
+        let Some(txn) = &mut self.transactions else {
+            return self.store.save(position).await.map(drop);
+        };
+        txn.position = Some(position.clone());
+        txn.past_position = false;
         self.begin_transaction()?;
-        self.store.save(position).await?;
         self.commit_transaction().await
     }
 
@@ -304,30 +365,65 @@ impl KafkaWriter {
         Ok(())
     }
 
+    /// Writes the position and its group offset into the open transaction and commits it.
     async fn commit_transaction(&mut self) -> Result<(), CaptureError> {
+        let Some(txn) = &self.transactions else {
+            return Ok(());
+        };
+        if !txn.open {
+            return Ok(());
+        }
+        debug_assert!(!txn.past_position, "a commit inside a binlog transaction");
+        let (position, group) = (txn.position.clone(), txn.group.clone());
+        if let Some(position) = &position {
+            let offset = self.store.save(position).await?;
+            let offsets = self.store.group_offsets(offset)?;
+            let producer = self.producer.clone();
+            blocking(move || {
+                producer.send_offsets_to_transaction(&offsets, &group, TRANSACTION_TIMEOUT)
+            })
+            .await?;
+        }
+        let producer = self.producer.clone();
+        blocking(move || producer.commit_transaction(TRANSACTION_TIMEOUT)).await?;
+        let txn = self.transactions.as_mut().expect("checked");
+        txn.open = false;
+        txn.last_commit = Instant::now();
+        txn.position = None;
+        if let Some(position) = position {
+            self.metrics.committed(&position);
+        }
+        Ok(())
+    }
+
+    /// Aborts the open transaction, if any: what it held is read again from the stored position.
+    async fn abort_transaction(&mut self) -> Result<(), CaptureError> {
         let Some(txn) = &mut self.transactions else {
             return Ok(());
         };
         if !txn.open {
             return Ok(());
         }
-        let producer = self.producer.clone();
-        tokio::task::spawn_blocking(move || producer.commit_transaction(Duration::from_secs(60)))
-            .await
-            .expect("commit_transaction does not panic")?;
         txn.open = false;
-        txn.last_commit = Instant::now();
-        if let Some(position) = txn.position.take() {
-            self.metrics
-                .committed_source_time_seconds
-                .set(position.ts_ms as f64 / 1000.0);
-        }
-        Ok(())
+        txn.position = None;
+        txn.past_position = false;
+        let producer = self.producer.clone();
+        blocking(move || producer.abort_transaction(TRANSACTION_TIMEOUT)).await
     }
 
-    /// Waits (up to `timeout`) for outstanding deliveries and stores the last safe position.
-    pub async fn close(mut self, timeout: Duration) -> Result<(), CaptureError> {
-        let committed = self.commit_transaction().await;
+    /// Waits (up to `timeout`) for outstanding deliveries and stores the last safe
+    /// position. With transactions, the open one is committed if it ends at a
+    /// binlog transaction boundary and `failed` is false, and aborted otherwise.
+    pub async fn close(mut self, timeout: Duration, failed: bool) -> Result<(), CaptureError> {
+        let at_boundary = self
+            .transactions
+            .as_ref()
+            .is_some_and(|txn| txn.position.is_some() && !txn.past_position);
+        let committed = if at_boundary && !failed {
+            self.commit_transaction().await
+        } else {
+            self.abort_transaction().await
+        };
         drop(self.pending);
         let mut acker = self.acker;
         let acknowledged = match tokio::time::timeout(timeout, &mut acker).await {
@@ -344,15 +440,24 @@ impl KafkaWriter {
         committed.and(acknowledged)
     }
 
+    /// Hands a record to the producer, waiting (at most `kafka.stall_timeout_s`)
+    /// while its queue is full.
     async fn produce(
         &self,
         record: FutureRecord<'_, [u8], [u8]>,
     ) -> Result<DeliveryFuture, CaptureError> {
         let mut record = record;
+        let deadline = tokio::time::Instant::now() + self.stall_timeout;
         loop {
             match self.producer.send_result(record) {
                 Ok(delivery) => return Ok(delivery),
                 Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
+                    if tokio::time::Instant::now() >= deadline {
+                        return Err(CaptureError::Stalled {
+                            waiting_for: "room in the producer queue",
+                            after: self.stall_timeout,
+                        });
+                    }
                     record = back;
                     tokio::time::sleep(Duration::from_millis(2)).await;
                 }
@@ -361,12 +466,18 @@ impl KafkaWriter {
         }
     }
 
+    /// Queues a delivery or position for the acknowledger, waiting (at most
+    /// `kafka.stall_timeout_s`) while its queue is full.
     async fn queue(&self, item: Pending) -> Result<(), CaptureError> {
-        if self.pending.send(item).await.is_err() {
+        match tokio::time::timeout(self.stall_timeout, self.pending.send(item)).await {
+            Ok(Ok(())) => Ok(()),
             // The acknowledger stopped: it failed. Its error is returned by `close`.
-            return Err(CaptureError::Kafka(KafkaError::Canceled));
+            Ok(Err(_)) => Err(CaptureError::Kafka(KafkaError::Canceled)),
+            Err(_) => Err(CaptureError::Stalled {
+                waiting_for: "room in the acknowledgement queue (deliveries are not being acknowledged)",
+                after: self.stall_timeout,
+            }),
         }
-        Ok(())
     }
 
     /// Creates `name` with `cleanup.policy` = `cleanup` if missing; returns its partition count.
@@ -443,11 +554,22 @@ pub fn topic_name(server_name: &str, db: &str, table: &str) -> String {
     format!("{server_name}.{}.{}", clean(db), clean(table))
 }
 
+/// Runs a blocking librdkafka call (transactions, metadata) off the async workers.
+async fn blocking<T: Send + 'static>(
+    call: impl FnOnce() -> Result<T, KafkaError> + Send + 'static,
+) -> Result<T, CaptureError> {
+    Ok(tokio::task::spawn_blocking(call)
+        .await
+        .expect("a librdkafka call does not panic")?)
+}
+
 /// The acknowledger: awaits deliveries in order and stores positions that are safe.
+/// A delivery report that takes longer than `stall_timeout` fails it.
 async fn acknowledge(
     mut rx: mpsc::Receiver<Pending>,
     store: PositionStore,
     interval: Duration,
+    stall_timeout: Duration,
     metrics: CaptureMetrics,
 ) -> Result<(), CaptureError> {
     let mut unsaved: Option<BinlogPosition> = None;
@@ -457,9 +579,7 @@ async fn acknowledge(
         let metrics = metrics.clone();
         async move {
             store.save(&position).await?;
-            metrics
-                .committed_source_time_seconds
-                .set(position.ts_ms as f64 / 1000.0);
+            metrics.committed(&position);
             Ok::<_, CaptureError>(())
         }
     };
@@ -476,14 +596,22 @@ async fn acknowledge(
             None => rx.recv().await,
         };
         match next {
-            Some(Pending::Delivery(delivery)) => match delivery.await {
-                Ok(Ok(_)) => {}
-                Ok(Err((e, _))) => {
-                    metrics.error("kafka");
-                    return Err(e.into());
+            Some(Pending::Delivery(delivery)) => {
+                match tokio::time::timeout(stall_timeout, delivery).await {
+                    Ok(Ok(Ok(_))) => {}
+                    Ok(Ok(Err((e, _)))) => {
+                        metrics.error("kafka");
+                        return Err(e.into());
+                    }
+                    Ok(Err(_)) => return Err(CaptureError::Kafka(KafkaError::Canceled)),
+                    Err(_) => {
+                        return Err(CaptureError::Stalled {
+                            waiting_for: "delivery report",
+                            after: stall_timeout,
+                        });
+                    }
                 }
-                Err(_) => return Err(CaptureError::Kafka(KafkaError::Canceled)),
-            },
+            }
             Some(Pending::Commit(position)) => {
                 if last_save.elapsed() >= interval {
                     save(position).await?;

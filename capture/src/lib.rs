@@ -7,7 +7,9 @@
 //! → [`position_store`] (compacted `<server_name>.offsets`). While streaming,
 //! [`incremental`] snapshots requested tables chunk by chunk, merged with the stream.
 //!
-//! [`run`] ties them together and reconnects with backoff on transient errors.
+//! [`run`] ties them together and reconnects with backoff on transient errors,
+//! until `recovery_timeout_s` passes without a position stored: then it fails,
+//! so the process exits non-zero rather than retrying silently forever.
 
 pub mod binlog_reader;
 mod chunk_reader;
@@ -27,10 +29,10 @@ pub mod snapshot;
 mod snapshot_progress;
 pub mod source;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
 pub use config::CaptureConfig;
 pub use error::CaptureError;
@@ -54,6 +56,9 @@ pub async fn run(
 ) -> Result<(), CaptureError> {
     let mut delay = Duration::from_millis(250);
     let mut resnapshot = false;
+    let recovery_timeout = Duration::from_secs(config.recovery_timeout_s);
+    // Since when capture has been failing without storing a position.
+    let mut failing_since: Option<Instant> = None;
     loop {
         let mut progressed = false;
         match run_once(&config, &metrics, &shutdown, resnapshot, &mut progressed).await {
@@ -70,8 +75,14 @@ pub async fn run(
                 if progressed {
                     delay = Duration::from_millis(250);
                     resnapshot = false; // the new snapshot's position has been committed since
+                    failing_since = None;
                 }
-                warn!(error = %e, retry_in = ?delay, "capture interrupted; reconnecting");
+                let since = *failing_since.get_or_insert_with(Instant::now);
+                if since.elapsed() > recovery_timeout {
+                    error!(error = %e, failing_for = ?since.elapsed(), "capture did not recover within recovery_timeout_s; exiting");
+                    return Err(e);
+                }
+                warn!(error = %e, retry_in = ?delay, "capture interrupted; starting again from the stored position");
                 tokio::select! {
                     _ = tokio::time::sleep(delay) => {}
                     _ = shutdown.cancelled() => return Ok(()),
@@ -90,7 +101,7 @@ fn error_kind(e: &CaptureError) -> &'static str {
     match e {
         CaptureError::Unreachable { .. } => "connection",
         CaptureError::Database(_) => "database",
-        CaptureError::Kafka(_) => "kafka",
+        CaptureError::Kafka(_) | CaptureError::Stalled { .. } => "kafka",
         CaptureError::Decode { .. } => "decode",
         _ => "setup",
     }
@@ -108,7 +119,7 @@ async fn run_once(
     let stored = if resnapshot {
         None
     } else {
-        writer.position_store().load().await?
+        writer.stored_position().await?
     };
     let mut conn = source::connect(&config.source).await?;
     let info = source::preflight(&mut conn).await?;
@@ -121,6 +132,7 @@ async fn run_once(
                 );
             }
             info!(%position, "resuming from the stored position");
+            metrics.resumed_at(&position);
             position
         }
         (None, SnapshotMode::Never) => {
@@ -128,15 +140,17 @@ async fn run_once(
             start_position(&config.source.start, &mut conn, info.is_mariadb).await?
         }
         (interrupted, mode) => {
-            let Some(position) =
-                snapshot::run(config, &info, &mut writer, metrics, shutdown, interrupted).await?
-            else {
-                return writer.close(CLOSE_TIMEOUT).await; // interrupted by shutdown
+            let snapshotting = Snapshotting::start(metrics);
+            let snapshot =
+                snapshot::run(config, &info, &mut writer, metrics, shutdown, interrupted).await?;
+            drop(snapshotting);
+            let Some(position) = snapshot else {
+                return writer.close(CLOSE_TIMEOUT, false).await; // interrupted by shutdown
             };
             writer.commit(position.clone()).await?;
             if mode == SnapshotMode::InitialOnly {
                 info!("snapshot.mode is initial_only: stopping after the snapshot");
-                return writer.close(CLOSE_TIMEOUT).await;
+                return writer.close(CLOSE_TIMEOUT, false).await;
             }
             position
         }
@@ -155,7 +169,7 @@ async fn run_once(
     };
     let result = stream.run(shutdown, progressed).await;
     metrics.streaming.set(0);
-    let closed = writer.close(CLOSE_TIMEOUT).await;
+    let closed = writer.close(CLOSE_TIMEOUT, result.is_err()).await;
     reader.close().await;
     // A failed acknowledger makes `stream` fail with a bare cancellation; its own error says why.
     closed.and(result)
@@ -179,17 +193,22 @@ impl Stream<'_> {
         shutdown: &CancellationToken,
         progressed: &mut bool,
     ) -> Result<(), CaptureError> {
+        // Exactly once: an open transaction is committed when due even if the source is quiet.
+        let mut commit_ticks = self.writer.commit_interval().map(tokio::time::interval);
         loop {
             // On-demand snapshot chunks are read and sent only between transactions.
-            while !self.in_transaction && self.incremental.step(&self.at, self.writer).await? {
+            while !self.in_transaction {
+                let snapshotting = Snapshotting::start(self.metrics);
+                if !self.incremental.step(&self.at, self.writer).await? {
+                    break;
+                }
+                drop(snapshotting);
                 if shutdown.is_cancelled() {
                     return Ok(());
                 }
             }
-            let item = tokio::select! {
-                biased;
-                _ = shutdown.cancelled() => return Ok(()),
-                item = self.reader.next() => item?,
+            let Some(item) = self.next_item(shutdown, &mut commit_ticks).await? else {
+                return Ok(());
             };
             match item {
                 Some(ReaderItem::Change(event)) if self.incremental.is_signal(&event) => {
@@ -211,11 +230,13 @@ impl Stream<'_> {
                     }
                 }
                 Some(ReaderItem::Heartbeat(position)) => {
+                    self.metrics.read_up_to(&position);
                     self.at = position.clone();
                     let position = self.incremental.stamp(position);
                     self.writer.send_heartbeat(position).await?;
                 }
                 Some(ReaderItem::Commit(position)) => {
+                    self.metrics.read_up_to(&position);
                     self.in_transaction = false;
                     self.incremental.on_commit(&position, self.writer).await?;
                     self.at = position.clone();
@@ -233,6 +254,59 @@ impl Stream<'_> {
                 }
             }
         }
+    }
+}
+
+impl Stream<'_> {
+    /// The next binlog item, or `None` on shutdown. While it is awaited, a due
+    /// transaction is committed if the stream is between binlog transactions; the
+    /// read itself is never cancelled half way (an event would be lost).
+    async fn next_item(
+        &mut self,
+        shutdown: &CancellationToken,
+        commit_ticks: &mut Option<tokio::time::Interval>,
+    ) -> Result<Option<Option<ReaderItem>>, CaptureError> {
+        let Stream {
+            reader,
+            writer,
+            in_transaction,
+            ..
+        } = self;
+        let mut next = std::pin::pin!(reader.next());
+        loop {
+            tokio::select! {
+                biased;
+                _ = shutdown.cancelled() => return Ok(None),
+                _ = tick(commit_ticks), if !*in_transaction => writer.commit_if_due().await?,
+                item = &mut next => return Ok(Some(item?)),
+            }
+        }
+    }
+}
+
+/// The next tick of `ticks`, or never without them.
+async fn tick(ticks: &mut Option<tokio::time::Interval>) {
+    match ticks {
+        Some(ticks) => {
+            ticks.tick().await;
+        }
+        None => std::future::pending().await,
+    }
+}
+
+/// Marks a snapshot being read (the watchdog does not judge capture meanwhile).
+struct Snapshotting<'a>(&'a CaptureMetrics);
+
+impl<'a> Snapshotting<'a> {
+    fn start(metrics: &'a CaptureMetrics) -> Self {
+        metrics.snapshotting.set(1);
+        Snapshotting(metrics)
+    }
+}
+
+impl Drop for Snapshotting<'_> {
+    fn drop(&mut self) {
+        self.0.snapshotting.set(0);
     }
 }
 

@@ -1,15 +1,25 @@
 //! Stored capture positions: the compacted `<server_name>.offsets` topic.
 //!
 //! Each record is keyed by the server name and holds a [`BinlogPosition`] as
-//! JSON; the newest record wins. A position is stored only after every event
-//! before it was acknowledged by the broker (see [`crate::kafka_writer`]).
+//! JSON. With `delivery: at_least_once` the newest record wins: a position is
+//! stored only after every event before it was acknowledged (see
+//! [`crate::kafka_writer`]).
+//!
+//! With `delivery: exactly_once` a position record is written inside the Kafka
+//! transaction of its events, and the transaction also commits the offset after
+//! it for the consumer group `tributary-capture.<server_name>`. A group offset
+//! moves only when its transaction commits, on every broker, so the stored
+//! position is the record just before the group's offset: one in an aborted
+//! transaction is never used, even on a broker that shows aborted records to
+//! readers (Tansu does). Positions stored before group offsets were written
+//! (older versions, or at-least-once runs) are read as the newest record.
 
 use std::time::{Duration, Instant};
 
-use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerGroupMetadata};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
-use tracing::debug;
+use tracing::{debug, info};
 
 use crate::error::CaptureError;
 use crate::position::BinlogPosition;
@@ -21,49 +31,160 @@ pub struct PositionStore {
     brokers: String,
     topic: String,
     key: Vec<u8>,
+    /// The consumer group whose offset on the topic marks the committed position.
+    group: String,
+    /// Longest wait for the broker to acknowledge a position.
+    timeout: Duration,
 }
 
 impl PositionStore {
-    /// A store in `<server_name>.offsets` (the topic must exist).
-    pub fn new(producer: FutureProducer, brokers: &str, server_name: &str) -> Self {
+    /// A store in `<server_name>.offsets` (the topic must exist); a save waits
+    /// at most `timeout` for the broker.
+    pub fn new(
+        producer: FutureProducer,
+        brokers: &str,
+        server_name: &str,
+        timeout: Duration,
+    ) -> Self {
         PositionStore {
             producer,
             brokers: brokers.to_owned(),
             topic: offsets_topic(server_name),
             key: serde_json::to_vec(&serde_json::json!({ "server": server_name })).expect("json"),
+            group: format!("tributary-capture.{server_name}"),
+            timeout,
         }
     }
 
-    /// Stores a position and waits until the broker has it.
-    pub async fn save(&self, position: &BinlogPosition) -> Result<(), CaptureError> {
+    /// Stores a position, waits until the broker has it and returns its offset.
+    pub async fn save(&self, position: &BinlogPosition) -> Result<i64, CaptureError> {
         let value = serde_json::to_vec(position).expect("a position serializes");
         let record = FutureRecord::to(&self.topic)
             .key(&self.key)
             .payload(&value)
             .partition(0);
-        self.producer
-            .send(record, Duration::from_secs(30))
-            .await
-            .map_err(|(e, _)| CaptureError::from(e))?;
-        debug!(%position, "position stored");
-        Ok(())
+        let delivered =
+            tokio::time::timeout(self.timeout, self.producer.send(record, self.timeout))
+                .await
+                .map_err(|_| CaptureError::Stalled {
+                    waiting_for: "acknowledgement of a stored position",
+                    after: self.timeout,
+                })?;
+        let offset = delivered.map_err(|(e, _)| CaptureError::from(e))?.offset;
+        debug!(%position, offset, "position stored");
+        Ok(offset)
     }
 
-    /// The newest stored position, if any.
-    pub async fn load(&self) -> Result<Option<BinlogPosition>, CaptureError> {
+    /// The offsets a transaction commits with the position record at `offset`.
+    pub fn group_offsets(&self, offset: i64) -> Result<TopicPartitionList, CaptureError> {
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition_offset(&self.topic, 0, Offset::Offset(offset + 1))?;
+        Ok(tpl)
+    }
+
+    /// The consumer-group identity transactions commit the group offset as.
+    pub fn group_metadata(&self) -> Result<ConsumerGroupMetadata, CaptureError> {
+        let consumer = self.consumer("read_committed")?;
+        consumer.group_metadata().ok_or_else(|| {
+            CaptureError::Kafka(rdkafka::error::KafkaError::Global(
+                rdkafka::types::RDKafkaErrorCode::State,
+            ))
+        })
+    }
+
+    /// The stored position, if any: with `exactly_once`, the one its group offset
+    /// marks as committed; otherwise (or where no group offset was ever written)
+    /// the newest record.
+    pub async fn load(&self, exactly_once: bool) -> Result<Option<BinlogPosition>, CaptureError> {
         let store = self.clone();
-        tokio::task::spawn_blocking(move || store.load_blocking())
-            .await
-            .expect("position loader does not panic")
+        tokio::task::spawn_blocking(move || {
+            if exactly_once {
+                // The record is known to be committed: read it as it is, not held
+                // back behind another transaction still open on the topic.
+                let consumer = store.consumer("read_uncommitted")?;
+                if let Some(offset) = store.committed_offset(&consumer)? {
+                    return store.read_at(&consumer, offset).map(Some);
+                }
+                info!(group = %store.group, "no committed group offset: reading the newest stored position");
+            }
+            store.newest(&store.consumer("read_committed")?)
+        })
+        .await
+        .expect("position loader does not panic")
     }
 
-    fn load_blocking(&self) -> Result<Option<BinlogPosition>, CaptureError> {
-        let consumer: BaseConsumer = ClientConfig::new()
+    fn consumer(&self, isolation: &str) -> Result<BaseConsumer, CaptureError> {
+        Ok(ClientConfig::new()
             .set("bootstrap.servers", &self.brokers)
-            .set("group.id", "tributary-position-reader")
+            .set("group.id", &self.group)
             .set("enable.auto.commit", "false")
             .set("enable.partition.eof", "false")
-            .create()?;
+            .set("isolation.level", isolation)
+            .create()?)
+    }
+
+    /// The offset of the position record the group's committed offset follows.
+    fn committed_offset(&self, consumer: &BaseConsumer) -> Result<Option<i64>, CaptureError> {
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition(&self.topic, 0);
+        let committed = consumer.committed_offsets(tpl, self.timeout)?;
+        Ok(
+            match committed.find_partition(&self.topic, 0).map(|e| e.offset()) {
+                Some(Offset::Offset(next)) if next > 0 => Some(next - 1),
+                _ => None,
+            },
+        )
+    }
+
+    /// The position record at exactly `offset`.
+    fn read_at(
+        &self,
+        consumer: &BaseConsumer,
+        offset: i64,
+    ) -> Result<BinlogPosition, CaptureError> {
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition_offset(&self.topic, 0, Offset::Offset(offset))?;
+        consumer.assign(&tpl)?;
+        let deadline = Instant::now() + self.timeout;
+        let unreadable = |detail: String| CaptureError::BadStoredPosition {
+            topic: self.topic.clone(),
+            detail,
+        };
+        while Instant::now() < deadline {
+            let Some(msg) = consumer.poll(Duration::from_millis(500)) else {
+                continue;
+            };
+            let msg = msg?;
+            if msg.offset() != offset {
+                return Err(unreadable(format!(
+                    "the committed position is the record at offset {offset} (group {}), but the topic has none there (next: {}); delete the group's offset to fall back to the newest record",
+                    self.group,
+                    msg.offset()
+                )));
+            }
+            let position = self.parse(&msg)?;
+            debug!(%position, offset, "committed position read");
+            return Ok(position);
+        }
+        Err(unreadable(format!(
+            "the committed position at offset {offset} could not be read within {:?}",
+            self.timeout
+        )))
+    }
+
+    fn parse(
+        &self,
+        msg: &rdkafka::message::BorrowedMessage<'_>,
+    ) -> Result<BinlogPosition, CaptureError> {
+        let payload = msg.payload().unwrap_or_default();
+        serde_json::from_slice(payload).map_err(|e| CaptureError::BadStoredPosition {
+            topic: self.topic.clone(),
+            detail: format!("offset {}: {e}", msg.offset()),
+        })
+    }
+
+    /// The newest record of this server.
+    fn newest(&self, consumer: &BaseConsumer) -> Result<Option<BinlogPosition>, CaptureError> {
         let (_, high) = consumer.fetch_watermarks(&self.topic, 0, Duration::from_secs(10))?;
         if high <= 0 {
             return Ok(None);
@@ -93,19 +214,12 @@ impl PositionStore {
                 Duration::from_secs(1)
             };
             match consumer.poll(idle_wait) {
-                Some(Ok(msg)) => {
-                    if msg.key() == Some(self.key.as_slice())
-                        && let Some(payload) = msg.payload()
-                    {
-                        let position = serde_json::from_slice(payload).map_err(|e| {
-                            CaptureError::BadStoredPosition {
-                                topic: self.topic.clone(),
-                                detail: format!("offset {}: {e}", msg.offset()),
-                            }
-                        })?;
-                        newest = Some(position);
-                    }
+                Some(Ok(msg))
+                    if msg.key() == Some(self.key.as_slice()) && msg.payload().is_some() =>
+                {
+                    newest = Some(self.parse(&msg)?);
                 }
+                Some(Ok(_)) => {} // another server's position, or a tombstone
                 Some(Err(e)) => return Err(e.into()),
                 None if caught_up || next_offset()? >= high => break,
                 None if Instant::now() > deadline => {
