@@ -58,6 +58,10 @@ pub struct EnrichConfig {
     /// Seconds to finish in-flight events after SIGTERM before exiting.
     #[serde(default = "default_grace")]
     pub shutdown_grace_s: u64,
+    /// Seconds a job keeps being started again after broker errors without an
+    /// event acknowledged before it stops (and the process exits non-zero).
+    #[serde(default = "default_recovery_timeout_s")]
+    pub recovery_timeout_s: u64,
     /// HTTP endpoint for `/metrics`, `/healthz`, `/readyz`.
     #[serde(default)]
     pub metrics: HttpConfig,
@@ -79,6 +83,11 @@ pub struct KafkaConfig {
     /// (missing ones are created with the input's partition count).
     #[serde(default = "default_replication")]
     pub replication_factor: i32,
+    /// Longest wait on the broker, in seconds: for room in the producer's queue or
+    /// a delivery report. Past it the job is started again from its committed
+    /// offsets (see `recovery_timeout_s`).
+    #[serde(default = "default_stall_timeout_s")]
+    pub stall_timeout_s: u64,
 }
 
 /// One enrichment job.
@@ -250,6 +259,12 @@ fn default_attempts() -> u32 {
 fn default_commit_interval() -> u64 {
     200
 }
+fn default_stall_timeout_s() -> u64 {
+    60
+}
+fn default_recovery_timeout_s() -> u64 {
+    300
+}
 fn default_replication() -> i32 {
     1
 }
@@ -353,11 +368,15 @@ fn check_paths(field: &str, key: &KeyFields) -> Result<(), ConfigError> {
 
 impl Validate for EnrichConfig {
     fn validate(&self) -> Result<(), ConfigError> {
+        self.metrics.validate("metrics")?;
         if self.kafka.brokers.trim().is_empty() {
             return Err(ConfigError::new(
                 "kafka.brokers",
                 "must name at least one broker",
             ));
+        }
+        if self.kafka.stall_timeout_s == 0 {
+            return Err(ConfigError::new("kafka.stall_timeout_s", "must be > 0"));
         }
         if self.kafka.replication_factor < 1 {
             return Err(ConfigError::new(
@@ -398,6 +417,18 @@ impl Validate for EnrichConfig {
                 ("dead_letter.topic", &job.dead_letter.topic),
             ];
             if let Some(retry) = &job.retry {
+                // Events held for their retry delay are work the job is waiting on.
+                if retry.delay_ms >= self.metrics.stall_after_s * 1000 {
+                    return Err(ConfigError::new(
+                        "metrics.stall_after_s",
+                        format!(
+                            "{} s is not longer than {} (its {} ms): the watchdog would call the waiting job stuck",
+                            self.metrics.stall_after_s,
+                            at("retry.delay_ms"),
+                            retry.delay_ms
+                        ),
+                    ));
+                }
                 outputs.push(("retry.topic", &retry.topic));
                 if retry.max_attempts < 2 {
                     return Err(ConfigError::new(
@@ -536,6 +567,17 @@ jobs:
         assert_eq!(
             field(&with_retry("{ topic: orders }")),
             "jobs[0].retry.topic"
+        );
+        assert_eq!(
+            field(&format!(
+                "{}metrics: {{ stall_after_s: 10 }}\n",
+                with_retry("{ topic: orders.retry, delay_ms: 60000 }")
+            )),
+            "metrics.stall_after_s"
+        );
+        assert_eq!(
+            field(&GOOD.replace("brokers: 'b:1' }", "brokers: 'b:1', stall_timeout_s: 0 }")),
+            "kafka.stall_timeout_s"
         );
         assert_eq!(
             field(&GOOD.replace("type: inner, ", "")),

@@ -64,3 +64,27 @@ pub enum EnrichError {
         source: Box<KafkaError>,
     },
 }
+
+impl EnrichError {
+    /// Whether starting the job again (new clients, from the committed offsets)
+    /// can cure this error: broker and transaction failures, not configuration,
+    /// authorization or another instance having taken over.
+    pub fn is_transient(&self) -> bool {
+        let code = match self {
+            EnrichError::Kafka(e) => e.rdkafka_error_code(),
+            EnrichError::Transaction { source, .. } | EnrichError::Produce { source, .. } => {
+                source.rdkafka_error_code()
+            }
+            _ => return false,
+        };
+        !matches!(
+            code,
+            Some(
+                rdkafka::types::RDKafkaErrorCode::TopicAuthorizationFailed
+                    | rdkafka::types::RDKafkaErrorCode::GroupAuthorizationFailed
+                    | rdkafka::types::RDKafkaErrorCode::ClusterAuthorizationFailed
+                    | rdkafka::types::RDKafkaErrorCode::TransactionalIdAuthorizationFailed
+            )
+        )
+    }
+}

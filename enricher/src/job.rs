@@ -134,6 +134,7 @@ impl TableGate {
 }
 
 /// Everything a job needs to run.
+#[derive(Clone)]
 pub struct JobSetup {
     /// The job's config.
     pub config: JobConfig,
@@ -668,12 +669,17 @@ impl Runner {
             }));
         };
         let delivery = self.send(self.topic_of(kind), &record, &msg).await;
+        let stall_timeout = self.stall_timeout();
         Box::pin(async move {
             let result = match delivery {
-                Ok(delivery) => match delivery.await {
-                    Ok(Ok(_)) => Ok(()),
-                    Ok(Err((e, _))) => Err(e),
-                    Err(_) => Err(KafkaError::Canceled),
+                // A report that does not come within the stall timeout fails the job.
+                Ok(delivery) => match tokio::time::timeout(stall_timeout, delivery).await {
+                    Ok(Ok(Ok(_))) => Ok(()),
+                    Ok(Ok(Err((e, _)))) => Err(e),
+                    Ok(Err(_)) => Err(KafkaError::Canceled),
+                    Err(_) => Err(KafkaError::MessageProduction(
+                        RDKafkaErrorCode::MessageTimedOut,
+                    )),
                 },
                 Err(e) => Err(e),
             };
@@ -725,7 +731,13 @@ impl Runner {
         }
     }
 
-    /// Enqueues a record (waiting while the client's queue is full).
+    /// `kafka.stall_timeout_s`: the longest wait on the broker.
+    fn stall_timeout(&self) -> Duration {
+        Duration::from_secs(self.setup.kafka.stall_timeout_s)
+    }
+
+    /// Enqueues a record (waiting while the client's queue is full, at most
+    /// `kafka.stall_timeout_s`: then the queue-full error is returned).
     async fn send(
         &self,
         topic: &str,
@@ -776,10 +788,13 @@ impl Runner {
             record_out = record_out.key(key);
         }
         let mut record = record_out;
+        let deadline = tokio::time::Instant::now() + self.stall_timeout();
         loop {
             match self.producer.send_result(record) {
                 Ok(delivery) => return Ok(delivery),
-                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back))
+                    if tokio::time::Instant::now() < deadline =>
+                {
                     record = back;
                     tokio::time::sleep(Duration::from_millis(2)).await;
                 }

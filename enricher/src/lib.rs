@@ -9,6 +9,7 @@
 //! - [`retry`]: the retry topic of `on_miss: retry`.
 //! - [`transactions`]: exactly-once delivery through Kafka transactions.
 //! - [`bounds`]: bounded runs (`--from` / `--until`) that stop by themselves.
+//! - [`recovery`]: a job started again after broker errors, from its committed offsets.
 //! - [`error`], [`metrics`].
 //!
 //! [`run`] starts the local tables the jobs join (partitioned tables follow the
@@ -23,6 +24,7 @@ pub mod field_path;
 pub mod job;
 pub mod metrics;
 pub mod pipeline;
+pub mod recovery;
 pub mod retry;
 pub mod transactions;
 
@@ -250,8 +252,12 @@ async fn run_jobs(
             metrics: metrics.clone(),
         };
         let stop = jobs_stop.clone();
+        let recovery_timeout = Duration::from_secs(config.recovery_timeout_s);
         handles.push(tokio::spawn(async move {
-            let result = job::run(setup, bounds, stop.clone()).await;
+            let result = match bounds {
+                Some(_) => job::run(setup, bounds, stop.clone()).await,
+                None => recovery::run_resuming(setup, stop.clone(), recovery_timeout).await,
+            };
             if result.is_err() {
                 stop.cancel(); // one failed job stops the others
             }

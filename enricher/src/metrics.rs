@@ -95,6 +95,20 @@ pub struct JobMetrics {
 }
 
 impl JobMetrics {
+    /// Events whose outcome (output, dead letter, retry, skip) was acknowledged.
+    pub fn acknowledged(&self) -> u64 {
+        [
+            &self.events_out,
+            &self.dead_lettered,
+            &self.retried,
+            &self.deleted,
+            &self.missed,
+        ]
+        .iter()
+        .map(|c| c.get())
+        .sum()
+    }
+
     /// The counter of events skipped for `skip`.
     pub fn skipped(&self, skip: Skip) -> &Counter {
         match skip {
