@@ -916,10 +916,25 @@ async fn a_second_exactly_once_instance_fences_the_first() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn twenty_sigkills_during_snapshot_and_streaming_lose_nothing() {
+    sigkills_under_load("kills", "").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn twenty_sigkills_in_exactly_once_mode_commit_each_change_once() {
+    sigkills_under_load("eoskills", "delivery: exactly_once\n").await;
+}
+
+/// 20 SIGKILLs of capture during its snapshot and under a write load, with
+/// `extra` in its config. The topics' final state must equal the tables; with
+/// exactly-once delivery, as a read_committed consumer sees them (transaction
+/// markers read from the raw batches), every insert is committed exactly once
+/// and no streamed change is committed twice.
+async fn sigkills_under_load(prefix: &str, extra: &str) {
     const PER_TABLE: i64 = 34_000;
     const TABLES: [&str; 3] = ["a", "b", "c"];
+    let exactly_once = extra.contains("exactly_once");
     let mut conn = root_conn().await;
-    let db = create_db(&mut conn, "kills").await;
+    let db = create_db(&mut conn, prefix).await;
     for t in TABLES {
         conn.query_drop(format!(
             "CREATE TABLE `{db}`.{t} (id INT PRIMARY KEY, v INT)"
@@ -944,7 +959,8 @@ async fn twenty_sigkills_during_snapshot_and_streaming_lose_nothing() {
         .as_nanos() as u64
         | 1;
     println!("seed {seed}");
-    let setup = CaptureSetup::new(&db, "").with_snapshot(2000);
+    let mut setup = CaptureSetup::new(&db, "").with_snapshot(2000);
+    setup.extra = extra.to_owned();
 
     // Mixed changes across the tables for the whole run.
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -975,16 +991,21 @@ async fn twenty_sigkills_during_snapshot_and_streaming_lose_nothing() {
             .into_iter()
             .map(|(id, v)| (id, json!({ "id": id, "v": v })))
             .collect();
-        let target = expected.clone();
-        // Replays incrementally: the topic holds every repeated snapshot.
-        let mut replayed = 0;
-        let mut state = BTreeMap::new();
-        let records = read_topic(&setup.topic(t), Duration::from_secs(180), move |records| {
-            apply_records(&mut state, &records[replayed..]);
-            replayed = records.len();
-            state == target
-        })
-        .await;
+        let topic = setup.topic(t);
+        let records = if exactly_once {
+            committed_records_once(&topic, &expected, &capture).await
+        } else {
+            let target = expected.clone();
+            // Replays incrementally: the topic holds every repeated snapshot.
+            let mut replayed = 0;
+            let mut state = BTreeMap::new();
+            read_topic(&topic, Duration::from_secs(180), move |records| {
+                apply_records(&mut state, &records[replayed..]);
+                replayed = records.len();
+                state == target
+            })
+            .await
+        };
         let mut state = BTreeMap::new();
         apply_records(&mut state, &records);
         assert_eq!(
@@ -996,6 +1017,92 @@ async fn twenty_sigkills_during_snapshot_and_streaming_lose_nothing() {
             assert_eq!(state.get(id), Some(row), "table {t}, row {id}");
         }
     }
+}
+
+/// Waits until the committed records of `topic` replay to `expected`, then checks
+/// that no insert and no streamed change was committed twice and none is missing.
+/// Returns the committed records in offset order per partition.
+async fn committed_records_once(
+    topic: &str,
+    expected: &BTreeMap<i64, Json>,
+    capture: &TributaryProcess,
+) -> Vec<Record> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(180);
+    let (records, aborted) = loop {
+        let partitions = committed::read_topic(topic, 3).await;
+        let aborted: usize = partitions.iter().map(|p| p.aborted.len()).sum();
+        let records: Vec<Record> = partitions
+            .into_iter()
+            .enumerate()
+            .flat_map(|(partition, p)| {
+                p.committed.into_iter().map(move |r| Record {
+                    partition: partition as i32,
+                    offset: r.offset,
+                    key: serde_json::from_slice(r.key.as_deref().unwrap()).unwrap(),
+                    value: r.value.map(|v| serde_json::from_slice(&v).unwrap()),
+                })
+            })
+            .collect();
+        if replay_map(&records) == *expected || std::time::Instant::now() > deadline {
+            break (records, aborted);
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    };
+    println!(
+        "{topic}: {} committed records, {aborted} aborted",
+        records.len()
+    );
+    assert_eq!(
+        replay_map(&records),
+        *expected,
+        "committed state of {topic}; log:\n{}",
+        capture.log()
+    );
+    // Each streamed change once: a binlog event's rows have one (file, pos, row).
+    let mut changes = std::collections::BTreeMap::new();
+    for value in events(&records).into_iter().filter(|v| v["op"] != "r") {
+        let source = &value["source"];
+        let id = (
+            source["file"].as_str().unwrap().to_owned(),
+            source["pos"].as_i64().unwrap(),
+            source["row"].as_i64().unwrap(),
+        );
+        *changes.entry(id).or_insert(0) += 1;
+    }
+    let doubled: Vec<_> = changes.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(
+        doubled.is_empty(),
+        "{topic}: changes committed twice: {doubled:?}"
+    );
+    // Each insert of the load once: the load never deletes the ids it inserts
+    // (past the preloaded ones), so each is in the table, and was read by a
+    // snapshot or streamed once as a create.
+    let mut creates = BTreeMap::new();
+    let mut snapshotted = std::collections::BTreeSet::new();
+    for value in events(&records) {
+        let id = value["after"]["id"].as_i64();
+        match (value["op"].as_str(), id) {
+            (Some("c"), Some(id)) => *creates.entry(id).or_insert(0) += 1,
+            (Some("r"), Some(id)) => {
+                snapshotted.insert(id);
+            }
+            _ => {}
+        }
+    }
+    let twice: Vec<_> = creates.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(
+        twice.is_empty(),
+        "{topic}: inserts committed twice: {twice:?}"
+    );
+    let missing: Vec<_> = expected
+        .keys()
+        .filter(|id| **id > 34_000 && !creates.contains_key(id) && !snapshotted.contains(id))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "{topic}: inserts never committed: {missing:?}"
+    );
+    records
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -486,15 +486,29 @@ const JOIN_USERS: &str =
     "[{ table: users, key: user_id, select: [name], type: inner, on_miss: dlq }]";
 
 #[tokio::test(flavor = "multi_thread")]
-async fn ten_sigkills_during_a_run_lose_no_event() {
-    const ORDERS: u64 = 100_000;
+async fn twenty_sigkills_during_a_run_lose_no_event() {
+    sigkills_during_a_run("").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn twenty_sigkills_in_exactly_once_mode_commit_each_output_once() {
+    sigkills_during_a_run("delivery: exactly_once\ncommit_interval_ms: 500").await;
+}
+
+/// 20 SIGKILLs of an enricher (`extra`: more job settings) while orders keep
+/// arriving; then one run to the end. Every order is enriched; with exactly-once
+/// delivery, each is committed exactly once for a read_committed consumer (the
+/// transaction markers are read from the raw batches).
+async fn sigkills_during_a_run(extra: &str) {
+    const ORDERS: u64 = 60_000;
     const USERS: u64 = 1000;
+    let exactly_once = extra.contains("exactly_once");
     let (users, input) = users_and_orders(USERS, 0, 3).await;
     let files = JobFiles::new(&input);
     let job = files.write(
         Some(&format!("[{{ name: users, topic: '{users}' }}]")),
         JOIN_USERS,
-        "",
+        extra,
     );
     // Orders keep arriving (2000 a second) while the enricher is killed and restarted.
     let producer = {
@@ -507,7 +521,7 @@ async fn ten_sigkills_during_a_run_lose_no_event() {
         })
     };
     let mut rng = 0x9e37_79b9_u64;
-    for kill in 0..10 {
+    for kill in 0..20 {
         let mut enricher = TributaryProcess::start(&["enrich"], &job, &[]);
         // Kill at a random moment once this process has its partitions.
         let deadline = Instant::now() + Duration::from_secs(60);
@@ -525,10 +539,28 @@ async fn ten_sigkills_during_a_run_lose_no_event() {
     }
     producer.await.unwrap();
     let enricher = TributaryProcess::start(&["enrich"], &job, &[]);
-    let out = read_raw(&files.output, Duration::from_secs(180), move |r| {
-        r.len() as u64 >= ORDERS && order_ids(r).len() as u64 == ORDERS
-    })
-    .await;
+    let out = if exactly_once {
+        let deadline = Instant::now() + Duration::from_secs(180);
+        loop {
+            let out = committed_outputs(&files.output).await;
+            if order_ids(&out).len() as u64 == ORDERS || Instant::now() > deadline {
+                let ids = order_ids(&out);
+                assert_eq!(
+                    out.len(),
+                    ids.len(),
+                    "an order committed twice; log:\n{}",
+                    enricher.log()
+                );
+                break out;
+            }
+            tokio::time::sleep(Duration::from_secs(2)).await;
+        }
+    } else {
+        read_raw(&files.output, Duration::from_secs(180), move |r| {
+            r.len() as u64 >= ORDERS && order_ids(r).len() as u64 == ORDERS
+        })
+        .await
+    };
     assert!(
         out.len() as u64 >= ORDERS,
         "only {} outputs; log:\n{}",
@@ -538,6 +570,24 @@ async fn ten_sigkills_during_a_run_lose_no_event() {
     assert_all_enriched(&out, ORDERS, USERS);
     let dead = read_raw(&files.dead_letter, Duration::from_secs(1), |_| false).await;
     assert!(dead.is_empty(), "every user exists: {:?}", dead.first());
+}
+
+/// The committed records of the 3-partition output topic `topic`.
+async fn committed_outputs(topic: &str) -> Vec<RawRecord> {
+    committed::read_topic(topic, 3)
+        .await
+        .into_iter()
+        .enumerate()
+        .flat_map(|(partition, p)| {
+            p.committed.into_iter().map(move |r| RawRecord {
+                partition: partition as i32,
+                offset: r.offset,
+                key: r.key,
+                value: r.value,
+                headers: BTreeMap::new(),
+            })
+        })
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -178,3 +178,149 @@ async fn the_status_command_and_page_show_the_components_evaluation() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).contains("| STOPPED |"));
 }
+
+/// Capture against a broker of its own that stops answering (SIGSTOP) while the
+/// database keeps changing: within the window the watchdog fails `/healthz` and
+/// `/readyz`, counts the stall, and `tributary status --check` fails with STALLED.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_capture_that_cannot_commit_fails_its_probes_and_the_status_check() {
+    use mysql_async::prelude::Queryable;
+    let kafka_port = free_port();
+    let broker = PrivateBroker::start_on(kafka_port);
+    let mut conn = root_conn().await;
+    let db = create_db(&mut conn, "stall").await;
+    conn.query_drop(format!("CREATE TABLE `{db}`.t (id INT PRIMARY KEY)"))
+        .await
+        .unwrap();
+    let setup = CaptureSetup::new(&db, &gtid_now(&mut conn).await);
+    let yaml = setup
+        .yaml()
+        .replace(&brokers(), &format!("127.0.0.1:{kafka_port}"))
+        .replace(
+            &format!("metrics: {{ listen: '127.0.0.1:{}' }}", setup.metrics_port),
+            &format!(
+                "metrics: {{ listen: '127.0.0.1:{}', stall_after_s: 10 }}",
+                setup.metrics_port
+            ),
+        );
+    let capture = TributaryProcess::capture(&yaml);
+    let port = setup.metrics_port;
+    let endpoint = format!("http://127.0.0.1:{port}");
+    // The database changes every 200 ms for the whole test.
+    let writer = {
+        let db = db.clone();
+        tokio::spawn(async move {
+            let mut conn = root_conn().await;
+            for id in 1.. {
+                conn.query_drop(format!("INSERT INTO `{db}`.t VALUES ({id})"))
+                    .await
+                    .unwrap();
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        })
+    };
+    let datastream = |report: &Json| report["items"].get(0).cloned().unwrap_or(Json::Null);
+    let status = || async {
+        let (_, body) = try_http_get(port, "/status").await?;
+        serde_json::from_str::<Json>(&body).ok()
+    };
+    // Healthy first.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let report = status().await;
+        if report
+            .as_ref()
+            .is_some_and(|r| datastream(r)["status"] == "OK")
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "never OK: {report:?}; log:\n{}",
+            capture.log()
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert_eq!(http_get(port, "/healthz").await.0, 200);
+
+    // The broker stops answering; the source keeps moving.
+    let paused = Instant::now();
+    signal(&broker, "STOP");
+    let deadline = paused + Duration::from_secs(90);
+    let check = loop {
+        let out = Command::new(env!("CARGO_BIN_EXE_tributary"))
+            .args(["status", "--check", "--endpoint", &endpoint])
+            .output()
+            .unwrap();
+        let printed = String::from_utf8_lossy(&out.stdout).to_string();
+        if !out.status.success() {
+            break printed;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "status --check still passes 90 s after the broker stopped:\n{printed}\nlog:\n{}",
+            capture.log()
+        );
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    };
+    println!(
+        "status --check failed {:?} after the pause:\n{check}",
+        paused.elapsed()
+    );
+    assert!(check.contains("| STALLED |"), "{check}");
+    let (code, body) = http_get(port, "/healthz").await;
+    assert_eq!(code, 503, "{body}");
+    assert_eq!(body, format!("stuck: datastream {}", setup.server_name));
+    assert_eq!(http_get(port, "/readyz").await.0, 503);
+    let (_, metrics) = http_get(port, "/metrics").await;
+    assert!(metric_sum(&metrics, "tributary_status_stalls_total") >= 1.0);
+    assert!(
+        capture
+            .log()
+            .contains("no progress although there is work to do"),
+        "an ERROR says so; log:\n{}",
+        capture.log()
+    );
+    signal(&broker, "CONT");
+    writer.abort();
+}
+
+fn signal(broker: &PrivateBroker, name: &str) {
+    let status = Command::new("kill")
+        .args([&format!("-{name}"), &broker.pid().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+/// `metrics.listen` with port 0: the startup log names the port actually bound.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_startup_log_names_the_port_bound() {
+    let topic = unique("status_port");
+    create_topic(&topic, 1).await;
+    let data = tempfile::tempdir().unwrap();
+    let config = write_config(&format!(
+        "data_dir: '{}'\nkafka: {{ brokers: '{}', group_id: '{}' }}\ntables:\n  - {{ name: items, topic: '{topic}', mode: global }}\nmetrics: {{ listen: '127.0.0.1:0' }}\n",
+        data.path().display(),
+        brokers(),
+        unique("status")
+    ));
+    let process = TributaryProcess::start(&["tables", "run"], &config, &[]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let port: u16 = loop {
+        let log = process.log();
+        let bound = log
+            .lines()
+            .find(|l| l.contains("metrics and health endpoints up"))
+            .and_then(|l| l.split("listen=127.0.0.1:").nth(1))
+            .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
+            .and_then(|port| port.parse().ok());
+        if let Some(port) = bound {
+            break port;
+        }
+        assert!(Instant::now() < deadline, "log:\n{log}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_ne!(port, 0, "the bound port, not the configured 0");
+    assert_eq!(http_get(port, "/healthz").await, (200, "ok".to_owned()));
+}

@@ -390,6 +390,112 @@ async fn sigkill_during_apply_reconsumes_at_most_one_batch() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn twenty_sigkills_under_load_leave_the_table_equal_to_the_topic() {
+    const KEYS: u64 = 5000;
+    let topic = unique("kills");
+    create_topic(&topic, 3).await;
+    let data = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let yaml = format!(
+        "{}metrics: {{ listen: '127.0.0.1:{port}' }}\n",
+        tables_yaml(data.path(), &unique("grp"), &[("kv", &topic, "global")])
+    );
+    let config = write_config(&yaml);
+    let run = || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_tributary"))
+            .args(["tables", "run", "--config"])
+            .arg(&config)
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    // Upserts and deletes (tombstones) of random keys for the whole run.
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64
+        | 1;
+    println!("seed {seed}");
+    let load = {
+        let (topic, stop) = (topic.clone(), stop.clone());
+        let mut seed = seed;
+        tokio::spawn(async move {
+            let mut version = 0;
+            let mut produced = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                version += 1;
+                let records: Vec<(Json, Option<Vec<u8>>)> = (0..500)
+                    .map(|_| {
+                        let id = next_random(&mut seed) % KEYS;
+                        let value = (!next_random(&mut seed).is_multiple_of(5))
+                            .then(|| format!(r#"{{"id":{id},"v":{version}}}"#).into_bytes());
+                        (json!({ "id": id }), value)
+                    })
+                    .collect();
+                produce(&topic, 3, &records).await;
+                produced += records.len();
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            produced
+        })
+    };
+    for _ in 0..20 {
+        let mut tables = run();
+        tokio::time::sleep(Duration::from_millis(300 + next_random(&mut seed) % 1200)).await;
+        tables.kill().unwrap();
+        tables.wait().unwrap();
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let produced = load.await.unwrap();
+
+    // A last run until the table has caught up with the topic's end.
+    let mut last = run();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while try_http_get(port, "/readyz").await.map(|(code, _)| code) != Some(200) {
+        assert!(Instant::now() < deadline, "the last run never caught up");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    last.kill().unwrap();
+    last.wait().unwrap();
+
+    // The topic replayed (newest value per key, a tombstone removes it) ...
+    let mut expected = BTreeMap::new();
+    let records = read_raw(&topic, Duration::from_secs(60), move |r| {
+        r.len() >= produced
+    })
+    .await;
+    assert_eq!(records.len(), produced);
+    for r in records {
+        let id = serde_json::from_slice::<Json>(r.key.as_deref().unwrap()).unwrap()["id"]
+            .as_u64()
+            .unwrap();
+        match r.value {
+            Some(v) => expected.insert(id, serde_json::from_slice::<Json>(&v).unwrap()),
+            None => expected.remove(&id),
+        };
+    }
+    // ... is what the table holds.
+    let store = Store::open_read_only(data.path()).unwrap();
+    let mut held = BTreeMap::new();
+    for p in 0..3 {
+        for (_, raw) in store
+            .scan("kv", p, &ScanBounds::default(), usize::MAX)
+            .unwrap()
+        {
+            let row: Json = serde_json::from_slice(&raw).unwrap();
+            held.insert(row["id"].as_u64().unwrap(), row);
+        }
+    }
+    assert!(
+        expected.len() > KEYS as usize / 2,
+        "the load wrote most keys"
+    );
+    assert_eq!(held.len(), expected.len(), "rows (seed printed above)");
+    assert_eq!(held, expected, "rows (seed printed above)");
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn partitions_move_between_instances_and_global_tables_stay_whole() {
     let (split, whole) = (unique("split"), unique("whole"));
     create_topic(&split, 3).await;

@@ -4,6 +4,8 @@
 #![allow(dead_code, unreachable_pub)] // each test binary uses a different subset
 #![allow(clippy::unwrap_used)] // test helpers fail loudly
 
+pub mod committed;
+
 use std::io::Read as _;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -444,6 +446,11 @@ impl PrivateBroker {
             .spawn()
             .unwrap();
         PrivateBroker(child)
+    }
+
+    /// The broker's process id (to pause it with SIGSTOP).
+    pub fn pid(&self) -> u32 {
+        self.0.id()
     }
 }
 
