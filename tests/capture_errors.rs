@@ -187,9 +187,7 @@ async fn an_unreachable_broker_is_waited_for() {
         .await
         .unwrap();
     let setup = CaptureSetup::new(&db, &gtid_now(&mut conn).await);
-    let yaml = setup
-        .yaml()
-        .replace(&brokers(), &format!("127.0.0.1:{port}"));
+    let yaml = setup.yaml_on_broker(port);
     let capture = TributaryProcess::capture(&yaml);
     conn.query_drop(format!("INSERT INTO `{db}`.t VALUES (1)"))
         .await

@@ -953,12 +953,7 @@ async fn sigkills_under_load(prefix: &str, extra: &str) {
             .unwrap();
         }
     }
-    let mut seed = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos() as u64
-        | 1;
-    println!("seed {seed}");
+    let mut seed = random_seed();
     let mut setup = CaptureSetup::new(&db, "").with_snapshot(2000);
     setup.extra = extra.to_owned();
 
@@ -1029,20 +1024,8 @@ async fn committed_records_once(
 ) -> Vec<Record> {
     let deadline = std::time::Instant::now() + Duration::from_secs(180);
     let (records, aborted) = loop {
-        let partitions = committed::read_topic(topic, 3).await;
-        let aborted: usize = partitions.iter().map(|p| p.aborted.len()).sum();
-        let records: Vec<Record> = partitions
-            .into_iter()
-            .enumerate()
-            .flat_map(|(partition, p)| {
-                p.committed.into_iter().map(move |r| Record {
-                    partition: partition as i32,
-                    offset: r.offset,
-                    key: serde_json::from_slice(r.key.as_deref().unwrap()).unwrap(),
-                    value: r.value.map(|v| serde_json::from_slice(&v).unwrap()),
-                })
-            })
-            .collect();
+        let (committed, aborted) = committed::read_topic(topic, 3).await;
+        let records: Vec<Record> = committed.iter().map(Record::parse).collect();
         if replay_map(&records) == *expected || std::time::Instant::now() > deadline {
             break (records, aborted);
         }

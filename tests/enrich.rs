@@ -542,7 +542,7 @@ async fn sigkills_during_a_run(extra: &str) {
     let out = if exactly_once {
         let deadline = Instant::now() + Duration::from_secs(180);
         loop {
-            let out = committed_outputs(&files.output).await;
+            let (out, _) = committed::read_topic(&files.output, 3).await;
             if order_ids(&out).len() as u64 == ORDERS || Instant::now() > deadline {
                 let ids = order_ids(&out);
                 assert_eq!(
@@ -570,24 +570,6 @@ async fn sigkills_during_a_run(extra: &str) {
     assert_all_enriched(&out, ORDERS, USERS);
     let dead = read_raw(&files.dead_letter, Duration::from_secs(1), |_| false).await;
     assert!(dead.is_empty(), "every user exists: {:?}", dead.first());
-}
-
-/// The committed records of the 3-partition output topic `topic`.
-async fn committed_outputs(topic: &str) -> Vec<RawRecord> {
-    committed::read_topic(topic, 3)
-        .await
-        .into_iter()
-        .enumerate()
-        .flat_map(|(partition, p)| {
-            p.committed.into_iter().map(move |r| RawRecord {
-                partition: partition as i32,
-                offset: r.offset,
-                key: r.key,
-                value: r.value,
-                headers: BTreeMap::new(),
-            })
-        })
-        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -193,16 +193,13 @@ async fn a_capture_that_cannot_commit_fails_its_probes_and_the_status_check() {
         .await
         .unwrap();
     let setup = CaptureSetup::new(&db, &gtid_now(&mut conn).await);
-    let yaml = setup
-        .yaml()
-        .replace(&brokers(), &format!("127.0.0.1:{kafka_port}"))
-        .replace(
-            &format!("metrics: {{ listen: '127.0.0.1:{}' }}", setup.metrics_port),
-            &format!(
-                "metrics: {{ listen: '127.0.0.1:{}', stall_after_s: 10 }}",
-                setup.metrics_port
-            ),
-        );
+    let yaml = setup.yaml_on_broker(kafka_port).replace(
+        &format!("metrics: {{ listen: '127.0.0.1:{}' }}", setup.metrics_port),
+        &format!(
+            "metrics: {{ listen: '127.0.0.1:{}', stall_after_s: 10 }}",
+            setup.metrics_port
+        ),
+    );
     let capture = TributaryProcess::capture(&yaml);
     let port = setup.metrics_port;
     let endpoint = format!("http://127.0.0.1:{port}");

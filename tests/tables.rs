@@ -288,6 +288,36 @@ async fn materialized_state_equals_the_source_and_restarts_without_replay() {
     instance.stop().await;
 }
 
+/// A global table `kv` on a 3-partition topic, run by `tributary tables run`
+/// processes (to be SIGKILLed) on a data directory and HTTP port of its own.
+struct KvTable {
+    data: tempfile::TempDir,
+    port: u16,
+    config: std::path::PathBuf,
+}
+
+impl KvTable {
+    fn on(topic: &str) -> Self {
+        let data = tempfile::tempdir().unwrap();
+        let port = free_port();
+        let yaml = format!(
+            "{}metrics: {{ listen: '127.0.0.1:{port}' }}\n",
+            tables_yaml(data.path(), &unique("grp"), &[("kv", topic, "global")])
+        );
+        let config = write_config(&yaml);
+        KvTable { data, port, config }
+    }
+
+    fn start(&self) -> std::process::Child {
+        std::process::Command::new(env!("CARGO_BIN_EXE_tributary"))
+            .args(["tables", "run", "--config"])
+            .arg(&self.config)
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap()
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn sigkill_during_apply_reconsumes_at_most_one_batch() {
     const KEYS: i64 = 50_000;
@@ -308,21 +338,8 @@ async fn sigkill_during_apply_reconsumes_at_most_one_batch() {
     let total = records.len() as f64;
     produce(&topic, 3, &records).await;
 
-    let data = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let yaml = format!(
-        "{}metrics: {{ listen: '127.0.0.1:{port}' }}\n",
-        tables_yaml(data.path(), &unique("grp"), &[("kv", &topic, "global")])
-    );
-    let config = write_config(&yaml);
-    let run = || {
-        std::process::Command::new(env!("CARGO_BIN_EXE_tributary"))
-            .args(["tables", "run", "--config"])
-            .arg(&config)
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap()
-    };
+    let kv = KvTable::on(&topic);
+    let (data, port, run) = (&kv.data, kv.port, || kv.start());
     let applied = |port| async move {
         let (_, body) = try_http_get(port, "/metrics").await?;
         Some(metric_sum(&body, "tributary_table_applied_records_total"))
@@ -394,29 +411,11 @@ async fn twenty_sigkills_under_load_leave_the_table_equal_to_the_topic() {
     const KEYS: u64 = 5000;
     let topic = unique("kills");
     create_topic(&topic, 3).await;
-    let data = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let yaml = format!(
-        "{}metrics: {{ listen: '127.0.0.1:{port}' }}\n",
-        tables_yaml(data.path(), &unique("grp"), &[("kv", &topic, "global")])
-    );
-    let config = write_config(&yaml);
-    let run = || {
-        std::process::Command::new(env!("CARGO_BIN_EXE_tributary"))
-            .args(["tables", "run", "--config"])
-            .arg(&config)
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap()
-    };
+    let kv = KvTable::on(&topic);
+    let (data, port, run) = (&kv.data, kv.port, || kv.start());
     // Upserts and deletes (tombstones) of random keys for the whole run.
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let mut seed = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos() as u64
-        | 1;
-    println!("seed {seed}");
+    let mut seed = random_seed();
     let load = {
         let (topic, stop) = (topic.clone(), stop.clone());
         let mut seed = seed;

@@ -180,13 +180,23 @@ async fn fetch(
     (data.high_watermark, out)
 }
 
-/// Every partition of `topic` (`partitions` of them) on the stack's broker.
-pub async fn read_topic(topic: &str, partitions: i32) -> Vec<Partition> {
+/// What a read_committed consumer reads of `topic` (`partitions` of them) on
+/// the stack's broker, in offset order per partition, and how many records
+/// aborted transactions hold.
+pub async fn read_topic(topic: &str, partitions: i32) -> (Vec<super::RawRecord>, usize) {
     let broker = super::brokers();
     let broker = broker.split(',').next().unwrap().to_owned();
-    let mut out = Vec::new();
-    for p in 0..partitions {
-        out.push(read_partition(&broker, topic, p).await);
+    let (mut committed, mut aborted) = (Vec::new(), 0);
+    for partition in 0..partitions {
+        let p = read_partition(&broker, topic, partition).await;
+        aborted += p.aborted.len();
+        committed.extend(p.committed.into_iter().map(|r| super::RawRecord {
+            partition,
+            offset: r.offset,
+            key: r.key,
+            value: r.value,
+            headers: Default::default(),
+        }));
     }
-    out
+    (committed, aborted)
 }

@@ -158,6 +158,12 @@ impl CaptureSetup {
         )
     }
 
+    /// [`Self::yaml`] pointing at another broker on 127.0.0.1 (a [`PrivateBroker`], or none).
+    pub fn yaml_on_broker(&self, port: u16) -> String {
+        self.yaml()
+            .replace(&brokers(), &format!("127.0.0.1:{port}"))
+    }
+
     pub fn topic(&self, table: &str) -> String {
         format!("{}.{}.{}", self.server_name, self.db, table)
     }
@@ -276,6 +282,19 @@ pub struct Record {
     pub value: Option<serde_json::Value>,
 }
 
+impl Record {
+    /// A change record's key and value parsed as JSON.
+    pub fn parse(r: &RawRecord) -> Record {
+        Record {
+            partition: r.partition,
+            offset: r.offset,
+            key: serde_json::from_slice(r.key.as_deref().expect("change records are keyed"))
+                .unwrap(),
+            value: r.value.as_ref().map(|p| serde_json::from_slice(p).unwrap()),
+        }
+    }
+}
+
 /// One Kafka record as it is stored.
 #[derive(Debug, Clone)]
 pub struct RawRecord {
@@ -310,12 +329,7 @@ pub async fn read_topic_from(
     timeout: Duration,
     mut done: impl FnMut(&[Record]) -> bool + Send + 'static,
 ) -> Vec<Record> {
-    let parse = |r: &RawRecord| Record {
-        partition: r.partition,
-        offset: r.offset,
-        key: serde_json::from_slice(r.key.as_deref().expect("change records are keyed")).unwrap(),
-        value: r.value.as_ref().map(|p| serde_json::from_slice(p).unwrap()),
-    };
+    let parse = Record::parse;
     let mut parsed: Vec<Record> = Vec::new();
     let raw = read_raw_from(brokers, topic, timeout, move |raw| {
         parsed.extend(raw[parsed.len()..].iter().map(parse));
@@ -736,6 +750,17 @@ pub fn replay_map(records: &[Record]) -> std::collections::BTreeMap<i64, serde_j
     let mut state = std::collections::BTreeMap::new();
     apply_records(&mut state, &sorted);
     state
+}
+
+/// A seed for [`next_random`] from the clock, printed so a failure can be replayed.
+pub fn random_seed() -> u64 {
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64
+        | 1;
+    println!("seed {seed}");
+    seed
 }
 
 /// xorshift64: reproducible "random" numbers from a printed seed.
