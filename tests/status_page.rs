@@ -181,7 +181,8 @@ async fn the_status_command_and_page_show_the_components_evaluation() {
 
 /// Capture against a broker of its own that stops answering (SIGSTOP) while the
 /// database keeps changing: within the window the watchdog fails `/healthz` and
-/// `/readyz`, counts the stall, and `tributary status --check` fails with STALLED.
+/// `/readyz`, counts the stall, and `tributary status --check` fails with STALLED;
+/// then capture, which cannot recover, exits non-zero saying why.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_capture_that_cannot_commit_fails_its_probes_and_the_status_check() {
     use mysql_async::prelude::Queryable;
@@ -193,13 +194,17 @@ async fn a_capture_that_cannot_commit_fails_its_probes_and_the_status_check() {
         .await
         .unwrap();
     let setup = CaptureSetup::new(&db, &gtid_now(&mut conn).await);
-    let yaml = setup.yaml_on_broker(kafka_port).replace(
-        &format!("metrics: {{ listen: '127.0.0.1:{}' }}", setup.metrics_port),
-        &format!(
-            "metrics: {{ listen: '127.0.0.1:{}', stall_after_s: 10 }}",
-            setup.metrics_port
-        ),
-    );
+    let yaml = setup
+        .yaml_on_broker(kafka_port)
+        .replace(
+            &format!("metrics: {{ listen: '127.0.0.1:{}' }}", setup.metrics_port),
+            &format!(
+                "metrics: {{ listen: '127.0.0.1:{}', stall_after_s: 10 }}\nrecovery_timeout_s: 60",
+                setup.metrics_port
+            ),
+        )
+        .replace("' }\n", "', stall_timeout_s: 3 }\n");
+    assert!(yaml.contains("stall_timeout_s: 3"), "{yaml}");
     let capture = TributaryProcess::capture(&yaml);
     let port = setup.metrics_port;
     let endpoint = format!("http://127.0.0.1:{port}");
@@ -243,7 +248,7 @@ async fn a_capture_that_cannot_commit_fails_its_probes_and_the_status_check() {
     // The broker stops answering; the source keeps moving.
     let paused = Instant::now();
     signal(&broker, "STOP");
-    let deadline = paused + Duration::from_secs(90);
+    let deadline = paused + Duration::from_secs(55);
     let check = loop {
         let out = Command::new(env!("CARGO_BIN_EXE_tributary"))
             .args(["status", "--check", "--endpoint", &endpoint])
@@ -255,7 +260,7 @@ async fn a_capture_that_cannot_commit_fails_its_probes_and_the_status_check() {
         }
         assert!(
             Instant::now() < deadline,
-            "status --check still passes 90 s after the broker stopped:\n{printed}\nlog:\n{}",
+            "status --check still passes 55 s after the broker stopped:\n{printed}\nlog:\n{}",
             capture.log()
         );
         tokio::time::sleep(Duration::from_secs(2)).await;
@@ -278,6 +283,21 @@ async fn a_capture_that_cannot_commit_fails_its_probes_and_the_status_check() {
         "an ERROR says so; log:\n{}",
         capture.log()
     );
+    // Its Kafka side is started again and again, and after recovery_timeout_s it gives up.
+    let (clean, log) =
+        tokio::task::spawn_blocking(move || capture.wait_exit(Duration::from_secs(120)))
+            .await
+            .unwrap();
+    assert!(!clean, "exits non-zero; log:\n{log}");
+    assert!(
+        log.contains("after 3s (kafka.stall_timeout_s)"),
+        "the cause is logged; log:\n{log}"
+    );
+    assert!(
+        log.contains("capture did not recover within recovery_timeout_s"),
+        "log:\n{log}"
+    );
+    println!("capture exited {:?} after the pause", paused.elapsed());
     signal(&broker, "CONT");
     writer.abort();
 }

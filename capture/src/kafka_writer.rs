@@ -499,7 +499,9 @@ impl KafkaWriter {
         for (k, v) in &self.topics_cfg.config {
             topic = topic.set(k, v);
         }
-        let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
+        let opts = AdminOptions::new()
+            .operation_timeout(Some(self.stall_timeout))
+            .request_timeout(Some(self.stall_timeout));
         for result in self.admin.create_topics([&topic], &opts).await? {
             match result {
                 Ok(created) => info!(topic = %created, partitions, "topic created"),

@@ -82,7 +82,7 @@ pub async fn run(
                     error!(error = %e, failing_for = ?since.elapsed(), "capture did not recover within recovery_timeout_s; exiting");
                     return Err(e);
                 }
-                warn!(error = %e, retry_in = ?delay, "capture interrupted; starting again from the stored position");
+                warn!(error = %e, retry_in = ?delay, "capture interrupted; reconnecting, to resume from the stored position");
                 tokio::select! {
                     _ = tokio::time::sleep(delay) => {}
                     _ = shutdown.cancelled() => return Ok(()),

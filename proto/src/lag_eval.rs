@@ -5,7 +5,8 @@
 //!   does not grow over the window.
 //! - `WARN`: the position moves but the lag grew over the window (falling
 //!   behind), or too few observations to judge a lag.
-//! - `STALLED`: there is lag and the position did not move over the window.
+//! - `STALLED`: there is lag and the position did not move over the window, or
+//!   over its last half (a pipeline that stopped is called so within half a window).
 //! - `STOPPED`: no observation for longer than the window (nothing reports).
 
 use std::collections::VecDeque;
@@ -140,6 +141,11 @@ impl LagWindow {
             (Health::Warn, "lag, too few observations to judge yet")
         } else if last.position == first.position {
             (Health::Stalled, "lag and no progress over the window")
+        } else if unmoved_ms(&self.samples) >= self.window_ms / 2 {
+            (
+                Health::Stalled,
+                "lag and no progress over the last half of the window",
+            )
         } else if lag > first.lag() && growing(&self.samples) {
             (Health::Warn, "lag grew over the window")
         } else {
@@ -147,6 +153,18 @@ impl LagWindow {
         };
         verdict(health, reason, lag, lag_seconds, rate)
     }
+}
+
+/// How long the position has been where it is at the last observation.
+fn unmoved_ms(samples: &VecDeque<Observation>) -> i64 {
+    let last = samples.back().expect("not empty");
+    let since = samples
+        .iter()
+        .rev()
+        .take_while(|s| s.position == last.position)
+        .last()
+        .map_or(last.at_ms, |s| s.at_ms);
+    last.at_ms - since
 }
 
 /// Whether the lag grew in most steps of the window (not one burst).
@@ -215,6 +233,15 @@ mod tests {
         assert_eq!(health(&falling_behind), Health::Warn);
         let stuck: Vec<_> = (0..13).map(|i| (100, 100 + i)).collect();
         assert_eq!(health(&stuck), Health::Stalled);
+        // Moving for the first half of the window, then not at all.
+        let stopped: Vec<_> = (0..13).map(|i| (i.min(6) * 10, 100 + i * 10)).collect();
+        assert_eq!(health(&stopped), Health::Stalled);
+        let stopping: Vec<_> = (0..13).map(|i| (i.min(7) * 10, 100 + i * 10)).collect();
+        assert_ne!(
+            health(&stopping),
+            Health::Stalled,
+            "25 s unmoved: not yet half the window"
+        );
         let stuck_but_caught_up: Vec<_> = (0..13).map(|_| (100, 100)).collect();
         assert_eq!(health(&stuck_but_caught_up), Health::Ok, "idle is fine");
         assert_eq!(
