@@ -22,9 +22,15 @@ use super::{create_topic, produce};
 /// Arguments of `tributary bench capture`.
 #[derive(Args)]
 pub(crate) struct CaptureBenchArgs {
-    /// Row events in the binlog (one table, inserted in batches of 10,000).
+    /// Row events in the binlog (one table).
     #[arg(long, default_value_t = 1_000_000)]
     rows: u64,
+    /// Rows inserted per source transaction (1: every row its own transaction).
+    #[arg(long, default_value_t = 10_000)]
+    rows_per_transaction: u64,
+    /// Capture's delivery mode for the binlog → broker run: `at_least_once` or `exactly_once`.
+    #[arg(long, default_value = "at_least_once")]
+    delivery: String,
     /// The stack to run against.
     #[command(flatten)]
     stack: super::Stack,
@@ -47,8 +53,13 @@ pub(crate) async fn run(args: CaptureBenchArgs) -> anyhow::Result<()> {
         .context("no GTID position")?;
     let (start_file, start_pos) = binlog_position(&mut conn).await?;
     eprintln!("[bench] inserting {n} rows into {db}.events (binlog from GTID {start})");
-    for first in (0..n).step_by(10_000) {
-        let values: Vec<String> = (first..(first + 10_000).min(n))
+    anyhow::ensure!(
+        args.rows_per_transaction > 0,
+        "--rows-per-transaction must be at least 1"
+    );
+    let per_txn = args.rows_per_transaction;
+    for first in (0..n).step_by(per_txn as usize) {
+        let values: Vec<String> = (first..(first + per_txn).min(n))
             .map(|i| {
                 format!(
                     "({i},{},'user {i}',{}.{:02},'2026-11-30 12:{:02}:{:02}')",
@@ -78,10 +89,10 @@ pub(crate) async fn run(args: CaptureBenchArgs) -> anyhow::Result<()> {
             args.stack.brokers
         )
     };
-    let streaming = CaptureConfig::parse(&yaml(
-        &server,
-        "never",
-        &format!(", start: {{ gtid: '{start}' }}"),
+    let streaming = CaptureConfig::parse(&format!(
+        "{}delivery: {}\n",
+        yaml(&server, "never", &format!(", start: {{ gtid: '{start}' }}")),
+        args.delivery
     ))?;
     let metrics = CaptureMetrics::register(&mut Registry::default());
     let stop = CancellationToken::new();
@@ -156,7 +167,10 @@ pub(crate) async fn run(args: CaptureBenchArgs) -> anyhow::Result<()> {
     let snapshotted = started.own()?;
 
     let rate = |seconds: f64| n as f64 / seconds;
-    println!("\n## Capture ({n} row events, ~{size}-byte Debezium JSON values)\n");
+    println!(
+        "\n## Capture ({n} row events in transactions of {per_txn}, ~{size}-byte Debezium JSON values, capture {})\n",
+        args.delivery
+    );
     println!(
         "| pipeline | seconds | rows/s | vs broker ceiling | CPU seconds | rows per CPU-second |\n|---|---:|---:|---:|---:|---:|"
     );
