@@ -255,9 +255,7 @@ impl Stream<'_> {
             }
         }
     }
-}
 
-impl Stream<'_> {
     /// The next binlog item, or `None` on shutdown. While it is awaited, a due
     /// transaction is committed if the stream is between binlog transactions; the
     /// read itself is never cancelled half way (an event would be lost).
