@@ -881,6 +881,60 @@ async fn exactly_once_commits_events_with_their_positions() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn switching_delivery_modes_resumes_where_the_other_stopped() {
+    let mut conn = root_conn().await;
+    let db = create_db(&mut conn, "modes").await;
+    conn.query_drop(format!("CREATE TABLE `{db}`.t (id INT PRIMARY KEY)"))
+        .await
+        .unwrap();
+    let mut setup = CaptureSetup::new(&db, &gtid_now(&mut conn).await);
+    let topic = setup.topic("t");
+    // Each run captures three inserts and stops cleanly; the next, in the other
+    // mode, must resume exactly after them: no insert lost, none written twice.
+    for (run, mode) in [
+        "at_least_once",
+        "exactly_once",
+        "at_least_once",
+        "exactly_once",
+    ]
+    .iter()
+    .enumerate()
+    {
+        setup.extra = format!("delivery: {mode}\n");
+        let capture = TributaryProcess::capture(&setup.yaml());
+        let first = run as i64 * 3 + 1;
+        conn.query_drop(format!(
+            "INSERT INTO `{db}`.t VALUES ({first}), ({}), ({})",
+            first + 1,
+            first + 2
+        ))
+        .await
+        .unwrap();
+        let deadline = std::time::Instant::now() + WAIT;
+        loop {
+            let (records, _) = committed::read_topic(&topic, 3).await;
+            let ids: Vec<i64> = records
+                .iter()
+                .map(|r| Record::parse(r).key["id"].as_i64().unwrap())
+                .collect();
+            let mut sorted = ids.clone();
+            sorted.sort();
+            if sorted == (1..first + 3).collect::<Vec<_>>() {
+                break;
+            }
+            assert!(
+                sorted.len() < (first + 2) as usize && std::time::Instant::now() < deadline,
+                "run {run} ({mode}): committed ids {sorted:?}; log:\n{}",
+                capture.log()
+            );
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+        let (clean, log) = capture.terminate(Duration::from_secs(30));
+        assert!(clean, "{log}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_second_exactly_once_instance_fences_the_first() {
     let mut conn = root_conn().await;
     let db = create_db(&mut conn, "fence").await;

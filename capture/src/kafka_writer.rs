@@ -155,7 +155,7 @@ impl KafkaWriter {
             &config.kafka.brokers,
             &config.server_name,
             stall_timeout,
-        );
+        )?;
         let transactions = if exactly_once {
             // Fences any earlier producer of this datastream and aborts its open transaction.
             let p = producer.clone();
@@ -201,9 +201,9 @@ impl KafkaWriter {
         Ok(writer)
     }
 
-    /// The stored position, if any (the committed one, with exactly-once delivery).
+    /// The stored position, if any.
     pub async fn stored_position(&self) -> Result<Option<BinlogPosition>, CaptureError> {
-        self.store.load(self.transactions.is_some()).await
+        self.store.load().await
     }
 
     /// How often the open transaction should be looked at for a due commit
@@ -347,7 +347,8 @@ impl KafkaWriter {
     /// Stores `position` right away, before anything else is sent (snapshot start markers).
     pub async fn store_now(&mut self, position: &BinlogPosition) -> Result<(), CaptureError> {
         let Some(txn) = &mut self.transactions else {
-            return self.store.save(position).await.map(drop);
+            let offset = self.store.save(position).await?;
+            return self.store.mark(offset).await;
         };
         txn.position = Some(position.clone());
         txn.past_position = false;
@@ -580,7 +581,8 @@ async fn acknowledge(
         let store = store.clone();
         let metrics = metrics.clone();
         async move {
-            store.save(&position).await?;
+            let offset = store.save(&position).await?;
+            store.mark(offset).await?;
             metrics.committed(&position);
             Ok::<_, CaptureError>(())
         }

@@ -1,25 +1,30 @@
 //! Stored capture positions: the compacted `<server_name>.offsets` topic.
 //!
 //! Each record is keyed by the server name and holds a [`BinlogPosition`] as
-//! JSON. With `delivery: at_least_once` the newest record wins: a position is
-//! stored only after every event before it was acknowledged (see
-//! [`crate::kafka_writer`]).
+//! JSON. The stored position is the record just before the offset of the
+//! consumer group `tributary-capture.<server_name>` on that topic:
 //!
-//! With `delivery: exactly_once` a position record is written inside the Kafka
-//! transaction of its events, and the transaction also commits the offset after
-//! it for the consumer group `tributary-capture.<server_name>`. A group offset
-//! moves only when its transaction commits, on every broker, so the stored
-//! position is the record just before the group's offset: one in an aborted
-//! transaction is never used, even on a broker that shows aborted records to
-//! readers (Tansu does). Positions stored before group offsets were written
-//! (older versions, or at-least-once runs) are read as the newest record.
+//! - with `delivery: at_least_once` a position is written once every event before
+//!   it was acknowledged (see [`crate::kafka_writer`]), then the group offset is
+//!   committed after it;
+//! - with `delivery: exactly_once` the position record and the group offset are
+//!   written inside the Kafka transaction of its events. A group offset moves
+//!   only when its transaction commits, on every broker, so a position in an
+//!   aborted transaction is never used, even on a broker that shows aborted
+//!   records to readers (Tansu does).
+//!
+//! Either mode resumes from the other's positions. Where no group offset was
+//! ever committed (positions stored by older versions), or its record was
+//! compacted away, the newest record is read instead.
 
 use std::time::{Duration, Instant};
 
-use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerGroupMetadata};
+use std::sync::Arc;
+
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerGroupMetadata};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
-use tracing::{debug, info};
+use tracing::{debug, info, warn};
 
 use crate::error::CaptureError;
 use crate::position::BinlogPosition;
@@ -33,6 +38,8 @@ pub struct PositionStore {
     key: Vec<u8>,
     /// The consumer group whose offset on the topic marks the committed position.
     group: String,
+    /// A client of that group (never subscribed): commits its offset, gives its identity.
+    member: Arc<BaseConsumer>,
     /// Longest wait for the broker to acknowledge a position.
     timeout: Duration,
 }
@@ -45,15 +52,18 @@ impl PositionStore {
         brokers: &str,
         server_name: &str,
         timeout: Duration,
-    ) -> Self {
-        PositionStore {
+    ) -> Result<Self, CaptureError> {
+        let group = format!("tributary-capture.{server_name}");
+        let member = Arc::new(consumer(brokers, &group, "read_committed")?);
+        Ok(PositionStore {
             producer,
             brokers: brokers.to_owned(),
             topic: offsets_topic(server_name),
             key: serde_json::to_vec(&serde_json::json!({ "server": server_name })).expect("json"),
-            group: format!("tributary-capture.{server_name}"),
+            group,
+            member,
             timeout,
-        }
+        })
     }
 
     /// Stores a position, waits until the broker has it and returns its offset.
@@ -84,43 +94,50 @@ impl PositionStore {
 
     /// The consumer-group identity transactions commit the group offset as.
     pub fn group_metadata(&self) -> Result<ConsumerGroupMetadata, CaptureError> {
-        let consumer = self.consumer("read_committed")?;
-        consumer.group_metadata().ok_or_else(|| {
+        self.member.group_metadata().ok_or_else(|| {
             CaptureError::Kafka(rdkafka::error::KafkaError::Global(
                 rdkafka::types::RDKafkaErrorCode::State,
             ))
         })
     }
 
-    /// The stored position, if any: with `exactly_once`, the one its group offset
-    /// marks as committed; otherwise (or where no group offset was ever written)
-    /// the newest record.
-    pub async fn load(&self, exactly_once: bool) -> Result<Option<BinlogPosition>, CaptureError> {
+    /// Marks the position record at `offset` as the stored one (outside a
+    /// transaction: at-least-once).
+    pub async fn mark(&self, offset: i64) -> Result<(), CaptureError> {
+        let offsets = self.group_offsets(offset)?;
+        let member = self.member.clone();
+        let committed =
+            tokio::task::spawn_blocking(move || member.commit(&offsets, CommitMode::Sync));
+        tokio::time::timeout(self.timeout, committed)
+            .await
+            .map_err(|_| CaptureError::Stalled {
+                waiting_for: "commit of the stored position's group offset",
+                after: self.timeout,
+            })?
+            .expect("an offset commit does not panic")?;
+        Ok(())
+    }
+
+    /// The stored position, if any: the record the group offset marks, or the
+    /// newest record where there is no such mark.
+    pub async fn load(&self) -> Result<Option<BinlogPosition>, CaptureError> {
         let store = self.clone();
         tokio::task::spawn_blocking(move || {
-            if exactly_once {
-                // The record is known to be committed: read it as it is, not held
-                // back behind another transaction still open on the topic.
-                let consumer = store.consumer("read_uncommitted")?;
-                if let Some(offset) = store.committed_offset(&consumer)? {
-                    return store.read_at(&consumer, offset).map(Some);
+            // The marked record is known to be committed: read it as it is, not held
+            // back behind another transaction still open on the topic.
+            let marked = consumer(&store.brokers, &store.group, "read_uncommitted")?;
+            if let Some(offset) = store.committed_offset(&marked)? {
+                if let Some(position) = store.read_at(&marked, offset)? {
+                    return Ok(Some(position));
                 }
-                info!(group = %store.group, "no committed group offset: reading the newest stored position");
+                warn!(group = %store.group, offset, "the marked position record is gone (compacted): reading the newest stored position");
+            } else {
+                info!(group = %store.group, "no marked position: reading the newest stored position");
             }
-            store.newest(&store.consumer("read_committed")?)
+            store.newest(&consumer(&store.brokers, &store.group, "read_committed")?)
         })
         .await
         .expect("position loader does not panic")
-    }
-
-    fn consumer(&self, isolation: &str) -> Result<BaseConsumer, CaptureError> {
-        Ok(ClientConfig::new()
-            .set("bootstrap.servers", &self.brokers)
-            .set("group.id", &self.group)
-            .set("enable.auto.commit", "false")
-            .set("enable.partition.eof", "false")
-            .set("isolation.level", isolation)
-            .create()?)
     }
 
     /// The offset of the position record the group's committed offset follows.
@@ -136,40 +153,32 @@ impl PositionStore {
         )
     }
 
-    /// The position record at exactly `offset`.
+    /// The position record at exactly `offset`, or `None` if the topic has none there.
     fn read_at(
         &self,
         consumer: &BaseConsumer,
         offset: i64,
-    ) -> Result<BinlogPosition, CaptureError> {
+    ) -> Result<Option<BinlogPosition>, CaptureError> {
         let mut tpl = TopicPartitionList::new();
         tpl.add_partition_offset(&self.topic, 0, Offset::Offset(offset))?;
         consumer.assign(&tpl)?;
         let deadline = Instant::now() + self.timeout;
-        let unreadable = |detail: String| CaptureError::BadStoredPosition {
-            topic: self.topic.clone(),
-            detail,
-        };
         while Instant::now() < deadline {
             let Some(msg) = consumer.poll(Duration::from_millis(500)) else {
                 continue;
             };
             let msg = msg?;
             if msg.offset() != offset {
-                return Err(unreadable(format!(
-                    "the committed position is the record at offset {offset} (group {}), but the topic has none there (next: {}); delete the group's offset to fall back to the newest record",
-                    self.group,
-                    msg.offset()
-                )));
+                return Ok(None);
             }
             let position = self.parse(&msg)?;
-            debug!(%position, offset, "committed position read");
-            return Ok(position);
+            debug!(%position, offset, "stored position read");
+            return Ok(Some(position));
         }
-        Err(unreadable(format!(
-            "the committed position at offset {offset} could not be read within {:?}",
-            self.timeout
-        )))
+        Err(CaptureError::Stalled {
+            waiting_for: "stored position record",
+            after: self.timeout,
+        })
     }
 
     fn parse(
@@ -236,6 +245,17 @@ impl PositionStore {
         }
         Ok(newest)
     }
+}
+
+/// A client of `group` that is never subscribed: it reads, and commits offsets.
+fn consumer(brokers: &str, group: &str, isolation: &str) -> Result<BaseConsumer, CaptureError> {
+    Ok(ClientConfig::new()
+        .set("bootstrap.servers", brokers)
+        .set("group.id", group)
+        .set("enable.auto.commit", "false")
+        .set("enable.partition.eof", "false")
+        .set("isolation.level", isolation)
+        .create()?)
 }
 
 /// Name of the positions topic of a server.
