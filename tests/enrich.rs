@@ -23,6 +23,7 @@ struct JobFiles {
     dead_letter: String,
     group: String,
     metrics_port: u16,
+    brokers: String,
 }
 
 impl JobFiles {
@@ -39,6 +40,7 @@ impl JobFiles {
             // Tests run at once: each job has a group of its own.
             group: format!("{input}.group"),
             metrics_port: free_port(),
+            brokers: brokers(),
         }
     }
 
@@ -52,7 +54,7 @@ impl JobFiles {
                     format!(
                         "data_dir: '{}'\nkafka: {{ brokers: '{}' }}\ntables: {tables}\n",
                         self.dir.join("data").display(),
-                        brokers()
+                        self.brokers
                     ),
                 )
                 .unwrap();
@@ -65,12 +67,7 @@ impl JobFiles {
              metrics: {{ listen: '127.0.0.1:{}' }}\n{extra}\n\
              jobs:\n  - name: shop\n    group_id: '{}'\n    input: {{ topics: ['{}'] }}\n    joins: {joins}\n    \
              output: {{ topic: '{}', key: order_id }}\n    dead_letter: {{ topic: '{}' }}\n",
-            brokers(),
-            self.metrics_port,
-            self.group,
-            self.input,
-            self.output,
-            self.dead_letter
+            self.brokers, self.metrics_port, self.group, self.input, self.output, self.dead_letter
         );
         let path = self.dir.join("job.yaml");
         std::fs::write(&path, job).unwrap();
@@ -445,18 +442,29 @@ async fn wait_stdout(process: TributaryProcess) -> String {
 /// A users topic of `n` plain rows keyed like capture's keys, and a co-partitioned
 /// orders topic of `orders` events (user `order_id % n`).
 async fn users_and_orders(n: u64, orders: u64, partitions: u32) -> (String, String) {
+    users_and_orders_on(&brokers(), n, orders, partitions).await
+}
+
+/// [`users_and_orders`] on another broker.
+async fn users_and_orders_on(
+    brokers: &str,
+    n: u64,
+    orders: u64,
+    partitions: u32,
+) -> (String, String) {
     let users = unique("users");
-    create_topic(&users, partitions as i32).await;
+    create_topic_on(brokers, &users, partitions as i32, "compact").await;
     let rows: Vec<(Json, Option<Vec<u8>>)> = (0..n)
         .map(|id| {
             let row = json!({ "id": id, "name": format!("user {id}") });
             (json!({ "id": id }), Some(row.to_string().into_bytes()))
         })
         .collect();
-    produce(&users, partitions, &rows).await;
+    produce_on(brokers, &users, partitions, &rows).await;
     let input = unique("orders");
-    create_topic_with(&input, partitions as i32, "delete").await;
-    produce_orders(&input, 0..orders, n, partitions).await;
+    create_topic_on(brokers, &input, partitions as i32, "delete").await;
+    let placed: Vec<Produced> = (0..orders).map(|o| order(o, o % n, partitions)).collect();
+    produce_raw_on(brokers, &input, &placed).await;
     (users, input)
 }
 
@@ -570,6 +578,63 @@ async fn sigkills_during_a_run(extra: &str) {
     assert_all_enriched(&out, ORDERS, USERS);
     let dead = read_raw(&files.dead_letter, Duration::from_secs(1), |_| false).await;
     assert!(dead.is_empty(), "every user exists: {:?}", dead.first());
+}
+
+/// A job whose private broker stops answering (SIGSTOP) in the middle of a
+/// backlog: its waits for delivery reports give up after `kafka.stall_timeout_s`,
+/// the job starts again in-process from its committed offsets, and once the
+/// broker answers again every order is enriched.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_job_whose_broker_stops_answering_starts_again_and_loses_nothing() {
+    const ORDERS: u64 = 150_000;
+    const USERS: u64 = 500;
+    let port = free_port();
+    let broker = PrivateBroker::start_on(port);
+    let brokers = format!("127.0.0.1:{port}");
+    let (users, input) = users_and_orders_on(&brokers, USERS, ORDERS, 1).await;
+    let mut files = JobFiles::new(&input);
+    files.brokers = brokers.clone();
+    let job = files.write(
+        Some(&format!("[{{ name: users, topic: '{users}' }}]")),
+        JOIN_USERS,
+        "recovery_timeout_s: 120",
+    );
+    let job_text = std::fs::read_to_string(&job).unwrap().replace(
+        "session.timeout.ms: '3000' }",
+        "session.timeout.ms: '3000' }, stall_timeout_s: 2",
+    );
+    assert!(job_text.contains("stall_timeout_s: 2"), "{job_text}");
+    std::fs::write(&job, job_text).unwrap();
+    let enricher = TributaryProcess::start(&["enrich"], &job, &[]);
+    // Paused while the backlog is being written out.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while files.metric("tributary_enrich_events_out_total").await < 10_000.0 {
+        assert!(Instant::now() < deadline, "log:\n{}", enricher.log());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let pause = |signal: &str| {
+        let status = std::process::Command::new("kill")
+            .args([&format!("-{signal}"), &broker.pid().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    };
+    pause("STOP");
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    pause("CONT");
+    let out = read_raw_from(
+        &brokers,
+        &files.output,
+        Duration::from_secs(120),
+        move |r| r.len() as u64 >= ORDERS && order_ids(r).len() as u64 == ORDERS,
+    )
+    .await;
+    assert_all_enriched(&out, ORDERS, USERS);
+    let log = enricher.log();
+    assert!(
+        log.contains("job interrupted; starting it again from the committed offsets"),
+        "log:\n{log}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

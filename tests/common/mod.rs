@@ -616,9 +616,14 @@ pub async fn create_topic(name: &str, partitions: i32) {
 
 /// Creates a topic with this `cleanup.policy` (`delete` for event streams).
 pub async fn create_topic_with(name: &str, partitions: i32, cleanup: &str) {
+    create_topic_on(&brokers(), name, partitions, cleanup).await;
+}
+
+/// [`create_topic_with`] on another broker.
+pub async fn create_topic_on(brokers: &str, name: &str, partitions: i32, cleanup: &str) {
     use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
     let admin: AdminClient<rdkafka::client::DefaultClientContext> = ClientConfig::new()
-        .set("bootstrap.servers", brokers())
+        .set("bootstrap.servers", brokers)
         .create()
         .unwrap();
     let topic =
@@ -639,6 +644,16 @@ pub async fn produce(
     partitions: u32,
     records: &[(serde_json::Value, Option<Vec<u8>>)],
 ) {
+    produce_on(&brokers(), topic, partitions, records).await;
+}
+
+/// [`produce`] to another broker.
+pub async fn produce_on(
+    brokers: &str,
+    topic: &str,
+    partitions: u32,
+    records: &[(serde_json::Value, Option<Vec<u8>>)],
+) {
     let records: Vec<Produced> = records
         .iter()
         .map(|(key, value)| {
@@ -647,7 +662,7 @@ pub async fn produce(
             (partition, Some(key), value.clone())
         })
         .collect();
-    produce_raw(topic, &records).await;
+    produce_raw_on(brokers, topic, &records).await;
 }
 
 /// A record to produce: partition, key, value.
@@ -655,9 +670,14 @@ pub type Produced = (i32, Option<Vec<u8>>, Option<Vec<u8>>);
 
 /// Produces records to the given partitions, as they are.
 pub async fn produce_raw(topic: &str, records: &[Produced]) {
+    produce_raw_on(&brokers(), topic, records).await;
+}
+
+/// [`produce_raw`] to another broker.
+pub async fn produce_raw_on(brokers: &str, topic: &str, records: &[Produced]) {
     use rdkafka::producer::{FutureProducer, FutureRecord};
     let producer: FutureProducer = ClientConfig::new()
-        .set("bootstrap.servers", brokers())
+        .set("bootstrap.servers", brokers)
         .set("linger.ms", "20")
         .set("enable.idempotence", "true")
         .create()
