@@ -203,7 +203,7 @@ impl KafkaWriter {
 
     /// The stored position, if any.
     pub async fn stored_position(&self) -> Result<Option<BinlogPosition>, CaptureError> {
-        self.store.load().await
+        self.store.load(self.transactions.is_some()).await
     }
 
     /// How often the open transaction should be looked at for a due commit
@@ -348,7 +348,7 @@ impl KafkaWriter {
     pub async fn store_now(&mut self, position: &BinlogPosition) -> Result<(), CaptureError> {
         let Some(txn) = &mut self.transactions else {
             let offset = self.store.save(position).await?;
-            return self.store.mark(offset).await;
+            return self.store.mark_and_wait(offset).await;
         };
         txn.position = Some(position.clone());
         txn.past_position = false;
@@ -577,14 +577,17 @@ async fn acknowledge(
 ) -> Result<(), CaptureError> {
     let mut unsaved: Option<BinlogPosition> = None;
     let mut last_save = tokio::time::Instant::now();
+    // The offset of the last position stored: marked without waiting while
+    // running, and waited for at a clean close.
+    let mut last_offset = None;
     let save = |position: BinlogPosition| {
         let store = store.clone();
         let metrics = metrics.clone();
         async move {
             let offset = store.save(&position).await?;
-            store.mark(offset).await?;
+            store.mark(offset)?;
             metrics.committed(&position);
-            Ok::<_, CaptureError>(())
+            Ok::<_, CaptureError>(offset)
         }
     };
     loop {
@@ -592,7 +595,7 @@ async fn acknowledge(
             Some(_) => match tokio::time::timeout_at(last_save + interval, rx.recv()).await {
                 Ok(item) => item,
                 Err(_) => {
-                    save(unsaved.take().expect("checked")).await?;
+                    last_offset = Some(save(unsaved.take().expect("checked")).await?);
                     last_save = tokio::time::Instant::now();
                     continue;
                 }
@@ -618,7 +621,7 @@ async fn acknowledge(
             }
             Some(Pending::Commit(position)) => {
                 if last_save.elapsed() >= interval {
-                    save(position).await?;
+                    last_offset = Some(save(position).await?);
                     last_save = tokio::time::Instant::now();
                     unsaved = None;
                 } else {
@@ -629,7 +632,10 @@ async fn acknowledge(
         }
     }
     if let Some(position) = unsaved {
-        save(position).await?;
+        last_offset = Some(save(position).await?);
+    }
+    if let Some(offset) = last_offset {
+        store.mark_and_wait(offset).await?;
     }
     Ok(())
 }

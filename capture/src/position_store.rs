@@ -13,9 +13,10 @@
 //!   aborted transaction is never used, even on a broker that shows aborted
 //!   records to readers (Tansu does).
 //!
-//! Either mode resumes from the other's positions. Where no group offset was
-//! ever committed (positions stored by older versions), or its record was
-//! compacted away, the newest record is read instead.
+//! Exactly-once resumes from the marked record, so from at-least-once's last
+//! positions too; at-least-once resumes from the newest record, which it stores
+//! only once safe. Where no group offset was ever committed (positions stored by
+//! older versions), or its record was compacted away, the newest record is read.
 
 use std::time::{Duration, Instant};
 
@@ -101,9 +102,22 @@ impl PositionStore {
         })
     }
 
-    /// Marks the position record at `offset` as the stored one (outside a
-    /// transaction: at-least-once).
-    pub async fn mark(&self, offset: i64) -> Result<(), CaptureError> {
+    /// Marks the position record at `offset` as the stored one, outside a
+    /// transaction (at-least-once), without waiting for the broker: a crash before
+    /// the mark lands resumes from the one before, which repeats events, never
+    /// skips one.
+    pub fn mark(&self, offset: i64) -> Result<(), CaptureError> {
+        // Serves (and drops) the results of earlier marks, so none pile up.
+        if let Some(Err(e)) = self.member.poll(Duration::ZERO) {
+            debug!(error = %e, "an earlier position mark failed; the next one replaces it");
+        }
+        self.member
+            .commit(&self.group_offsets(offset)?, CommitMode::Async)?;
+        Ok(())
+    }
+
+    /// [`PositionStore::mark`], waiting until the broker has it.
+    pub async fn mark_and_wait(&self, offset: i64) -> Result<(), CaptureError> {
         let offsets = self.group_offsets(offset)?;
         let member = self.member.clone();
         let committed =
@@ -118,21 +132,24 @@ impl PositionStore {
         Ok(())
     }
 
-    /// The stored position, if any: the record the group offset marks, or the
-    /// newest record where there is no such mark.
-    pub async fn load(&self) -> Result<Option<BinlogPosition>, CaptureError> {
+    /// The stored position, if any. With `exactly_once`, the record the group
+    /// offset marks (the newest record where there is no such mark); otherwise the
+    /// newest record, which at-least-once stores only once it is safe (and which
+    /// the mark, written without waiting, may trail).
+    pub async fn load(&self, exactly_once: bool) -> Result<Option<BinlogPosition>, CaptureError> {
         let store = self.clone();
         tokio::task::spawn_blocking(move || {
-            // The marked record is known to be committed: read it as it is, not held
-            // back behind another transaction still open on the topic.
-            let marked = consumer(&store.brokers, &store.group, "read_uncommitted")?;
-            if let Some(offset) = store.committed_offset(&marked)? {
-                if let Some(position) = store.read_at(&marked, offset)? {
-                    return Ok(Some(position));
+            if exactly_once {
+                // The marked record is known to be committed: read it as it is, not
+                // held back behind another transaction still open on the topic.
+                let marked = consumer(&store.brokers, &store.group, "read_uncommitted")?;
+                match store.committed_offset(&marked)? {
+                    Some(offset) => match store.read_at(&marked, offset)? {
+                        Some(position) => return Ok(Some(position)),
+                        None => warn!(group = %store.group, offset, "the marked position record is gone (compacted): reading the newest stored position"),
+                    },
+                    None => info!(group = %store.group, "no marked position: reading the newest stored position"),
                 }
-                warn!(group = %store.group, offset, "the marked position record is gone (compacted): reading the newest stored position");
-            } else {
-                info!(group = %store.group, "no marked position: reading the newest stored position");
             }
             store.newest(&consumer(&store.brokers, &store.group, "read_committed")?)
         })
