@@ -42,11 +42,6 @@ pub struct Partition {
     pub committed: Vec<LoggedRecord>,
     /// Records of aborted transactions.
     pub aborted: Vec<LoggedRecord>,
-    /// Records of transactions with no marker yet.
-    pub open: Vec<LoggedRecord>,
-    /// COMMIT and ABORT markers seen.
-    pub commits: usize,
-    pub aborts: usize,
 }
 
 /// Reads partition `partition` of `topic` on the broker at `broker` (`host:port`)
@@ -74,9 +69,7 @@ pub async fn read_partition(broker: &str, topic: &str, partition: i32) -> Partit
             "{topic}/{partition}: no records at {offset}, below the high watermark {high_watermark}"
         );
     }
-    let mut open: Vec<LoggedRecord> = ongoing.into_values().flatten().collect();
-    open.sort_by_key(|r| r.offset);
-    out.open = open;
+    // What `ongoing` still holds belongs to transactions with no marker yet: not committed.
     out.committed.sort_by_key(|r| r.offset);
     out
 }
@@ -91,14 +84,8 @@ fn classify(
         let (_version, kind) = (key.get_i16(), key.get_i16());
         let ended = ongoing.remove(&record.producer_id).unwrap_or_default();
         match kind {
-            COMMIT => {
-                out.commits += 1;
-                out.committed.extend(ended);
-            }
-            ABORT => {
-                out.aborts += 1;
-                out.aborted.extend(ended);
-            }
+            COMMIT => out.committed.extend(ended),
+            ABORT => out.aborted.extend(ended),
             other => panic!("control record of unknown type {other}"),
         }
         return;
