@@ -10,7 +10,7 @@ use tributary_enricher::bounds::{StartAt, StopAt};
 use tributary_enricher::{Bounds, EnrichConfig, EnrichMetrics, JobSummary, Readiness};
 use tributary_tables::TablesMetrics;
 
-use crate::{http, shutdown_on_signal, status};
+use crate::{http, kafka_check, shutdown_on_signal, status};
 
 /// Arguments of `tributary enrich`.
 #[derive(Args)]
@@ -30,6 +30,10 @@ pub(crate) struct EnrichArgs {
 pub(crate) async fn run(args: EnrichArgs) -> anyhow::Result<()> {
     let loaded = EnrichConfig::load(&args.config)
         .with_context(|| format!("loading {}", args.config.display()))?;
+    kafka_check::reach(&loaded.config.kafka, "enrich").await?;
+    if let Some(tables) = loaded.tables.as_ref().filter(|t| t.uses_kafka()) {
+        kafka_check::reach(&tables.kafka, "tables").await?;
+    }
     let bounds = args.until.map(|until| Bounds {
         from: args.from.unwrap_or(StartAt::Committed),
         until,

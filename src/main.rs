@@ -4,6 +4,7 @@
 mod bench;
 mod enrich_cmd;
 mod http;
+mod kafka_check;
 mod lookup_cmd;
 mod status;
 mod status_cmd;
@@ -185,10 +186,16 @@ async fn capture(path: PathBuf) -> anyhow::Result<()> {
         .metrics
         .listen_or(tributary_capture::config::DEFAULT_HTTP_PORT);
     let server = http::serve(listen, registry, ready, board, shutdown.clone()).await?;
-    let result = tributary_capture::run(config, metrics, shutdown.clone()).await;
+    // Alive (not ready) while a broker that is still starting is waited for.
+    let result = match kafka_check::reach(&config.kafka, "capture").await {
+        Ok(()) => tributary_capture::run(config, metrics, shutdown.clone())
+            .await
+            .context("capture stopped"),
+        Err(e) => Err(e),
+    };
     shutdown.cancel();
     server.await.ok();
-    result.context("capture stopped")
+    result
 }
 
 async fn request_snapshot(path: PathBuf, tables: &[String]) -> anyhow::Result<()> {

@@ -17,7 +17,7 @@ use tributary_tables::remote;
 use tributary_tables::store::Store;
 use tributary_tables::{TablesConfig, TablesMetrics};
 
-use crate::{http, shutdown_on_signal, status};
+use crate::{http, kafka_check, shutdown_on_signal, status};
 
 /// Subcommands of `tributary tables`.
 #[derive(Subcommand)]
@@ -106,6 +106,9 @@ fn destination(config: &TablesConfig, explicit: Option<PathBuf>) -> anyhow::Resu
 /// config has a `grpc:` section (required when `require_api`: `tributary serve`).
 pub(crate) async fn materialize(path: PathBuf, require_api: bool) -> anyhow::Result<()> {
     let config = load(&path)?;
+    if config.uses_kafka() {
+        kafka_check::reach(&config.kafka, "tables").await?;
+    }
     if require_api && config.grpc.is_none() {
         bail!(
             "{}: no `grpc:` section; add one (at least grpc.listen) to serve lookups",

@@ -4,18 +4,25 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
+use rdkafka::{Message, Offset, TopicPartitionList};
+use tributary_kafka::KafkaConfig;
+
+use crate::kafka_check;
 
 /// Arguments of `tributary tail`.
 #[derive(Args)]
 pub(crate) struct TailArgs {
-    /// Kafka bootstrap servers.
+    /// Kafka bootstrap servers of a plaintext cluster.
     #[arg(
         long,
         env = "TRIBUTARY_KAFKA_BROKERS",
         default_value = "127.0.0.1:19092"
     )]
     brokers: String,
+    /// A capture, tables or job config whose `kafka:` section (brokers, TLS,
+    /// SASL) to connect with; `--brokers` is then not used.
+    #[arg(long)]
+    config: Option<std::path::PathBuf>,
     /// Topic to read.
     #[arg(long)]
     topic: String,
@@ -28,13 +35,17 @@ pub(crate) struct TailArgs {
 }
 
 pub(crate) async fn run(args: TailArgs) -> anyhow::Result<()> {
-    tokio::task::spawn_blocking(move || tail(args)).await?
+    let kafka = match &args.config {
+        Some(path) => kafka_check::section_of(path)?,
+        None => KafkaConfig::plaintext(&args.brokers),
+    };
+    kafka_check::reach(&kafka, "tail").await?;
+    tokio::task::spawn_blocking(move || tail(&kafka, &args)).await?
 }
 
-fn tail(args: TailArgs) -> anyhow::Result<()> {
-    let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", &args.brokers)
-        .set("group.id", "tributary-tail")
+fn tail(kafka: &KafkaConfig, args: &TailArgs) -> anyhow::Result<()> {
+    let consumer: BaseConsumer = kafka
+        .consumer("tail", "tributary-tail")
         .set("enable.auto.commit", "false")
         .create()?;
     let idle = Duration::from_secs_f64(args.idle_timeout);

@@ -18,6 +18,7 @@ use std::collections::BTreeMap;
 
 use regex::Regex;
 use serde::Deserialize;
+pub use tributary_kafka::KafkaConfig;
 
 pub use tributary_proto::config_text::Delivery;
 use tributary_proto::config_text::{self, ConfigError, HttpConfig, Validate};
@@ -163,31 +164,6 @@ pub struct Patterns {
     pub tables: Vec<String>,
 }
 
-/// The Kafka cluster.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct KafkaConfig {
-    /// `bootstrap.servers`.
-    pub brokers: String,
-    /// Extra librdkafka producer properties, passed through unchanged
-    /// (e.g. `compression.type`, `security.protocol`). Tributary always sets
-    /// `enable.idempotence=true` and `acks=all`.
-    #[serde(default)]
-    pub producer: BTreeMap<String, String>,
-    /// Longest wait on the broker, in seconds: for room in the producer's queue, a
-    /// delivery report, a stored position. Past it capture drops its Kafka side
-    /// (aborting an open transaction) and resumes from the last stored position.
-    #[serde(default = "default_stall_timeout_s")]
-    pub stall_timeout_s: u64,
-}
-
-impl KafkaConfig {
-    /// [`KafkaConfig::stall_timeout_s`] as a duration.
-    pub fn stall_timeout(&self) -> std::time::Duration {
-        std::time::Duration::from_secs(self.stall_timeout_s)
-    }
-}
-
 /// Creation of change topics.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -195,9 +171,6 @@ pub struct TopicsConfig {
     /// Partitions of each new change topic.
     #[serde(default = "default_partitions")]
     pub partitions: u32,
-    /// Replication factor of each new topic.
-    #[serde(default = "default_replication")]
-    pub replication_factor: u16,
     /// Extra topic configs (`cleanup.policy=compact` is always set).
     #[serde(default)]
     pub config: BTreeMap<String, String>,
@@ -207,7 +180,6 @@ impl Default for TopicsConfig {
     fn default() -> Self {
         TopicsConfig {
             partitions: default_partitions(),
-            replication_factor: default_replication(),
             config: BTreeMap::new(),
         }
     }
@@ -215,9 +187,6 @@ impl Default for TopicsConfig {
 
 fn default_checkpoint_interval_ms() -> u64 {
     1000
-}
-fn default_stall_timeout_s() -> u64 {
-    60
 }
 fn default_recovery_timeout_s() -> u64 {
     300
@@ -233,9 +202,6 @@ fn default_heartbeat_s() -> u64 {
 }
 fn default_partitions() -> u32 {
     3
-}
-fn default_replication() -> u16 {
-    1
 }
 
 /// Default port of the HTTP endpoint.
@@ -268,9 +234,7 @@ impl Validate for CaptureConfig {
                 "must be > 0 (0 is not a valid replica id)".into(),
             );
         }
-        if self.kafka.brokers.trim().is_empty() {
-            return bad("kafka.brokers", "must name at least one broker".into());
-        }
+        self.kafka.validate("kafka")?;
         if self.topics.partitions == 0 {
             return bad("topics.partitions", "must be at least 1".into());
         }
@@ -301,9 +265,6 @@ impl Validate for CaptureConfig {
         if self.checkpoint_interval_ms == 0 {
             return bad("checkpoint_interval_ms", "must be > 0".into());
         }
-        if self.kafka.stall_timeout_s == 0 {
-            return bad("kafka.stall_timeout_s", "must be > 0".into());
-        }
         if self.recovery_timeout_s < self.kafka.stall_timeout_s {
             return bad(
                 "recovery_timeout_s",
@@ -328,7 +289,7 @@ impl Validate for CaptureConfig {
                 }
             }
         }
-        for key in ["enable.idempotence", "acks", "bootstrap.servers"] {
+        for key in ["enable.idempotence", "acks"] {
             if self.kafka.producer.contains_key(key) {
                 return bad(
                     &format!("kafka.producer.{key}"),

@@ -97,6 +97,23 @@ impl From<tributary_proto::config_text::ConfigError> for CaptureError {
     }
 }
 
+impl From<tributary_kafka::ClientError> for CaptureError {
+    fn from(e: tributary_kafka::ClientError) -> Self {
+        use tributary_kafka::ClientError;
+        match e {
+            ClientError::Secret { field, problem } => CaptureError::Config { field, problem },
+            ClientError::Create { .. } => CaptureError::Config {
+                field: "kafka".to_owned(),
+                problem: e.to_string(),
+            },
+            ClientError::Unreachable { brokers, cause } => CaptureError::Unreachable {
+                endpoint: format!("Kafka at {brokers}"),
+                detail: cause,
+            },
+        }
+    }
+}
+
 impl From<rdkafka::error::KafkaError> for CaptureError {
     fn from(e: rdkafka::error::KafkaError) -> Self {
         use rdkafka::types::RDKafkaErrorCode::{Fenced, InvalidProducerEpoch, ProducerFenced};

@@ -21,7 +21,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rdkafka::ClientConfig;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::ConsumerGroupMetadata;
@@ -35,7 +34,9 @@ use tributary_proto::partition::partition_for_key;
 use tributary_proto::{ChangeEvent, Op};
 
 use crate::binlog_reader::SchemaChange;
-use crate::config::{CaptureConfig, Delivery, KafkaConfig, TopicsConfig};
+use tributary_kafka::{ClientBuilder, KafkaConfig};
+
+use crate::config::{CaptureConfig, Delivery, TopicsConfig};
 use crate::error::CaptureError;
 use crate::metrics::{CaptureMetrics, TableLabel};
 use crate::position::BinlogPosition;
@@ -63,6 +64,8 @@ pub struct KafkaWriter {
     admin: AdminClient<DefaultClientContext>,
     server_name: String,
     topics_cfg: TopicsConfig,
+    /// `kafka.replication_factor` of every topic capture creates.
+    replication_factor: i32,
     /// Change topics by database, then table.
     topics: HashMap<String, HashMap<String, TopicInfo>>,
     pending: mpsc::Sender<Pending>,
@@ -120,18 +123,16 @@ impl SideTopic {
     }
 }
 
-/// The librdkafka producer settings capture uses.
-pub fn producer_config(kafka: &KafkaConfig) -> ClientConfig {
-    let mut cfg = ClientConfig::new();
-    cfg.set("bootstrap.servers", &kafka.brokers)
+/// Capture's producer: idempotent, all acknowledgements (the user's
+/// `kafka.producer` map may tune the rest).
+fn producer_config(kafka: &KafkaConfig) -> ClientBuilder<'_> {
+    let mut producer = kafka.producer("capture");
+    producer
         .set("enable.idempotence", "true")
         .set("acks", "all")
         .set("linger.ms", "5")
         .set("compression.type", "lz4");
-    for (k, v) in &kafka.producer {
-        cfg.set(k, v);
-    }
-    cfg
+    producer
 }
 
 impl KafkaWriter {
@@ -152,7 +153,7 @@ impl KafkaWriter {
         let stall_timeout = config.kafka.stall_timeout();
         let store = PositionStore::new(
             producer.clone(),
-            &config.kafka.brokers,
+            &config.kafka,
             &config.server_name,
             stall_timeout,
         )?;
@@ -171,15 +172,14 @@ impl KafkaWriter {
         } else {
             None
         };
-        let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-            .set("bootstrap.servers", &config.kafka.brokers)
-            .create()?;
+        let admin: AdminClient<DefaultClientContext> = config.kafka.admin("capture").create()?;
         let (tx, rx) = mpsc::channel(PENDING_CAPACITY);
         let mut writer = KafkaWriter {
             producer,
             admin,
             server_name: config.server_name.clone(),
             topics_cfg: config.topics.clone(),
+            replication_factor: config.kafka.replication_factor,
             topics: HashMap::new(),
             pending: tx,
             acker: tokio::spawn(acknowledge(
@@ -491,7 +491,7 @@ impl KafkaWriter {
         let mut topic = NewTopic::new(
             name,
             partitions as i32,
-            TopicReplication::Fixed(i32::from(self.topics_cfg.replication_factor)),
+            TopicReplication::Fixed(self.replication_factor),
         )
         .set("cleanup.policy", cleanup);
         if cleanup == "delete" {

@@ -24,8 +24,9 @@ use std::sync::Arc;
 
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerGroupMetadata};
 use rdkafka::producer::{FutureProducer, FutureRecord};
-use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
+use rdkafka::{Message, Offset, TopicPartitionList};
 use tracing::{debug, info, warn};
+use tributary_kafka::KafkaConfig;
 
 use crate::error::CaptureError;
 use crate::position::BinlogPosition;
@@ -34,7 +35,8 @@ use crate::position::BinlogPosition;
 #[derive(Clone)]
 pub struct PositionStore {
     producer: FutureProducer,
-    brokers: String,
+    /// The cluster, for the readers [`PositionStore::load`] makes.
+    kafka: KafkaConfig,
     topic: String,
     key: Vec<u8>,
     /// The consumer group whose offset on the topic marks the committed position.
@@ -50,15 +52,15 @@ impl PositionStore {
     /// at most `timeout` for the broker.
     pub fn new(
         producer: FutureProducer,
-        brokers: &str,
+        kafka: &KafkaConfig,
         server_name: &str,
         timeout: Duration,
     ) -> Result<Self, CaptureError> {
         let group = format!("tributary-capture.{server_name}");
-        let member = Arc::new(consumer(brokers, &group, "read_committed")?);
+        let member = Arc::new(consumer(kafka, &group, "read_committed")?);
         Ok(PositionStore {
             producer,
-            brokers: brokers.to_owned(),
+            kafka: kafka.clone(),
             topic: offsets_topic(server_name),
             key: serde_json::to_vec(&serde_json::json!({ "server": server_name })).expect("json"),
             group,
@@ -142,7 +144,7 @@ impl PositionStore {
             if exactly_once {
                 // The marked record is known to be committed: read it as it is, not
                 // held back behind another transaction still open on the topic.
-                let marked = consumer(&store.brokers, &store.group, "read_uncommitted")?;
+                let marked = consumer(&store.kafka, &store.group, "read_uncommitted")?;
                 match store.committed_offset(&marked)? {
                     Some(offset) => match store.read_at(&marked, offset)? {
                         Some(position) => return Ok(Some(position)),
@@ -151,7 +153,7 @@ impl PositionStore {
                     None => info!(group = %store.group, "no marked position: reading the newest stored position"),
                 }
             }
-            store.newest(&consumer(&store.brokers, &store.group, "read_committed")?)
+            store.newest(&consumer(&store.kafka, &store.group, "read_committed")?)
         })
         .await
         .expect("position loader does not panic")
@@ -265,10 +267,13 @@ impl PositionStore {
 }
 
 /// A client of `group` that is never subscribed: it reads, and commits offsets.
-fn consumer(brokers: &str, group: &str, isolation: &str) -> Result<BaseConsumer, CaptureError> {
-    Ok(ClientConfig::new()
-        .set("bootstrap.servers", brokers)
-        .set("group.id", group)
+fn consumer(
+    kafka: &KafkaConfig,
+    group: &str,
+    isolation: &str,
+) -> Result<BaseConsumer, CaptureError> {
+    Ok(kafka
+        .consumer("capture.positions", group)
         .set("enable.auto.commit", "false")
         .set("enable.partition.eof", "false")
         .set("isolation.level", isolation)

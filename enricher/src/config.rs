@@ -21,6 +21,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
+pub use tributary_kafka::KafkaConfig;
 pub use tributary_proto::config_text::Delivery;
 use tributary_proto::config_text::{self, ConfigError, HttpConfig, Validate};
 use tributary_tables::TablesConfig;
@@ -65,29 +66,6 @@ pub struct EnrichConfig {
     /// HTTP endpoint for `/metrics`, `/healthz`, `/readyz`.
     #[serde(default)]
     pub metrics: HttpConfig,
-}
-
-/// Kafka client settings.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct KafkaConfig {
-    /// `bootstrap.servers`.
-    pub brokers: String,
-    /// Extra librdkafka consumer properties, passed through.
-    #[serde(default)]
-    pub consumer: BTreeMap<String, String>,
-    /// Extra librdkafka producer properties, passed through.
-    #[serde(default)]
-    pub producer: BTreeMap<String, String>,
-    /// Replication factor of output and dead-letter topics the enricher creates
-    /// (missing ones are created with the input's partition count).
-    #[serde(default = "default_replication")]
-    pub replication_factor: i32,
-    /// Longest wait on the broker, in seconds: for room in the producer's queue or
-    /// a delivery report. Past it the job is started again from its committed
-    /// offsets (see `recovery_timeout_s`).
-    #[serde(default = "default_stall_timeout_s")]
-    pub stall_timeout_s: u64,
 }
 
 /// One enrichment job.
@@ -259,14 +237,8 @@ fn default_attempts() -> u32 {
 fn default_commit_interval() -> u64 {
     200
 }
-fn default_stall_timeout_s() -> u64 {
-    60
-}
 fn default_recovery_timeout_s() -> u64 {
     300
-}
-fn default_replication() -> i32 {
-    1
 }
 fn default_concurrency() -> usize {
     4096
@@ -369,21 +341,7 @@ fn check_paths(field: &str, key: &KeyFields) -> Result<(), ConfigError> {
 impl Validate for EnrichConfig {
     fn validate(&self) -> Result<(), ConfigError> {
         self.metrics.validate("metrics")?;
-        if self.kafka.brokers.trim().is_empty() {
-            return Err(ConfigError::new(
-                "kafka.brokers",
-                "must name at least one broker",
-            ));
-        }
-        if self.kafka.stall_timeout_s == 0 {
-            return Err(ConfigError::new("kafka.stall_timeout_s", "must be > 0"));
-        }
-        if self.kafka.replication_factor < 1 {
-            return Err(ConfigError::new(
-                "kafka.replication_factor",
-                "must be at least 1",
-            ));
-        }
+        self.kafka.validate("kafka")?;
         if self.jobs.is_empty() {
             return Err(ConfigError::new("jobs", "declare at least one job"));
         }

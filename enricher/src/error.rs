@@ -9,6 +9,9 @@ pub enum EnrichError {
     /// The Kafka client failed.
     #[error("kafka: {0}")]
     Kafka(#[from] KafkaError),
+    /// A Kafka client could not be built, or the cluster could not be reached.
+    #[error(transparent)]
+    KafkaClient(#[from] tributary_kafka::ClientError),
     /// The local tables failed.
     #[error("tables: {0}")]
     Table(#[from] TableError),

@@ -26,9 +26,10 @@ use rdkafka::error::{KafkaError, KafkaResult, RDKafkaErrorCode};
 use rdkafka::message::{BorrowedMessage, Header, OwnedHeaders, OwnedMessage};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::statistics::Statistics;
-use rdkafka::{ClientConfig, ClientContext, Message};
+use rdkafka::{ClientContext, Message};
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
+use tributary_kafka::ClientBuilder;
 use tributary_tables::Follower;
 use tributary_tables::progress::Progress;
 
@@ -332,9 +333,13 @@ pub async fn run(
         lag: setup.metrics.lag_records.clone(),
         job_lag,
     };
-    let consumer: StreamConsumer<JobContext> =
-        consumer_config(&setup.kafka, &setup.config.group_id(), bounds.is_some())
-            .create_with_context(context)?;
+    let consumer: StreamConsumer<JobContext> = consumer_config(
+        &setup.kafka,
+        &job,
+        &setup.config.group_id(),
+        bounds.is_some(),
+    )
+    .create_with_context(context)?;
     let bounded = match bounds {
         None => {
             let topics: Vec<&str> = setup.inputs.iter().map(|(t, _)| t.as_str()).collect();
@@ -344,9 +349,9 @@ pub async fn run(
         }
         Some(bounds) => {
             let (assignment, tracker) = tokio::task::block_in_place(|| {
-                let probe: BaseConsumer = ClientConfig::new()
-                    .set("bootstrap.servers", &setup.kafka.brokers)
-                    .set("group.id", setup.config.group_id())
+                let probe: BaseConsumer = setup
+                    .kafka
+                    .consumer(&format!("enrich.{job}"), &setup.config.group_id())
                     .set("enable.auto.commit", "false")
                     .set("enable.partition.eof", "true")
                     .create()?;
@@ -361,7 +366,7 @@ pub async fn run(
     let exactly_once = setup.delivery == Delivery::ExactlyOnce && bounded.is_none();
     let transactional_id = exactly_once.then(|| transactional_id(&setup.config.group_id()));
     let producer: FutureProducer =
-        producer_config(&setup.kafka, transactional_id.as_deref()).create()?;
+        producer_config(&setup.kafka, &job, transactional_id.as_deref()).create()?;
     let eos = match transactional_id {
         Some(id) => {
             info!(%job, transactional_id = %id, "exactly-once: outputs and offsets in Kafka transactions");
@@ -402,12 +407,16 @@ pub async fn run(
     Ok(runner.summary)
 }
 
-fn consumer_config(kafka: &KafkaConfig, group: &str, bounded: bool) -> ClientConfig {
-    let mut c = ClientConfig::new();
-    c.set("bootstrap.servers", &kafka.brokers)
-        .set("group.id", group)
-        // Offsets are stored once outputs are acknowledged, and committed in the background.
-        .set("enable.auto.commit", if bounded { "false" } else { "true" })
+/// The job's input consumer.
+fn consumer_config<'a>(
+    kafka: &'a KafkaConfig,
+    job: &str,
+    group: &str,
+    bounded: bool,
+) -> ClientBuilder<'a> {
+    let mut c = kafka.consumer(&format!("enrich.{job}"), group);
+    // Offsets are stored once outputs are acknowledged, and committed in the background.
+    c.set("enable.auto.commit", if bounded { "false" } else { "true" })
         .set("enable.auto.offset.store", "false")
         .set("auto.commit.interval.ms", "1000")
         .set("auto.offset.reset", "earliest")
@@ -415,9 +424,6 @@ fn consumer_config(kafka: &KafkaConfig, group: &str, bounded: bool) -> ClientCon
         .set("session.timeout.ms", "10000")
         .set("heartbeat.interval.ms", "1000")
         .set("statistics.interval.ms", "5000");
-    for (k, v) in &kafka.consumer {
-        c.set(k, v);
-    }
     c
 }
 
@@ -431,21 +437,22 @@ fn transactional_id(group: &str) -> String {
     format!("{group}.{instance}")
 }
 
-fn producer_config(kafka: &KafkaConfig, transactional_id: Option<&str>) -> ClientConfig {
-    let mut c = ClientConfig::new();
+/// The job's producer of outputs, dead letters and retries.
+fn producer_config<'a>(
+    kafka: &'a KafkaConfig,
+    job: &str,
+    transactional_id: Option<&str>,
+) -> ClientBuilder<'a> {
+    let mut c = kafka.producer(&format!("enrich.{job}"));
     if let Some(id) = transactional_id {
         c.set("transactional.id", id);
     }
-    c.set("bootstrap.servers", &kafka.brokers)
-        .set("enable.idempotence", "true")
+    c.set("enable.idempotence", "true")
         .set("acks", "all")
         .set("linger.ms", "5")
         .set("compression.type", "lz4")
         // The Java client's partitioner, so keys land where Kafka Streams/Connect expect them.
         .set("partitioner", "murmur2_random");
-    for (k, v) in &kafka.producer {
-        c.set(k, v);
-    }
     c
 }
 

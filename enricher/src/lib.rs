@@ -32,7 +32,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rdkafka::ClientConfig;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -284,9 +283,7 @@ async fn create_outputs(
     config: &EnrichConfig,
     counts: &HashMap<String, u32>,
 ) -> Result<(), EnrichError> {
-    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-        .set("bootstrap.servers", &config.kafka.brokers)
-        .create()?;
+    let admin: AdminClient<DefaultClientContext> = config.kafka.admin("enrich").create()?;
     let mut wanted = Vec::new();
     for job in &config.jobs {
         let partitions = job
@@ -324,8 +321,9 @@ async fn create_outputs(
 
 /// Partition counts of every input and retry topic (absent topics are left out).
 async fn input_partitions(config: &EnrichConfig) -> Result<HashMap<String, u32>, EnrichError> {
-    let client: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", &config.kafka.brokers)
+    let client: BaseConsumer = config
+        .kafka
+        .consumer("enrich", "tributary-enrich.metadata")
         .create()?;
     let topics: Vec<String> = config
         .jobs

@@ -16,6 +16,7 @@ use tributary_capture::binlog_reader::{BinlogReader, ReaderItem, ReaderSetup};
 use tributary_capture::position::BinlogPosition;
 use tributary_capture::source;
 use tributary_capture::{CaptureConfig, CaptureMetrics};
+use tributary_kafka::KafkaConfig;
 
 use super::{create_topic, produce};
 
@@ -410,11 +411,10 @@ async fn binlog_position(conn: &mut mysql_async::Conn) -> anyhow::Result<(String
 /// broker ceiling's load.
 async fn sample_records(brokers: &str, topic: &str) -> anyhow::Result<Vec<(String, String)>> {
     use rdkafka::consumer::{BaseConsumer, Consumer};
-    use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
+    use rdkafka::{Message, Offset, TopicPartitionList};
     const SAMPLES: usize = 10_000;
-    let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", brokers)
-        .set("group.id", format!("{topic}.sample"))
+    let consumer: BaseConsumer = KafkaConfig::plaintext(brokers)
+        .consumer("bench", &format!("{topic}.sample"))
         .create()?;
     let mut tpl = TopicPartitionList::new();
     for p in 0..3 {

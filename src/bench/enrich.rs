@@ -9,10 +9,11 @@ use clap::Args;
 use prometheus_client::registry::Registry;
 use rdkafka::consumer::{Consumer, StreamConsumer};
 use rdkafka::producer::{FutureProducer, FutureRecord};
-use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
+use rdkafka::{Message, Offset, TopicPartitionList};
 use tokio_util::sync::CancellationToken;
 use tributary_enricher::bounds::{StartAt, StopAt};
 use tributary_enricher::{Bounds, EnrichConfig, EnrichMetrics};
+use tributary_kafka::KafkaConfig;
 use tributary_proto::partition::partition_for_key;
 use tributary_tables::TablesMetrics;
 
@@ -185,9 +186,9 @@ async fn enrich(
 /// Copies `n` records of `from` (every partition, from the beginning) to `to`,
 /// as they are; returns the seconds until the last copy is acknowledged.
 async fn raw_copy(brokers: &str, from: &str, to: &str, n: u64) -> anyhow::Result<f64> {
-    let consumer: StreamConsumer = ClientConfig::new()
-        .set("bootstrap.servers", brokers)
-        .set("group.id", format!("{to}.group"))
+    let kafka = KafkaConfig::plaintext(brokers);
+    let consumer: StreamConsumer = kafka
+        .consumer("bench", &format!("{to}.group"))
         .set("enable.auto.commit", "false")
         .create()?;
     let mut tpl = TopicPartitionList::new();
@@ -195,8 +196,8 @@ async fn raw_copy(brokers: &str, from: &str, to: &str, n: u64) -> anyhow::Result
         tpl.add_partition_offset(from, partition, Offset::Beginning)?;
     }
     consumer.assign(&tpl)?;
-    let producer: FutureProducer = ClientConfig::new()
-        .set("bootstrap.servers", brokers)
+    let producer: FutureProducer = kafka
+        .producer("bench")
         .set("enable.idempotence", "true")
         .set("acks", "all")
         .set("linger.ms", "5")

@@ -11,10 +11,10 @@ pub(crate) mod tables;
 
 use std::time::Duration;
 
-use rdkafka::ClientConfig;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::producer::{FutureProducer, FutureRecord};
+use tributary_kafka::KafkaConfig;
 
 /// Creates `tributary_bench.products_<n>` in MariaDB; returns `db.table`.
 pub(crate) async fn load_products(url: &str, n: u64) -> anyhow::Result<String> {
@@ -62,9 +62,8 @@ pub(crate) async fn create_topic(
     topic: &str,
     partitions: i32,
 ) -> anyhow::Result<()> {
-    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-        .set("bootstrap.servers", brokers)
-        .create()?;
+    let admin: AdminClient<DefaultClientContext> =
+        KafkaConfig::plaintext(brokers).admin("bench").create()?;
     let new_topic = NewTopic::new(topic, partitions, TopicReplication::Fixed(1));
     for result in admin
         .create_topics([&new_topic], &AdminOptions::new())
@@ -83,8 +82,8 @@ pub(crate) async fn produce(
     n: u64,
     record: impl Fn(u64) -> (i32, String, String),
 ) -> anyhow::Result<()> {
-    let producer: FutureProducer = ClientConfig::new()
-        .set("bootstrap.servers", brokers)
+    let producer: FutureProducer = KafkaConfig::plaintext(brokers)
+        .producer("bench")
         .set("linger.ms", "20")
         .set("batch.num.messages", "10000")
         .set("compression.type", "lz4")

@@ -2,7 +2,8 @@
 //!
 //! ```yaml
 //! data_dir: /var/lib/tributary/tables
-//! kafka: { brokers: 127.0.0.1:19092, group_id: shop-tables }
+//! group_id: shop-tables                  # instances in one group split `partitioned` tables
+//! kafka: { brokers: 127.0.0.1:19092 }     # the shared section (TLS, SASL: see tributary_kafka)
 //! rocksdb: { block_cache_mb: 256, row_cache_mb: 0, bloom_filter_bits: 10, compression: lz4, write_buffer_mb: 64 }
 //! tables:
 //!   - name: users
@@ -10,10 +11,11 @@
 //!     mode: partitioned        # or global: every instance holds every partition
 //! ```
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::path::PathBuf;
 
 use serde::Deserialize;
+pub use tributary_kafka::KafkaConfig;
 use tributary_proto::config_text::{self, ConfigError, HttpConfig, Validate};
 
 use crate::grpc::config::GrpcConfig;
@@ -24,8 +26,12 @@ use crate::grpc::config::GrpcConfig;
 pub struct TablesConfig {
     /// Where RocksDB keeps its files (one database for all tables).
     pub data_dir: PathBuf,
+    /// Consumer group of the instances sharing `partitioned` tables (also names
+    /// the routing topic and the global tables' readers).
+    #[serde(default = "default_group")]
+    pub group_id: String,
     /// The Kafka cluster holding the change topics.
-    pub kafka: KafkaConsumerConfig,
+    pub kafka: KafkaConfig,
     /// RocksDB tuning.
     #[serde(default)]
     pub rocksdb: RocksDbConfig,
@@ -61,20 +67,6 @@ pub struct CheckpointConfig {
     /// Checkpoints kept; older ones and their unused files are deleted.
     #[serde(default = "default_keep")]
     pub keep: usize,
-}
-
-/// Kafka consumer settings.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct KafkaConsumerConfig {
-    /// `bootstrap.servers`.
-    pub brokers: String,
-    /// Consumer group of the instances sharing `partitioned` tables.
-    #[serde(default = "default_group")]
-    pub group_id: String,
-    /// Extra librdkafka consumer properties, passed through.
-    #[serde(default)]
-    pub consumer: BTreeMap<String, String>,
 }
 
 /// Block compression of table files.
@@ -536,6 +528,12 @@ impl TablesConfig {
         config_text::load(path)
     }
 
+    /// Whether anything here reads Kafka: local tables, or a remote table
+    /// invalidated from a change topic.
+    pub fn uses_kafka(&self) -> bool {
+        !self.tables.is_empty() || self.remote.iter().any(|r| r.invalidate_from.is_some())
+    }
+
     /// Parses and validates text.
     pub fn parse(text: &str) -> Result<Self, ConfigError> {
         config_text::parse(text)
@@ -546,6 +544,10 @@ impl Validate for TablesConfig {
     /// Checks what serde cannot.
     fn validate(&self) -> Result<(), ConfigError> {
         self.metrics.validate("metrics")?;
+        self.kafka.validate("kafka")?;
+        if self.group_id.trim().is_empty() {
+            return Err(ConfigError::new("group_id", "must not be empty"));
+        }
         if self.tables.is_empty() && self.remote.is_empty() {
             return Err(ConfigError::new(
                 "tables",
@@ -634,7 +636,7 @@ tables:
         let c = TablesConfig::parse(GOOD).unwrap();
         assert_eq!(c.tables[0].mode, TableMode::Partitioned);
         assert_eq!(c.tables[1].mode, TableMode::Global);
-        assert_eq!(c.kafka.group_id, "tributary-tables");
+        assert_eq!(c.group_id, "tributary-tables");
         assert_eq!(c.rocksdb.compression, Compression::Lz4);
         assert_eq!(c.rocksdb.row_cache_mb, 0, "no row cache unless asked for");
         let with_row_cache = GOOD.replace("tables:", "rocksdb: { row_cache_mb: 64 }\ntables:");

@@ -12,6 +12,9 @@ pub enum TableError {
     /// Kafka failed.
     #[error("kafka: {0}")]
     Kafka(#[from] rdkafka::error::KafkaError),
+    /// A Kafka client could not be built, or the cluster could not be reached.
+    #[error(transparent)]
+    KafkaClient(#[from] tributary_kafka::ClientError),
     /// A lookup key does not fit the table's key.
     #[error("bad key for table {table}: {problem}")]
     BadKey {

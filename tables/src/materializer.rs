@@ -20,10 +20,11 @@ use std::time::{Duration, Instant};
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
 use rdkafka::message::BorrowedMessage;
 use rdkafka::types::RDKafkaRespErr;
-use rdkafka::{ClientConfig, ClientContext, Message, Offset, TopicPartitionList};
+use rdkafka::{ClientContext, Message, Offset, TopicPartitionList};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
+use tributary_kafka::ClientBuilder;
 use tributary_proto::debezium_json;
 use tributary_proto::gtid::{AppliedGtids, Gtid};
 
@@ -166,11 +167,10 @@ impl Materializer {
                 shared: shared.clone(),
             };
             let consumer: BaseConsumer<GroupContext> =
-                consumer_config(config, Some(&config.kafka.group_id))
-                    .create_with_context(context)?;
+                consumer_config(config, Some(&config.group_id)).create_with_context(context)?;
             progress.await_group();
             consumer.subscribe(&partitioned)?;
-            info!(topics = ?partitioned, group = %config.kafka.group_id, "joining the consumer group for partitioned tables");
+            info!(topics = ?partitioned, group = %config.group_id, "joining the consumer group for partitioned tables");
             workers.push(spawn_worker(
                 "tables-partitioned",
                 consumer,
@@ -242,27 +242,18 @@ impl Materializer {
     }
 }
 
-fn consumer_config(config: &TablesConfig, group: Option<&str>) -> ClientConfig {
-    let mut c = ClientConfig::new();
-    c.set("bootstrap.servers", &config.kafka.brokers)
-        // Assigned (global) consumers never join this group; librdkafka wants an id all the same.
-        .set(
-            "group.id",
-            group.map_or_else(
-                || format!("{}.assigned", config.kafka.group_id),
-                str::to_owned,
-            ),
-        )
-        .set("enable.auto.commit", "false")
+/// A materializer's consumer, in `group` or (assigned, global tables) in none.
+fn consumer_config<'a>(config: &'a TablesConfig, group: Option<&str>) -> ClientBuilder<'a> {
+    // Assigned (global) consumers never join this group; librdkafka wants an id all the same.
+    let group = group.map_or_else(|| format!("{}.assigned", config.group_id), str::to_owned);
+    let mut c = config.kafka.consumer("tables", &group);
+    c.set("enable.auto.commit", "false")
         .set("auto.offset.reset", "earliest")
         .set("enable.partition.eof", "false")
         // Faster failure detection than Kafka's 45 s default; with Tansu it also
         // shortens the first group assignment from ~23 s to a few seconds.
         .set("session.timeout.ms", "10000")
         .set("heartbeat.interval.ms", "1000");
-    for (k, v) in &config.kafka.consumer {
-        c.set(k, v);
-    }
     c
 }
 

@@ -84,7 +84,7 @@ pub struct RoutingConfig {
     /// `partitioned` tables).
     #[serde(default = "yes")]
     pub enabled: bool,
-    /// Compacted topic the instances publish to (default `<kafka.group_id>.routing`).
+    /// Compacted topic the instances publish to (default `<group_id>.routing`).
     #[serde(default)]
     pub topic: Option<String>,
     /// Forward a request for a partition held elsewhere to its owner; when false,
@@ -94,9 +94,6 @@ pub struct RoutingConfig {
     /// How often an instance republishes its partitions.
     #[serde(default = "default_publish_interval_ms")]
     pub publish_interval_ms: u64,
-    /// Replication factor of the routing topic when it is created.
-    #[serde(default = "default_replication")]
-    pub replication_factor: i32,
 }
 
 impl Default for RoutingConfig {
@@ -106,7 +103,6 @@ impl Default for RoutingConfig {
             topic: None,
             forward: true,
             publish_interval_ms: default_publish_interval_ms(),
-            replication_factor: default_replication(),
         }
     }
 }
@@ -145,12 +141,6 @@ impl GrpcConfig {
         ];
         if let Some((field, _)) = positive.iter().find(|(_, v)| *v == 0) {
             return Err(ConfigError::new(*field, "must be at least 1"));
-        }
-        if self.routing.replication_factor < 1 {
-            return Err(ConfigError::new(
-                "grpc.routing.replication_factor",
-                "must be at least 1",
-            ));
         }
         if self.token.as_deref().is_some_and(str::is_empty) {
             return Err(ConfigError::new(
@@ -211,9 +201,6 @@ fn default_max_scan_rows() -> usize {
 }
 fn default_publish_interval_ms() -> u64 {
     2000
-}
-fn default_replication() -> i32 {
-    1
 }
 
 #[cfg(test)]

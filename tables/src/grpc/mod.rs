@@ -92,6 +92,7 @@ pub async fn start(
             Routing::start(
                 grpc,
                 &config.kafka,
+                &config.group_id,
                 tls.as_ref().map(|(_, client)| client.clone()),
                 progress.clone(),
                 partitioned,

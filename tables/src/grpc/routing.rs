@@ -18,7 +18,7 @@ use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{Consumer, StreamConsumer};
 use rdkafka::error::RDKafkaErrorCode;
 use rdkafka::producer::{FutureProducer, FutureRecord};
-use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
+use rdkafka::{Message, Offset, TopicPartitionList};
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -27,7 +27,7 @@ use tonic::{Request, Status};
 use tracing::{info, warn};
 use tributary_proto::grpc::v1::lookup_client::LookupClient;
 
-use crate::config::KafkaConsumerConfig;
+use crate::config::KafkaConfig;
 use crate::error::TableError;
 use crate::grpc::call::{BearerToken, FORWARDED};
 use crate::grpc::config::GrpcConfig;
@@ -60,14 +60,15 @@ impl Routing {
     /// `partitioned` tables' partitions and reads the others' until `shutdown`.
     pub(crate) async fn start(
         config: &GrpcConfig,
-        kafka: &KafkaConsumerConfig,
+        kafka: &KafkaConfig,
+        group_id: &str,
         client_tls: Option<ClientTlsConfig>,
         progress: Arc<Progress>,
         partitioned: Vec<String>,
         shutdown: CancellationToken,
     ) -> Result<Arc<Self>, TableError> {
-        let topic = config.routing_topic(&kafka.group_id);
-        ensure_topic(&kafka.brokers, &topic, config.routing.replication_factor).await?;
+        let topic = config.routing_topic(group_id);
+        ensure_topic(kafka, &topic).await?;
         let interval = Duration::from_millis(config.routing.publish_interval_ms);
         let routing = Arc::new(Routing {
             me: config.advertised(),
@@ -78,11 +79,11 @@ impl Routing {
             client_tls,
             token: BearerToken::new(config.token.as_deref()),
         });
-        let producer: FutureProducer = ClientConfig::new()
-            .set("bootstrap.servers", &kafka.brokers)
+        let producer: FutureProducer = kafka
+            .producer("tables.routing")
             .set("linger.ms", "0")
             .create()?;
-        let reader = reader(&kafka.brokers, &kafka.group_id, &topic).await?;
+        let reader = reader(kafka, group_id, &topic).await?;
         info!(%topic, address = %routing.me, "publishing held partitions for routing");
         tokio::spawn(publish(
             Publisher {
@@ -246,11 +247,9 @@ async fn publish(publisher: Publisher, shutdown: CancellationToken) {
     publisher.send(None).await;
 }
 
-async fn ensure_topic(brokers: &str, topic: &str, replication: i32) -> Result<(), TableError> {
-    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-        .set("bootstrap.servers", brokers)
-        .create()?;
-    let new = NewTopic::new(topic, 1, TopicReplication::Fixed(replication))
+async fn ensure_topic(kafka: &KafkaConfig, topic: &str) -> Result<(), TableError> {
+    let admin: AdminClient<DefaultClientContext> = kafka.admin("tables.routing").create()?;
+    let new = NewTopic::new(topic, 1, TopicReplication::Fixed(kafka.replication_factor))
         .set("cleanup.policy", "compact");
     let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
     for result in admin.create_topics([&new], &options).await? {
@@ -265,10 +264,13 @@ async fn ensure_topic(brokers: &str, topic: &str, replication: i32) -> Result<()
 }
 
 /// A consumer of every partition of the routing topic, from the beginning.
-async fn reader(brokers: &str, group: &str, topic: &str) -> Result<StreamConsumer, TableError> {
-    let consumer: StreamConsumer = ClientConfig::new()
-        .set("bootstrap.servers", brokers)
-        .set("group.id", format!("{group}.routing-reader"))
+async fn reader(
+    kafka: &KafkaConfig,
+    group: &str,
+    topic: &str,
+) -> Result<StreamConsumer, TableError> {
+    let consumer: StreamConsumer = kafka
+        .consumer("tables.routing", &format!("{group}.routing-reader"))
         .set("enable.auto.commit", "false")
         .set("fetch.wait.max.ms", "100")
         .create()?;

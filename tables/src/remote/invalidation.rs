@@ -9,11 +9,12 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rdkafka::consumer::{Consumer, StreamConsumer};
-use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
+use rdkafka::{Message, Offset, TopicPartitionList};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
+use crate::config::KafkaConfig;
 use crate::error::TableError;
 use crate::remote::RemoteTable;
 
@@ -23,13 +24,12 @@ const LOOK_BACK: Duration = Duration::from_secs(60);
 /// Follows `topic` and evicts the keys of its records from `table`'s cache until `shutdown`.
 pub async fn follow(
     table: Arc<RemoteTable>,
-    brokers: &str,
+    kafka: &KafkaConfig,
     topic: &str,
     shutdown: CancellationToken,
 ) -> Result<JoinHandle<()>, TableError> {
-    let consumer: StreamConsumer = ClientConfig::new()
-        .set("bootstrap.servers", brokers)
-        .set("group.id", "tributary-invalidation")
+    let consumer: StreamConsumer = kafka
+        .consumer("tables.invalidation", "tributary-invalidation")
         .set("enable.auto.commit", "false")
         // Changes should evict within a fraction of a second.
         .set("fetch.wait.max.ms", "50")

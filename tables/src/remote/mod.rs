@@ -309,13 +309,7 @@ pub async fn start_all(
         };
         let table = Arc::new(RemoteTable::new(remote, backend, metrics));
         if let Some(topic) = &remote.invalidate_from {
-            invalidation::follow(
-                table.clone(),
-                &config.kafka.brokers,
-                topic,
-                shutdown.clone(),
-            )
-            .await?;
+            invalidation::follow(table.clone(), &config.kafka, topic, shutdown.clone()).await?;
         }
         tables.push(table);
     }

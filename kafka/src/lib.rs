@@ -1,0 +1,20 @@
+//! Tributary's Kafka clients.
+//!
+//! - [`config`]: the `kafka:` section every component's config shares.
+//! - [`security`]: its TLS and SASL settings and the secrets they read.
+//! - [`factory`]: the one place producers, consumers and admin clients are built.
+//! - [`probe`]: the startup check that the cluster can be reached as configured
+//!   (and `tls_check`: why a broker's certificate was refused).
+//! - [`error`]: what can go wrong on the way.
+
+pub mod config;
+pub mod error;
+pub mod factory;
+pub mod probe;
+pub mod security;
+mod tls_check;
+
+pub use config::KafkaConfig;
+pub use error::ClientError;
+pub use factory::ClientBuilder;
+pub use probe::check_connection;
