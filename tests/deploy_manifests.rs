@@ -6,10 +6,12 @@
 
 #![allow(clippy::unwrap_used)] // tests fail loudly
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 use serde_json::Value as Json;
+
+mod common;
 
 const KUBERNETES_VERSION: &str = "1.32.0";
 
@@ -166,13 +168,45 @@ fn manifests_keep_single_writer_capture_and_stateful_tables() {
     assert!(grace > jobs["shutdown_grace_s"].as_i64().unwrap());
 }
 
+/// Where the workloads mount the `tributary-kafka` Secret.
+const KAFKA_SECRETS: &str = "/var/run/secrets/kafka";
+
 #[test]
 fn the_shipped_configs_pass_tributary_validate() {
+    // The configs read the Kafka client's files from the mounted Secret: here a
+    // directory holding real ones (a CA, a client certificate and key, a password).
+    let pki = common::Pki::new();
+    let secrets = tempfile::tempdir().unwrap();
+    for (name, from) in [
+        ("ca.crt", "ca.pem"),
+        ("tls.crt", "client.pem"),
+        ("tls.key", "client.key"),
+    ] {
+        std::fs::copy(pki.file(from), secrets.path().join(name)).unwrap();
+    }
+    std::fs::write(
+        secrets.path().join("sasl-password"),
+        "not-a-real-password\n",
+    )
+    .unwrap();
     let dir = repo().join("deploy/k8s/base/config");
+    let configs = tempfile::tempdir().unwrap();
+    for file in ["capture.yaml", "tables.yaml", "jobs.yaml"] {
+        let text = std::fs::read_to_string(dir.join(file)).unwrap();
+        assert!(
+            text.contains(KAFKA_SECRETS),
+            "{file} reads the mounted Kafka secret"
+        );
+        std::fs::write(
+            configs.path().join(file),
+            text.replace(KAFKA_SECRETS, &secrets.path().display().to_string()),
+        )
+        .unwrap();
+    }
     for file in ["capture.yaml", "tables.yaml", "jobs.yaml"] {
         let out = Command::new(env!("CARGO_BIN_EXE_tributary"))
             .arg("validate")
-            .arg(Path::new(&dir).join(file))
+            .arg(configs.path().join(file))
             .envs([
                 ("TRIBUTARY_MYSQL_PASSWORD", "x"),
                 ("TRIBUTARY_GRPC_TOKEN", "t"),
@@ -186,6 +220,50 @@ fn the_shipped_configs_pass_tributary_validate() {
             "{file}: {}",
             String::from_utf8_lossy(&out.stderr)
         );
+    }
+}
+
+#[test]
+fn every_workload_mounts_the_kafka_secret_its_config_names() {
+    let docs = documents(&render("deploy/k8s/overlays/example"));
+    let secret = docs
+        .iter()
+        .find(|d| {
+            d["kind"] == "Secret"
+                && d["metadata"]["name"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("tributary-kafka")
+        })
+        .expect("the overlay supplies the Kafka secret");
+    let keys: Vec<&String> = secret["data"].as_object().unwrap().keys().collect();
+    let config_text =
+        std::fs::read_to_string(repo().join("deploy/k8s/base/config/capture.yaml")).unwrap();
+    for key in &keys {
+        assert!(
+            config_text.contains(&format!("{KAFKA_SECRETS}/{key}")),
+            "capture.yaml uses {key}"
+        );
+    }
+    for (kind, name) in [
+        ("Deployment", "tributary-capture"),
+        ("StatefulSet", "tributary-enrich"),
+    ] {
+        let pod = &find(&docs, kind, name)["spec"]["template"]["spec"];
+        let volume = pod["volumes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["secret"]["secretName"] == secret["metadata"]["name"])
+            .unwrap_or_else(|| panic!("{name} mounts the Kafka secret"));
+        let mount = pod["containers"][0]["volumeMounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["name"] == volume["name"])
+            .unwrap();
+        assert_eq!(mount["mountPath"], KAFKA_SECRETS, "{name}");
+        assert_eq!(mount["readOnly"], true, "{name}");
     }
 }
 

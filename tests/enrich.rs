@@ -724,9 +724,8 @@ async fn committed(group: &str, topic: &str, partitions: i32) -> Vec<i64> {
     use rdkafka::consumer::{BaseConsumer, Consumer};
     let (group, topic) = (group.to_owned(), topic.to_owned());
     tokio::task::spawn_blocking(move || {
-        let consumer: BaseConsumer = rdkafka::ClientConfig::new()
-            .set("bootstrap.servers", brokers())
-            .set("group.id", &group)
+        let consumer: BaseConsumer = tributary_kafka::KafkaConfig::plaintext(&brokers())
+            .consumer("test", &group)
             .create()
             .unwrap();
         let mut tpl = rdkafka::TopicPartitionList::new();

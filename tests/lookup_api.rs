@@ -92,7 +92,7 @@ impl Instance {
 /// A tables file with one table and a `grpc:` section.
 fn config_yaml(data_dir: &std::path::Path, group: &str, topic: &str, grpc: &str) -> String {
     format!(
-        "data_dir: '{}'\nkafka: {{ brokers: '{}', group_id: '{group}' }}\ntables:\n  - {{ name: items, topic: '{topic}' }}\ngrpc: {grpc}\n",
+        "data_dir: '{}'\ngroup_id: '{group}'\nkafka: {{ brokers: '{}' }}\ntables:\n  - {{ name: items, topic: '{topic}' }}\ngrpc: {grpc}\n",
         data_dir.display(),
         brokers(),
     )
@@ -673,46 +673,12 @@ async fn requests_for_partitions_held_elsewhere_are_forwarded_or_name_the_owner(
     a.stop().await;
 }
 
-/// A CA and certificates for a server on 127.0.0.1 and a client, as PEM files.
-struct Pki {
-    dir: tempfile::TempDir,
+/// The lookup API's client side of the test PKI.
+trait ClientTls {
+    fn client_tls(&self, with_cert: bool) -> ClientTlsConfig;
 }
 
-impl Pki {
-    fn new() -> Self {
-        use rcgen::{
-            BasicConstraints, CertificateParams, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
-        };
-        let dir = tempfile::tempdir().unwrap();
-        let write = |name: &str, text: String| std::fs::write(dir.path().join(name), text).unwrap();
-        let ca_key = KeyPair::generate().unwrap();
-        let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
-        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        let ca_cert = ca_params.self_signed(&ca_key).unwrap();
-        write("ca.pem", ca_cert.pem());
-        let issuer = Issuer::new(ca_params, ca_key);
-        for (name, san, usage) in [
-            ("server", "127.0.0.1", ExtendedKeyUsagePurpose::ServerAuth),
-            ("client", "client", ExtendedKeyUsagePurpose::ClientAuth),
-        ] {
-            let key = KeyPair::generate().unwrap();
-            let mut params = CertificateParams::new(vec![san.to_owned()]).unwrap();
-            params.extended_key_usages = vec![usage];
-            let cert = params.signed_by(&key, &issuer).unwrap();
-            write(&format!("{name}.pem"), cert.pem());
-            write(&format!("{name}.key"), key.serialize_pem());
-        }
-        Pki { dir }
-    }
-
-    fn path(&self, name: &str) -> String {
-        self.dir.path().join(name).display().to_string()
-    }
-
-    fn read(&self, name: &str) -> Vec<u8> {
-        std::fs::read(self.dir.path().join(name)).unwrap()
-    }
-
+impl ClientTls for Pki {
     fn client_tls(&self, with_cert: bool) -> ClientTlsConfig {
         let tls = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(self.read("ca.pem")));
         if with_cert {

@@ -73,7 +73,7 @@ async fn the_status_command_and_page_show_the_components_evaluation() {
     let data = tempfile::tempdir().unwrap();
     let port = free_port();
     let config = write_config(&format!(
-        "data_dir: '{}'\nkafka: {{ brokers: '{}', group_id: '{}' }}\ntables:\n  - {{ name: items, topic: '{topic}', mode: global }}\nmetrics: {{ listen: '127.0.0.1:{port}' }}\n",
+        "data_dir: '{}'\nkafka: {{ brokers: '{}' }}\ngroup_id: '{}'\ntables:\n  - {{ name: items, topic: '{topic}', mode: global }}\nmetrics: {{ listen: '127.0.0.1:{port}' }}\n",
         data.path().display(),
         brokers(),
         unique("status")
@@ -317,7 +317,7 @@ async fn the_startup_log_names_the_port_bound() {
     create_topic(&topic, 1).await;
     let data = tempfile::tempdir().unwrap();
     let config = write_config(&format!(
-        "data_dir: '{}'\nkafka: {{ brokers: '{}', group_id: '{}' }}\ntables:\n  - {{ name: items, topic: '{topic}', mode: global }}\nmetrics: {{ listen: '127.0.0.1:0' }}\n",
+        "data_dir: '{}'\nkafka: {{ brokers: '{}' }}\ngroup_id: '{}'\ntables:\n  - {{ name: items, topic: '{topic}', mode: global }}\nmetrics: {{ listen: '127.0.0.1:0' }}\n",
         data.path().display(),
         brokers(),
         unique("status")

@@ -99,7 +99,7 @@ fn tables_yaml(data_dir: &std::path::Path, group: &str, tables: &[(&str, &str, &
         })
         .collect();
     format!(
-        "data_dir: '{}'\nkafka: {{ brokers: '{}', group_id: '{group}' }}\nbatch_max_records: 500\ntables:\n{}\n",
+        "data_dir: '{}'\ngroup_id: '{group}'\nkafka: {{ brokers: '{}' }}\nbatch_max_records: 500\ntables:\n{}\n",
         data_dir.display(),
         brokers(),
         tables.join("\n")

@@ -14,6 +14,13 @@ if [ -f "$tansu_dir/tansu.pid" ]; then
   rm -f "$tansu_dir/tansu.pid"
   echo "[stack] Tansu stopped"
 fi
+for pid in "$tls_tansu_dir/socat.pid" "$tls_tansu_dir/tansu.pid"; do
+  if [ -f "$pid" ]; then
+    kill "$(cat "$pid")" 2>/dev/null || true
+    rm -f "$pid"
+    echo "[stack] TLS broker stopped"
+  fi
+done
 if [ "${1:-}" = "--wipe" ]; then
   rm -rf "$TRIBUTARY_STACK_DIR"
   echo "[stack] $TRIBUTARY_STACK_DIR removed"

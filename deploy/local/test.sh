@@ -4,6 +4,7 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 "$repo_root/deploy/local/up.sh"
+"$repo_root/deploy/local/build-tansu-sasl.sh"
 cd "$repo_root"
 cargo build --workspace --all-targets --quiet
 cargo test --workspace --all-targets "$@"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Starts the local stack idempotently: a private MariaDB with a ROW binlog and
-# GTIDs, and a Tansu (Kafka-protocol) broker, both on 127.0.0.1. Installs what
+# GTIDs, a Tansu (Kafka-protocol) broker, and a second one behind mutual TLS
+# (certificates generated on the first run), all on 127.0.0.1. Installs what
 # is missing first. Running it again while the stack is up does nothing.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
@@ -14,6 +15,9 @@ dpkg -s libcurl4-openssl-dev >/dev/null 2>&1 || need_apt+=(libcurl4-openssl-dev)
 dpkg -s libclang-dev >/dev/null 2>&1 || need_apt+=(libclang-dev)
 dpkg -s libssl-dev >/dev/null 2>&1 || need_apt+=(libssl-dev)
 command -v pkg-config >/dev/null || need_apt+=(pkg-config)
+# TLS in front of the secured broker (tests/common/secured.rs, deploy/local/up.sh).
+command -v socat >/dev/null || need_apt+=(socat)
+command -v openssl >/dev/null || need_apt+=(openssl)
 # Headless Chromium drives the status page in tests/status_page.rs.
 [ -x /usr/bin/chromium ] || need_apt+=(chromium)
 if [ ${#need_apt[@]} -gt 0 ]; then
@@ -46,7 +50,7 @@ if [ ! -x "$K8S_VALIDATE_BIN" ]; then
   "${K8S_VALIDATE_BIN%/kubernetes-validate}/pip" install --quiet "$K8S_VALIDATE_PKG"
 fi
 
-mkdir -p "$mariadb_dir" "$tansu_dir"
+mkdir -p "$mariadb_dir" "$tansu_dir" "$tls_tansu_dir"
 
 # "Up" means a server answers on the port, even one started from another clone.
 mariadb_up() { mariadb-admin --no-defaults --protocol=TCP -h127.0.0.1 -P"$TRIBUTARY_MYSQL_PORT" -uroot ping >/dev/null 2>&1 \
@@ -85,7 +89,7 @@ if port_open "$TRIBUTARY_KAFKA_PORT"; then
   log "broker already up"
 else
   log "starting Tansu on 127.0.0.1:$TRIBUTARY_KAFKA_PORT"
-  (cd "$tansu_dir" && setsid nohup "$TANSU_BIN" broker \
+  (cd "$tansu_dir"; setsid nohup "$TANSU_BIN" broker \
     --listener-url "tcp://127.0.0.1:$TRIBUTARY_KAFKA_PORT" \
     --advertised-listener-url "tcp://127.0.0.1:$TRIBUTARY_KAFKA_PORT" \
     --storage-engine memory://tansu/ >"$tansu_dir/tansu.log" 2>&1 </dev/null &
@@ -94,8 +98,47 @@ else
   port_open "$TRIBUTARY_KAFKA_PORT" || { log "Tansu did not start; see $tansu_dir/tansu.log"; exit 1; }
 fi
 
+# The TLS-only broker: certificates (a CA, a server certificate for 127.0.0.1, a
+# client certificate) made here once; socat terminates mutual TLS in front of a
+# Tansu that advertises the TLS port, so every client must speak TLS.
+tls_dir="$TRIBUTARY_KAFKA_TLS_DIR"
+if [ ! -f "$tls_dir/client.pem" ]; then
+  log "generating TLS certificates in $tls_dir"
+  mkdir -p "$tls_dir"
+  ( cd "$tls_dir"
+    ec=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes)
+    openssl req -x509 "${ec[@]}" -keyout ca.key -out ca.pem -days 3650 -subj "/CN=tributary local CA" 2>/dev/null
+    for who in server client; do
+      if [ $who = server ]; then ext="subjectAltName=IP:127.0.0.1,DNS:localhost
+extendedKeyUsage=serverAuth"; else ext="extendedKeyUsage=clientAuth"; fi
+      openssl req "${ec[@]}" -keyout $who.key -out $who.csr -subj "/CN=tributary local $who" 2>/dev/null
+      openssl x509 -req -in $who.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out $who.pem -days 825 \
+        -extfile <(printf '%s\n' "$ext") 2>/dev/null
+      rm $who.csr
+    done
+    chmod 600 ./*.key )
+fi
+tls_private_port=$((TRIBUTARY_KAFKA_TLS_PORT + 1))
+if port_open "$TRIBUTARY_KAFKA_TLS_PORT"; then
+  log "TLS broker already up"
+else
+  log "starting the TLS-only broker on 127.0.0.1:$TRIBUTARY_KAFKA_TLS_PORT"
+  (cd "$tls_tansu_dir"; setsid nohup "$TANSU_BIN" broker \
+    --listener-url "tcp://127.0.0.1:$tls_private_port" \
+    --advertised-listener-url "tcp://127.0.0.1:$TRIBUTARY_KAFKA_TLS_PORT" \
+    --storage-engine memory://tansu/ >"$tls_tansu_dir/tansu.log" 2>&1 </dev/null &
+    echo $! >"$tls_tansu_dir/tansu.pid")
+  (setsid nohup socat \
+    "OPENSSL-LISTEN:$TRIBUTARY_KAFKA_TLS_PORT,bind=127.0.0.1,reuseaddr,fork,cert=$tls_dir/server.pem,key=$tls_dir/server.key,cafile=$tls_dir/ca.pem,verify=1" \
+    "TCP:127.0.0.1:$tls_private_port" >"$tls_tansu_dir/socat.log" 2>&1 </dev/null &
+    echo $! >"$tls_tansu_dir/socat.pid")
+  for _ in $(seq 1 80); do port_open "$tls_private_port" && port_open "$TRIBUTARY_KAFKA_TLS_PORT" && break; sleep 0.25; done
+  port_open "$TRIBUTARY_KAFKA_TLS_PORT" || { log "the TLS broker did not start; see $tls_tansu_dir"; exit 1; }
+fi
+
 cat <<INFO
 MariaDB (binlog ROW/FULL, GTID): $TRIBUTARY_MYSQL_URL   (capture user: tributary/tributary; socket $mariadb_dir/mysqld.sock)
 Kafka-protocol broker (Tansu):   $TRIBUTARY_KAFKA_BROKERS
+The same, mutual TLS only:       127.0.0.1:$TRIBUTARY_KAFKA_TLS_PORT   (CA, client certificate and key in $tls_dir)
 Stop with: deploy/local/down.sh
 INFO

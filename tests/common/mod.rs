@@ -5,6 +5,11 @@
 #![allow(clippy::unwrap_used)] // test helpers fail loudly
 
 pub mod committed;
+pub mod pki;
+pub mod secured;
+
+#[allow(unused_imports)] // not every test binary makes certificates
+pub use pki::Pki;
 
 use std::io::Read as _;
 use std::path::PathBuf;
@@ -14,7 +19,33 @@ use std::time::{Duration, Instant};
 
 use mysql_async::prelude::Queryable;
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
+use rdkafka::{Message, Offset, TopicPartitionList};
+use tributary_kafka::KafkaConfig;
+
+/// A cluster the helpers connect to: a plaintext `host:port` list, or a whole
+/// `kafka:` section (TLS, SASL) for the secured broker's tests.
+pub trait Cluster {
+    /// The section the helpers' clients are built from.
+    fn kafka(&self) -> KafkaConfig;
+}
+
+impl Cluster for str {
+    fn kafka(&self) -> KafkaConfig {
+        KafkaConfig::plaintext(self)
+    }
+}
+
+impl Cluster for String {
+    fn kafka(&self) -> KafkaConfig {
+        KafkaConfig::plaintext(self)
+    }
+}
+
+impl Cluster for KafkaConfig {
+    fn kafka(&self) -> KafkaConfig {
+        self.clone()
+    }
+}
 
 /// The stack's MariaDB, as root (tests create their own databases).
 pub fn mysql_url() -> String {
@@ -324,7 +355,7 @@ pub async fn read_topic(
 
 /// [`read_topic`] on another broker.
 pub async fn read_topic_from(
-    brokers: &str,
+    brokers: &(impl Cluster + ?Sized),
     topic: &str,
     timeout: Duration,
     mut done: impl FnMut(&[Record]) -> bool + Send + 'static,
@@ -350,18 +381,17 @@ pub async fn read_raw(
 
 /// [`read_raw`] on another broker.
 pub async fn read_raw_from(
-    brokers: &str,
+    brokers: &(impl Cluster + ?Sized),
     topic: &str,
     timeout: Duration,
     mut done: impl FnMut(&[RawRecord]) -> bool + Send + 'static,
 ) -> Vec<RawRecord> {
     use rdkafka::message::Headers as _;
     let topic = topic.to_owned();
-    let brokers = brokers.to_owned();
+    let kafka = brokers.kafka();
     tokio::task::spawn_blocking(move || {
-        let consumer: BaseConsumer = ClientConfig::new()
-            .set("bootstrap.servers", brokers)
-            .set("group.id", unique("test-reader"))
+        let consumer: BaseConsumer = kafka
+            .consumer("test", &unique("test-reader"))
             .set("enable.auto.commit", "false")
             .create()
             .unwrap();
@@ -445,16 +475,34 @@ pub struct PrivateBroker(Child);
 
 impl PrivateBroker {
     pub fn start_on(port: u16) -> Self {
-        let url = format!("tcp://127.0.0.1:{port}");
-        let child = Command::new(tansu_bin())
+        Self::start_advertising(port, port)
+    }
+
+    /// A broker on `port` that tells clients to connect to `advertised` (a proxy's port).
+    pub fn start_advertising(port: u16, advertised: u16) -> Self {
+        Self::start_with(&tansu_bin(), port, advertised, "memory://tansu/", &[])
+    }
+
+    /// A broker of binary `tansu` on `port`, advertising `advertised`, keeping
+    /// its data in `storage`, with `extra` arguments.
+    pub fn start_with(
+        tansu: &std::path::Path,
+        port: u16,
+        advertised: u16,
+        storage: &str,
+        extra: &[&str],
+    ) -> Self {
+        let child = Command::new(tansu)
             .args([
                 "broker",
                 "--listener-url",
-                &url,
+                &format!("tcp://127.0.0.1:{port}"),
                 "--advertised-listener-url",
-                &url,
+                &format!("tcp://127.0.0.1:{advertised}"),
+                "--storage-engine",
+                storage,
             ])
-            .args(["--storage-engine", "memory://tansu/"])
+            .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -620,12 +668,15 @@ pub async fn create_topic_with(name: &str, partitions: i32, cleanup: &str) {
 }
 
 /// [`create_topic_with`] on another broker.
-pub async fn create_topic_on(brokers: &str, name: &str, partitions: i32, cleanup: &str) {
+pub async fn create_topic_on(
+    brokers: &(impl Cluster + ?Sized),
+    name: &str,
+    partitions: i32,
+    cleanup: &str,
+) {
     use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-    let admin: AdminClient<rdkafka::client::DefaultClientContext> = ClientConfig::new()
-        .set("bootstrap.servers", brokers)
-        .create()
-        .unwrap();
+    let admin: AdminClient<rdkafka::client::DefaultClientContext> =
+        brokers.kafka().admin("test").create().unwrap();
     let topic =
         NewTopic::new(name, partitions, TopicReplication::Fixed(1)).set("cleanup.policy", cleanup);
     for result in admin
@@ -649,7 +700,7 @@ pub async fn produce(
 
 /// [`produce`] to another broker.
 pub async fn produce_on(
-    brokers: &str,
+    brokers: &(impl Cluster + ?Sized),
     topic: &str,
     partitions: u32,
     records: &[(serde_json::Value, Option<Vec<u8>>)],
@@ -674,10 +725,11 @@ pub async fn produce_raw(topic: &str, records: &[Produced]) {
 }
 
 /// [`produce_raw`] to another broker.
-pub async fn produce_raw_on(brokers: &str, topic: &str, records: &[Produced]) {
+pub async fn produce_raw_on(brokers: &(impl Cluster + ?Sized), topic: &str, records: &[Produced]) {
     use rdkafka::producer::{FutureProducer, FutureRecord};
-    let producer: FutureProducer = ClientConfig::new()
-        .set("bootstrap.servers", brokers)
+    let producer: FutureProducer = brokers
+        .kafka()
+        .producer("test")
         .set("linger.ms", "20")
         .set("enable.idempotence", "true")
         .create()
