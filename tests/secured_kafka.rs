@@ -76,28 +76,95 @@ async fn lookup(client: &mut LookupClient<tonic::transport::Channel>, id: i64) -
     response.row.map(|r| to_json(&r).unwrap())
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn capture_tables_routing_and_tail_work_through_mutual_tls() {
-    let broker = SecuredBroker::mutual_tls();
-    let kafka = broker.kafka();
-    let mut conn = root_conn().await;
-    let db = create_db(&mut conn, "tls").await;
-    id_name_table(&mut conn, &db, "items", 200).await;
+/// A capture through `broker` of a fresh `items` table and what it should show.
+struct Captured {
+    topic: String,
+    /// The capture config (its `kafka:` section is the broker's).
+    config: std::path::PathBuf,
+    /// The table's rows once every change below was made.
+    expected: BTreeMap<i64, Json>,
+    /// Capture, still running.
+    capture: TributaryProcess,
+}
 
-    // Capture: the snapshot, then streaming.
+impl Captured {
+    /// Stops capture, which must exit cleanly.
+    fn stop(self) {
+        let (clean, log) = self.capture.terminate(Duration::from_secs(30));
+        assert!(clean, "capture log:\n{log}");
+    }
+}
+
+/// Captures `rows` rows (the snapshot), `rows / 4` more while streaming, stops
+/// capture cleanly, inserts `rows / 4` more and starts it again: the topic
+/// replays to the table, and the snapshot was taken once (its position reloaded).
+async fn capture_with_a_restart(
+    conn: &mut mysql_async::Conn,
+    broker: &SecuredBroker,
+    prefix: &str,
+    rows: i64,
+) -> Captured {
+    let kafka = broker.kafka();
+    let db = create_db(conn, prefix).await;
+    id_name_table(conn, &db, "items", rows).await;
     let setup = CaptureSetup::new(&db, "").with_snapshot(50);
-    let capture_config = write_config(&capture_yaml(&setup, &broker));
-    let capture = TributaryProcess::start(&["capture"], &capture_config, &[]);
+    let config = write_config(&capture_yaml(&setup, broker));
+    let capture = TributaryProcess::start(&["capture"], &config, &[]);
     let topic = setup.topic("items");
-    let snapshot =
-        read_topic_from(&kafka, &topic, Duration::from_secs(90), |r| r.len() >= 200).await;
-    assert_eq!(snapshot.len(), 200, "capture log:\n{}", capture.log());
-    insert(&mut conn, &db, "items", 201..251).await;
+    let snapshot = read_topic_from(&kafka, &topic, Duration::from_secs(90), move |r| {
+        r.len() >= rows as usize
+    })
+    .await;
+    assert_eq!(
+        snapshot.len(),
+        rows as usize,
+        "capture log:\n{}",
+        capture.log()
+    );
+    let (more, last) = (rows / 4, rows + rows / 2);
+    insert(conn, &db, "items", rows + 1..rows + more + 1).await;
     conn.query_drop(format!(
         "UPDATE `{db}`.items SET name = 'renamed' WHERE id <= 10"
     ))
     .await
     .unwrap();
+    let (clean, log) = capture.terminate(Duration::from_secs(30));
+    assert!(clean, "{log}");
+    insert(conn, &db, "items", rows + more + 1..last + 1).await;
+    let capture = TributaryProcess::start(&["capture"], &config, &[]);
+    let records = read_topic_from(&kafka, &topic, Duration::from_secs(90), move |r| {
+        replay_map(r).contains_key(&last)
+    })
+    .await;
+    let expected = db_rows(conn, &db, "items").await;
+    let snapshot_reads = records
+        .iter()
+        .filter(|r| r.value.as_ref().is_some_and(|v| v["op"] == "r"))
+        .count();
+    assert_eq!(
+        snapshot_reads, rows as usize,
+        "one snapshot: the stored position was reloaded"
+    );
+    assert_eq!(
+        replay_map(&records),
+        expected,
+        "capture log:\n{}",
+        capture.log()
+    );
+    Captured {
+        topic,
+        config,
+        expected,
+        capture,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn capture_tables_routing_and_tail_work_through_mutual_tls() {
+    let broker = SecuredBroker::mutual_tls();
+    let mut conn = root_conn().await;
+    let captured = capture_with_a_restart(&mut conn, &broker, "tls", 200).await;
+    let (topic, expected) = (&captured.topic, &captured.expected);
 
     // Two instances split the partitioned table and route lookups to each other.
     let group = unique("tls_tables");
@@ -118,48 +185,26 @@ async fn capture_tables_routing_and_tail_work_through_mutual_tls() {
         })
         .collect();
 
-    // Capture stops cleanly and starts again from its stored position: the rows
-    // written while it was down arrive, and the snapshot is not taken again.
-    let (clean, log) = capture.terminate(Duration::from_secs(30));
-    assert!(clean, "{log}");
-    insert(&mut conn, &db, "items", 251..301).await;
-    let capture = TributaryProcess::start(&["capture"], &capture_config, &[]);
-    let expected = db_rows(&mut conn, &db, "items").await;
-    let records = read_topic_from(&kafka, &topic, Duration::from_secs(90), move |r| {
-        replay_map(r).contains_key(&300)
-    })
-    .await;
-    let snapshot_reads = records
-        .iter()
-        .filter_map(|r| r.value.as_ref())
-        .filter(|v| v["op"] == "r")
-        .count();
-    assert_eq!(
-        snapshot_reads, 200,
-        "one snapshot: the stored position was reloaded"
-    );
-    assert_eq!(
-        replay_map(&records),
-        expected,
-        "the topic replays to the table; capture log:\n{}",
-        capture.log()
-    );
-
     // Every row is answered by the first instance, some of them through the
     // second: the routing topic, read and written through TLS, says who holds what.
-    let mut client = LookupClient::connect(format!("http://127.0.0.1:{}", ports[0]))
-        .await
-        .unwrap();
+    // Connected on first use: the instance may still be starting.
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://127.0.0.1:{}", ports[0]))
+        .unwrap()
+        .connect_lazy();
+    let mut client = LookupClient::new(channel);
     let deadline = Instant::now() + Duration::from_secs(90);
     loop {
         let mut wrong = 0;
-        for (id, row) in &expected {
+        for (id, row) in expected {
             if lookup(&mut client, *id).await.as_ref() != Some(row) {
                 wrong += 1;
             }
         }
-        let (_, metrics) = http_get(metrics_ports[0], "/metrics").await;
-        let forwarded = metric_sum(&metrics, "tributary_table_grpc_forwarded_total");
+        let forwarded = try_http_get(metrics_ports[0], "/metrics")
+            .await
+            .map_or(0.0, |(_, m)| {
+                metric_sum(&m, "tributary_table_grpc_forwarded_total")
+            });
         if wrong == 0 && forwarded > 0.0 {
             break;
         }
@@ -176,8 +221,8 @@ async fn capture_tables_routing_and_tail_work_through_mutual_tls() {
     // `tributary tail` reads the topic with the capture config's kafka section.
     let tail = TributaryProcess::start(
         &["tail"],
-        &capture_config,
-        &["--topic", &topic, "--idle-timeout", "5"],
+        &captured.config,
+        &["--topic", topic, "--idle-timeout", "5"],
     );
     let stdout = tail.stdout_path();
     let (ok, log) = tail.wait_exit(Duration::from_secs(60));
@@ -193,6 +238,7 @@ async fn capture_tables_routing_and_tail_work_through_mutual_tls() {
         let (clean, log) = instance.terminate(Duration::from_secs(30));
         assert!(clean, "{log}");
     }
+    captured.stop();
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -508,48 +554,15 @@ async fn capture_a_local_table_a_bounded_job_and_tail_authenticate_with_scram_ov
     let broker = SecuredBroker::scram();
     let kafka = broker.kafka();
     let mut conn = root_conn().await;
-    let db = create_db(&mut conn, "scram").await;
-    id_name_table(&mut conn, &db, "items", 100).await;
-
-    // Capture: the snapshot, streaming, and a restart from the stored position.
-    let setup = CaptureSetup::new(&db, "").with_snapshot(40);
-    let capture_config = write_config(&capture_yaml(&setup, &broker));
-    let capture = TributaryProcess::start(&["capture"], &capture_config, &[]);
-    let topic = setup.topic("items");
-    let snapshot =
-        read_topic_from(&kafka, &topic, Duration::from_secs(60), |r| r.len() >= 100).await;
-    assert_eq!(snapshot.len(), 100, "capture log:\n{}", capture.log());
-    insert(&mut conn, &db, "items", 101..121).await;
-    let (clean, log) = capture.terminate(Duration::from_secs(30));
-    assert!(clean, "{log}");
-    insert(&mut conn, &db, "items", 121..131).await;
-    let capture = TributaryProcess::start(&["capture"], &capture_config, &[]);
-    let records = read_topic_from(&kafka, &topic, Duration::from_secs(60), |r| {
-        replay_map(r).contains_key(&130)
-    })
-    .await;
-    let expected = db_rows(&mut conn, &db, "items").await;
-    assert_eq!(
-        records
-            .iter()
-            .filter(|r| r.value.as_ref().is_some_and(|v| v["op"] == "r"))
-            .count(),
-        100,
-        "one snapshot: the stored position was reloaded"
-    );
-    assert_eq!(
-        replay_map(&records),
-        expected,
-        "capture log:\n{}",
-        capture.log()
-    );
+    let captured = capture_with_a_restart(&mut conn, &broker, "scram", 100).await;
+    let (topic, expected) = (&captured.topic, &captured.expected);
 
     // A bounded job joins orders with a local table materialized from the change topic.
     let orders = unique("scram_orders");
     create_topic_on(&kafka, &orders, 2, "delete").await;
     let placed: Vec<Produced> = (0..40i64)
         .map(|id| {
-            let value = json!({ "order_id": id, "item_id": id % 130 + 1 }).to_string();
+            let value = json!({ "order_id": id, "item_id": id % 150 + 1 }).to_string();
             (
                 (id % 2) as i32,
                 Some(json!({ "order_id": id }).to_string().into_bytes()),
@@ -612,7 +625,7 @@ async fn capture_a_local_table_a_bounded_job_and_tail_authenticate_with_scram_ov
     let tail = TributaryProcess::start(
         &["tail"],
         &tail_config,
-        &["--topic", &topic, "--idle-timeout", "5"],
+        &["--topic", topic, "--idle-timeout", "5"],
     );
     let stdout = tail.stdout_path();
     let (ok, log) = tail.wait_exit(Duration::from_secs(60));
@@ -622,8 +635,8 @@ async fn capture_a_local_table_a_bounded_job_and_tail_authenticate_with_scram_ov
         .lines()
         .filter_map(|l| serde_json::from_str::<Json>(l).unwrap()["key"]["id"].as_i64())
         .collect();
-    assert_eq!(ids.len(), 130);
-    drop(capture);
+    assert_eq!(ids.len(), 150);
+    captured.stop();
 }
 
 /// The password file a SCRAM broker's own section names.

@@ -56,6 +56,13 @@ mkdir -p "$mariadb_dir" "$tansu_dir" "$tls_tansu_dir"
 mariadb_up() { mariadb-admin --no-defaults --protocol=TCP -h127.0.0.1 -P"$TRIBUTARY_MYSQL_PORT" -uroot ping >/dev/null 2>&1 \
   || mariadb-admin --no-defaults --socket="$mariadb_dir/mysqld.sock" -uroot ping >/dev/null 2>&1; }
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+# start_tansu DIR PORT ADVERTISED_PORT: a detached in-memory Tansu, its log and pid in DIR.
+start_tansu() {
+  (cd "$1"; setsid nohup "$TANSU_BIN" broker \
+    --listener-url "tcp://127.0.0.1:$2" --advertised-listener-url "tcp://127.0.0.1:$3" \
+    --storage-engine memory://tansu/ >"$1/tansu.log" 2>&1 </dev/null &
+    echo $! >"$1/tansu.pid")
+}
 
 if mariadb_up; then
   log "MariaDB already up"
@@ -89,11 +96,7 @@ if port_open "$TRIBUTARY_KAFKA_PORT"; then
   log "broker already up"
 else
   log "starting Tansu on 127.0.0.1:$TRIBUTARY_KAFKA_PORT"
-  (cd "$tansu_dir"; setsid nohup "$TANSU_BIN" broker \
-    --listener-url "tcp://127.0.0.1:$TRIBUTARY_KAFKA_PORT" \
-    --advertised-listener-url "tcp://127.0.0.1:$TRIBUTARY_KAFKA_PORT" \
-    --storage-engine memory://tansu/ >"$tansu_dir/tansu.log" 2>&1 </dev/null &
-    echo $! >"$tansu_dir/tansu.pid")
+  start_tansu "$tansu_dir" "$TRIBUTARY_KAFKA_PORT" "$TRIBUTARY_KAFKA_PORT"
   for _ in $(seq 1 80); do port_open "$TRIBUTARY_KAFKA_PORT" && break; sleep 0.25; done
   port_open "$TRIBUTARY_KAFKA_PORT" || { log "Tansu did not start; see $tansu_dir/tansu.log"; exit 1; }
 fi
@@ -123,11 +126,7 @@ if port_open "$TRIBUTARY_KAFKA_TLS_PORT"; then
   log "TLS broker already up"
 else
   log "starting the TLS-only broker on 127.0.0.1:$TRIBUTARY_KAFKA_TLS_PORT"
-  (cd "$tls_tansu_dir"; setsid nohup "$TANSU_BIN" broker \
-    --listener-url "tcp://127.0.0.1:$tls_private_port" \
-    --advertised-listener-url "tcp://127.0.0.1:$TRIBUTARY_KAFKA_TLS_PORT" \
-    --storage-engine memory://tansu/ >"$tls_tansu_dir/tansu.log" 2>&1 </dev/null &
-    echo $! >"$tls_tansu_dir/tansu.pid")
+  start_tansu "$tls_tansu_dir" "$tls_private_port" "$TRIBUTARY_KAFKA_TLS_PORT"
   (setsid nohup socat \
     "OPENSSL-LISTEN:$TRIBUTARY_KAFKA_TLS_PORT,bind=127.0.0.1,reuseaddr,fork,cert=$tls_dir/server.pem,key=$tls_dir/server.key,cafile=$tls_dir/ca.pem,verify=1" \
     "TCP:127.0.0.1:$tls_private_port" >"$tls_tansu_dir/socat.log" 2>&1 </dev/null &
