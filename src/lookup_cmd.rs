@@ -222,6 +222,7 @@ fn table_json(info: &v1::TableInfo) -> Json {
                 "rows_estimate": p.rows_estimate,
                 "lag": p.lag,
                 "applied_gtids": p.applied_gtids,
+                "misplaced_records": p.misplaced_records,
             })
         })
         .collect();
@@ -231,6 +232,7 @@ fn table_json(info: &v1::TableInfo) -> Json {
         "topic": info.topic,
         "key_columns": info.key_columns,
         "partition_count": info.partition_count,
+        "global": info.global,
         "ready": info.ready,
         "rows_estimate": info.rows_estimate,
         "lag": info.lag,

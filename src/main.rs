@@ -79,6 +79,10 @@ enum Command {
     Validate {
         /// Configuration file (YAML).
         file: PathBuf,
+        /// Also reach the Kafka cluster, and check that the topic of every
+        /// partitioned table was written with its partitioner and key format.
+        #[arg(long)]
+        connect: bool,
     },
     /// Print the records of a topic as JSON lines (key, value, partition, offset).
     Tail(tail::TailArgs),
@@ -135,24 +139,44 @@ async fn main() -> anyhow::Result<()> {
         Command::Bench {
             command: BenchCommand::Grpc(args),
         } => bench::grpc::run(args).await,
-        Command::Validate { file } => validate(&file),
+        Command::Validate { file, connect } => validate(&file, connect).await,
         Command::Tail(args) => tail::run(args).await,
         Command::Status(args) => status_cmd::run(args).await,
     }
 }
 
-/// Validates a capture, tables or job configuration, told apart by their top-level keys.
-fn validate(file: &std::path::Path) -> anyhow::Result<()> {
+/// Validates a capture, tables or job configuration, told apart by their
+/// top-level keys; with `connect`, reaches its Kafka cluster and samples the
+/// topics of partitioned tables.
+async fn validate(file: &std::path::Path, connect: bool) -> anyhow::Result<()> {
     let doc: serde_json::Value = tributary_proto::config_text::load_yaml(file)?;
-    if doc.get("jobs").is_some() {
-        tributary_enricher::EnrichConfig::load(file)
+    let tables = if doc.get("jobs").is_some() {
+        let config = tributary_enricher::EnrichConfig::load(file)
             .with_context(|| format!("{} is not a valid job file", file.display()))?;
+        config.tables
     } else if doc.get("tables").is_some() {
-        TablesConfig::load(file)
+        let config = TablesConfig::load(file)
             .with_context(|| format!("{} is not a valid tables config", file.display()))?;
+        Some(config)
     } else {
         CaptureConfig::load(file)
             .with_context(|| format!("{} is not a valid capture config", file.display()))?;
+        None
+    };
+    if connect {
+        kafka_check::reach(&kafka_check::section_of(file)?, "validate").await?;
+        if let Some(tables) = tables.filter(|t| !t.tables.is_empty()) {
+            kafka_check::reach(&tables.kafka, "validate").await?;
+            let lines = tokio::task::spawn_blocking(move || {
+                tributary_tables::partition_check::check_config(&tables)
+            })
+            .await
+            .context("the partitioning check panicked")?
+            .with_context(|| format!("{}: a table's topic does not fit it", file.display()))?;
+            for line in lines {
+                println!("{line}");
+            }
+        }
     }
     println!("{}: ok", file.display());
     Ok(())

@@ -15,7 +15,7 @@ use prometheus_client::registry::Registry;
 use serde_json::{Value as Json, json};
 use tokio_util::sync::CancellationToken;
 use tributary_tables::materializer::Materializer;
-use tributary_tables::store::{ScanBounds, Store};
+use tributary_tables::store::{Keyspace, ScanBounds, Store};
 use tributary_tables::{Columns, KeyRange, Table, TableError, TablesConfig, TablesMetrics};
 
 /// Partitions of the `split` table an instance holds, and whether all are ready.
@@ -393,15 +393,14 @@ async fn sigkill_during_apply_reconsumes_at_most_one_batch() {
 
     let store = Store::open_read_only(data.path()).unwrap();
     let mut rows = 0;
-    for p in 0..3 {
-        for (_, raw) in store
-            .scan("kv", p, &ScanBounds::default(), usize::MAX)
-            .unwrap()
-        {
-            let row: Json = serde_json::from_slice(&raw).unwrap();
-            assert_eq!(row["v"], 1, "the last version wins: {row}");
-            rows += 1;
-        }
+    // A global table: one keyspace for every partition.
+    for (_, raw) in store
+        .scan("kv", Keyspace::Global, &ScanBounds::default(), usize::MAX)
+        .unwrap()
+    {
+        let row: Json = serde_json::from_slice(&raw).unwrap();
+        assert_eq!(row["v"], 1, "the last version wins: {row}");
+        rows += 1;
     }
     assert_eq!(rows, KEYS);
 }
@@ -477,14 +476,12 @@ async fn twenty_sigkills_under_load_leave_the_table_equal_to_the_topic() {
     // ... is what the table holds.
     let store = Store::open_read_only(data.path()).unwrap();
     let mut held = BTreeMap::new();
-    for p in 0..3 {
-        for (_, raw) in store
-            .scan("kv", p, &ScanBounds::default(), usize::MAX)
-            .unwrap()
-        {
-            let row: Json = serde_json::from_slice(&raw).unwrap();
-            held.insert(row["id"].as_u64().unwrap(), row);
-        }
+    for (_, raw) in store
+        .scan("kv", Keyspace::Global, &ScanBounds::default(), usize::MAX)
+        .unwrap()
+    {
+        let row: Json = serde_json::from_slice(&raw).unwrap();
+        held.insert(row["id"].as_u64().unwrap(), row);
     }
     assert!(
         expected.len() > KEYS as usize / 2,

@@ -9,6 +9,8 @@
 //!   - name: users
 //!     topic: shop.shop.users
 //!     mode: partitioned        # or global: every instance holds every partition
+//!     partitioner: murmur2     # how the topic's producer partitions (partitioned only)
+//!     key_format: json         # how it writes keys: json | json_spaced | json_with_schema
 //! ```
 
 use std::collections::HashSet;
@@ -19,6 +21,8 @@ pub use tributary_kafka::KafkaConfig;
 use tributary_proto::config_text::{self, ConfigError, HttpConfig, Validate};
 
 use crate::grpc::config::GrpcConfig;
+pub use crate::record_key::KeyFormat;
+pub use tributary_proto::partition::Partitioner;
 
 /// The whole file.
 #[derive(Debug, Clone, Deserialize)]
@@ -139,6 +143,15 @@ pub struct LocalTableConfig {
     /// Sharing mode.
     #[serde(default)]
     pub mode: TableMode,
+    /// The partitioner the topic's producer used (partitioned tables; murmur2,
+    /// as Kafka's Java client and Debezium, when absent): lookups find a key's
+    /// partition with it.
+    #[serde(default)]
+    pub partitioner: Option<Partitioner>,
+    /// How the producer wrote keys (partitioned tables; compact JSON when absent):
+    /// the partitioner hashes these bytes.
+    #[serde(default)]
+    pub key_format: Option<KeyFormat>,
 }
 
 /// A remote table: lookups go to a backend, protected by the layers below.
@@ -577,6 +590,19 @@ impl Validate for TablesConfig {
                     format!("tables[{i}].topic"),
                     format!("{:?} feeds two tables", t.topic),
                 ));
+            }
+            if t.mode == TableMode::Global {
+                let set = [
+                    ("partitioner", t.partitioner.is_some()),
+                    ("key_format", t.key_format.is_some()),
+                ];
+                if let Some((field, _)) = set.iter().find(|(_, set)| *set) {
+                    return Err(ConfigError::new(
+                        format!("tables[{i}].{field}"),
+                        "applies to partitioned tables only: a global table finds every key \
+                         whatever partition it arrived on",
+                    ));
+                }
             }
         }
         if self.batch_max_records == 0 {

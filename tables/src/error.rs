@@ -61,6 +61,15 @@ pub enum TableError {
     /// The lookup API cannot start or stopped.
     #[error("lookup API: {0}")]
     Api(String),
+    /// A partitioned table's topic was not written with its partitioner and key
+    /// format (lookups would miss rows).
+    #[error("table {table}: {problem}")]
+    Partitioning {
+        /// Table name.
+        table: String,
+        /// What disagrees, and the settings that would fit.
+        problem: String,
+    },
     /// A stored value is not what the materializer writes.
     #[error("table {table}: corrupt stored value: {problem}")]
     Corrupt {

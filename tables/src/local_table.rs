@@ -1,49 +1,115 @@
 //! [`LocalTable`]: a [`Table`] answered from the local RocksDB store.
+//!
+//! A `global` table answers every key from its one keyspace. A `partitioned`
+//! table finds a key's partition as its producer did: the configured
+//! partitioner over the key's bytes in the configured key format, written in
+//! the shape its records have ([`record_key`](crate::record_key)).
 
+use std::borrow::Cow;
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use async_trait::async_trait;
 use serde_json::{Map, Value};
-use tributary_proto::partition::partition_for_key;
+use tributary_proto::partition::Partitioner;
 
+use crate::config::{LocalTableConfig, TableMode};
 use crate::error::TableError;
 use crate::key_codec;
+use crate::record_key::{self, KeyFormat, KeyShape};
 use prometheus_client::metrics::histogram::Histogram;
 
+use crate::global_rows;
 use crate::metrics::{TableLabel, TablesMetrics};
 use crate::progress::Progress;
 use crate::row_columns;
-use crate::store::{ScanBounds, Store, cf_name};
+use crate::store::{Keyspace, ScanBounds, Store};
 use crate::table::{Columns, KeyRange, PartitionState, Table, TableDescription};
+
+/// Where a key's row is looked up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Placement {
+    /// In the global keyspace: any instance holding the table answers.
+    Anywhere,
+    /// In this partition.
+    Partition(i32),
+}
+
+/// How a table finds a key's partition: from the key's bytes in `format`,
+/// hashed by `partitioner`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Partitioning {
+    /// The producer's partitioner.
+    pub partitioner: Partitioner,
+    /// How the producer serialises keys.
+    pub format: KeyFormat,
+}
+
+impl Partitioning {
+    /// The partitioning a table's config declares (defaults: murmur2, compact JSON).
+    pub fn of(config: &LocalTableConfig) -> Self {
+        Partitioning {
+            partitioner: config.partitioner.unwrap_or_default(),
+            format: config.key_format.unwrap_or_default(),
+        }
+    }
+
+    /// The partition of the key with these values (in `shape.columns` order).
+    pub fn partition(self, shape: &KeyShape, values: &[&Value], partitions: u32) -> i32 {
+        self.partitioner
+            .partition(&shape.bytes(values, self.format), partitions)
+    }
+
+    /// How a config names it.
+    pub fn describe(self) -> String {
+        format!(
+            "partitioner: {}, key_format: {}",
+            self.partitioner.name(),
+            self.format.name()
+        )
+    }
+}
 
 /// A materialized table held (in whole or in part) by this instance.
 pub struct LocalTable {
     name: String,
     topic: String,
     partition_count: u32,
+    /// `None` for a global table.
+    partitioning: Option<Partitioning>,
     store: Arc<Store>,
     progress: Arc<Progress>,
     get_seconds: Histogram,
-    key_columns: OnceLock<Vec<String>>,
-    /// Column family names by partition, made once (not per lookup).
+    key_shape: OnceLock<KeyShape>,
+    /// Column family names of the row keyspaces (one per partition, or the
+    /// global one), made once (not per lookup).
     cf_names: Vec<String>,
 }
 
 impl LocalTable {
-    /// A table over `store`, fed from `topic` with `partition_count` partitions.
+    /// A table over `store`, fed from its topic with `partition_count` partitions.
     pub fn new(
-        name: &str,
-        topic: &str,
+        config: &LocalTableConfig,
         partition_count: u32,
         store: Arc<Store>,
         progress: Arc<Progress>,
         metrics: TablesMetrics,
     ) -> Self {
+        let name = config.name.as_str();
+        let (partitioning, cf_names) = match config.mode {
+            TableMode::Global => (None, vec![Keyspace::Global.cf_name(name)]),
+            TableMode::Partitioned => (
+                Some(Partitioning::of(config)),
+                (0..partition_count as i32)
+                    .map(|p| Keyspace::Partition(p).cf_name(name))
+                    .collect(),
+            ),
+        };
         LocalTable {
             name: name.to_owned(),
-            topic: topic.to_owned(),
+            topic: config.topic.clone(),
             partition_count,
+            partitioning,
             store,
             progress,
             get_seconds: metrics
@@ -52,22 +118,25 @@ impl LocalTable {
                     table: name.to_owned(),
                 })
                 .clone(),
-            key_columns: OnceLock::new(),
-            cf_names: (0..partition_count as i32)
-                .map(|p| cf_name(name, p))
-                .collect(),
+            key_shape: OnceLock::new(),
+            cf_names,
         }
+    }
+
+    /// How keys are written, once the first record has been materialized.
+    fn key_shape(&self) -> Result<Option<&KeyShape>, TableError> {
+        if let Some(shape) = self.key_shape.get() {
+            return Ok(Some(shape));
+        }
+        Ok(self
+            .store
+            .key_shape(&self.name)?
+            .map(|c| self.key_shape.get_or_init(|| c)))
     }
 
     /// Key column names, once the first record has been materialized.
     fn key_columns(&self) -> Result<Option<&[String]>, TableError> {
-        if let Some(columns) = self.key_columns.get() {
-            return Ok(Some(columns));
-        }
-        Ok(self
-            .store
-            .key_columns(&self.name)?
-            .map(|c| self.key_columns.get_or_init(|| c).as_slice()))
+        Ok(self.key_shape()?.map(|s| s.columns.as_slice()))
     }
 
     fn bad_key(&self, problem: impl Into<String>) -> TableError {
@@ -77,8 +146,29 @@ impl LocalTable {
         }
     }
 
-    /// The key's values in key order; `full` requires every key column.
+    /// The key's values in key order, normalised as record keys are
+    /// ([`record_key::normalize`]); `full` requires every key column.
     fn key_values<'k>(
+        &self,
+        columns: &[String],
+        key: &'k Value,
+        full: bool,
+    ) -> Result<Vec<Cow<'k, Value>>, TableError> {
+        let values = self.given_values(columns, key, full)?;
+        Ok(values
+            .into_iter()
+            .map(|v| match v {
+                Value::String(_) => match record_key::normalize(v.clone()) {
+                    (n, true) => Cow::Owned(n),
+                    _ => Cow::Borrowed(v),
+                },
+                other => Cow::Borrowed(other),
+            })
+            .collect())
+    }
+
+    /// The key's values in key order, as given.
+    fn given_values<'k>(
         &self,
         columns: &[String],
         key: &'k Value,
@@ -125,21 +215,15 @@ impl LocalTable {
         Ok(values)
     }
 
-    /// The partition Kafka's partitioner gives the record key of these values:
-    /// murmur2 of the key's compact JSON object, as the producer wrote it.
-    fn partition_of(&self, columns: &[String], values: &[&Value]) -> i32 {
-        let mut bytes = Vec::with_capacity(16 * columns.len() + 2);
-        bytes.push(b'{');
-        for (i, (column, value)) in columns.iter().zip(values).enumerate() {
-            if i > 0 {
-                bytes.push(b',');
+    /// Where the key with these values lives.
+    fn placement_of(&self, shape: &KeyShape, values: &[Cow<'_, Value>]) -> Placement {
+        match self.partitioning {
+            None => Placement::Anywhere,
+            Some(partitioning) => {
+                let values: Vec<&Value> = values.iter().map(AsRef::as_ref).collect();
+                Placement::Partition(partitioning.partition(shape, &values, self.partition_count))
             }
-            serde_json::to_writer(&mut bytes, column).expect("writing to a Vec");
-            bytes.push(b':');
-            serde_json::to_writer(&mut bytes, value).expect("writing to a Vec");
         }
-        bytes.push(b'}');
-        partition_for_key(&bytes, self.partition_count)
     }
 
     /// Looks `key` up and hands the stored row bytes to `read`, timing the lookup.
@@ -149,22 +233,36 @@ impl LocalTable {
         read: impl FnOnce(&[u8]) -> R,
     ) -> Result<Option<R>, TableError> {
         let started = Instant::now();
-        let Some(columns) = self.key_columns()? else {
+        let Some(shape) = self.key_shape()? else {
             return Ok(None); // nothing materialized yet
         };
-        let values = self.key_values(columns, key, true)?;
-        let partition = self.partition_of(columns, &values);
-        if !self.progress.holds(&self.name, partition) {
-            return Err(TableError::NotOwned {
-                table: self.name.clone(),
-                partition,
-            });
-        }
-        let encoded = key_codec::encode(values.iter().copied()).map_err(|e| self.bad_key(e))?;
-        let Some(cf) = self.cf_names.get(partition as usize) else {
-            return Ok(None);
+        let values = self.key_values(&shape.columns, key, true)?;
+        let encoded =
+            key_codec::encode(values.iter().map(AsRef::as_ref)).map_err(|e| self.bad_key(e))?;
+        let row = match self.placement_of(shape, &values) {
+            Placement::Anywhere => self
+                .store
+                .get_with(&self.cf_names[0], &encoded, |value| {
+                    global_rows::decode(value).map(|(_, row)| read(row))
+                })?
+                .map(|row| {
+                    row.ok_or_else(|| TableError::Corrupt {
+                        table: self.name.clone(),
+                        problem: "a global row without its header".into(),
+                    })
+                })
+                .transpose()?,
+            Placement::Partition(partition) => {
+                if !self.progress.holds(&self.name, partition) {
+                    return Err(TableError::NotOwned {
+                        table: self.name.clone(),
+                        partition,
+                    });
+                }
+                self.store
+                    .get_with(&self.cf_names[partition as usize], &encoded, read)?
+            }
         };
-        let row = self.store.get_with(cf, &encoded, read)?;
         self.get_seconds.observe(started.elapsed().as_secs_f64());
         Ok(row)
     }
@@ -175,14 +273,24 @@ impl LocalTable {
         self.lookup(key, <[u8]>::to_vec)
     }
 
-    /// The partition `key` lives in (`None` until the first record has been
-    /// materialized, when the key columns are not known yet).
-    pub fn partition_of_key(&self, key: &Value) -> Result<Option<i32>, TableError> {
-        let Some(columns) = self.key_columns()? else {
+    /// Where `key` lives (`None` until the first record has been materialized,
+    /// when the key columns are not known yet).
+    pub fn placement(&self, key: &Value) -> Result<Option<Placement>, TableError> {
+        let Some(shape) = self.key_shape()? else {
             return Ok(None);
         };
-        let values = self.key_values(columns, key, true)?;
-        Ok(Some(self.partition_of(columns, &values)))
+        let values = self.key_values(&shape.columns, key, true)?;
+        Ok(Some(self.placement_of(shape, &values)))
+    }
+
+    /// Partitions of the table's topic.
+    pub fn partition_count(&self) -> u32 {
+        self.partition_count
+    }
+
+    /// Whether every instance holds every row (a `global` table).
+    pub fn is_global(&self) -> bool {
+        self.partitioning.is_none()
     }
 
     /// The bytes `key` sorts by in scans (to merge scans of several instances).
@@ -191,7 +299,7 @@ impl LocalTable {
             return Ok(Vec::new());
         };
         let values = self.key_values(columns, key, true)?;
-        key_codec::encode(values.iter().copied()).map_err(|e| self.bad_key(e))
+        key_codec::encode(values.iter().map(AsRef::as_ref)).map_err(|e| self.bad_key(e))
     }
 
     fn parse_row(&self, raw: &[u8]) -> Result<Value, TableError> {
@@ -237,7 +345,7 @@ impl Table for LocalTable {
         };
         let encode = |bound: &Value| -> Result<Vec<u8>, TableError> {
             let values = self.key_values(columns, bound, false)?;
-            key_codec::encode(values.iter().copied()).map_err(|e| self.bad_key(e))
+            key_codec::encode(values.iter().map(AsRef::as_ref)).map_err(|e| self.bad_key(e))
         };
         let bounds = match range {
             KeyRange::Prefix(prefix) => ScanBounds {
@@ -251,9 +359,18 @@ impl Table for LocalTable {
             },
         };
         // Keys are spread over partitions by hash: merge the held partitions in key order.
+        let keyspaces: Vec<Keyspace> = if self.is_global() {
+            vec![Keyspace::Global]
+        } else {
+            self.progress
+                .of_table(&self.name)
+                .into_iter()
+                .map(|(p, _)| Keyspace::Partition(p))
+                .collect()
+        };
         let mut rows = Vec::new();
-        for (partition, _) in self.progress.of_table(&self.name) {
-            rows.extend(self.store.scan(&self.name, partition, &bounds, limit)?);
+        for keyspace in keyspaces {
+            rows.extend(self.store.scan(&self.name, keyspace, &bounds, limit)?);
         }
         rows.sort_by(|a, b| a.0.cmp(&b.0));
         rows.truncate(limit);
@@ -270,7 +387,7 @@ impl Table for LocalTable {
     }
 
     async fn describe(&self) -> TableDescription {
-        let partitions = self
+        let partitions: Vec<PartitionState> = self
             .progress
             .of_table(&self.name)
             .into_iter()
@@ -279,7 +396,13 @@ impl Table for LocalTable {
                 next_offset: p.next_offset,
                 end_at_assignment: p.end_at_assignment,
                 ready: p.ready,
-                rows_estimate: self.store.estimate_rows(&self.name, partition),
+                rows_estimate: if self.is_global() {
+                    0
+                } else {
+                    self.store
+                        .estimate_rows(&self.name, Keyspace::Partition(partition))
+                },
+                misplaced_records: p.misplaced,
                 lag: p.lag(),
                 latest_end: p.latest_end.or(p.end_at_assignment),
                 applied_gtids: p.gtids.to_strings(),
@@ -296,6 +419,12 @@ impl Table for LocalTable {
                 .map(<[String]>::to_vec)
                 .unwrap_or_default(),
             partition_count: self.partition_count,
+            global: self.is_global(),
+            rows_estimate: if self.is_global() {
+                self.store.estimate_rows(&self.name, Keyspace::Global)
+            } else {
+                partitions.iter().map(|p| p.rows_estimate).sum()
+            },
             partitions,
         }
     }

@@ -11,6 +11,12 @@
 //! envelopes (`c`/`r`/`u` store `after`, `d` deletes) or plain JSON rows;
 //! tombstones delete. A record that cannot be applied is logged, counted and
 //! skipped: bad data never stops a table.
+//!
+//! Keys are normalised ([`record_key`]). A global table's rows go to its one
+//! keyspace ([`global_rows`](crate::global_rows)). A partitioned table's topic is
+//! sampled before it starts ([`partition_check`]), and every record is checked
+//! against the table's partitioner: a misplaced record is counted, logged at
+//! ERROR and makes its partition not ready, since lookups would miss it.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -31,20 +37,33 @@ use tributary_proto::gtid::{AppliedGtids, Gtid};
 use crate::config::{TableMode, TablesConfig};
 use crate::error::TableError;
 use crate::follower::Follower;
+use crate::global_rows::Owner;
 use crate::key_codec;
-use crate::local_table::LocalTable;
+use crate::local_table::{LocalTable, Partitioning};
 use crate::metrics::{PartitionLabel, TableLabel, TablesMetrics};
+use crate::partition_check;
 use crate::progress::Progress;
-use crate::store::{ApplyBatch, Store};
+use crate::record_key::{self, KeyShape};
+use crate::store::{ApplyBatch, Keyspace, Store};
 
 /// How often lag, readiness and size metrics are refreshed.
 const STATS_INTERVAL: Duration = Duration::from_secs(2);
 
-/// Topic → table name, and back.
+/// Topic → table name, and back; how each table keeps its rows.
 #[derive(Debug, Default)]
 struct Routes {
     table_of_topic: HashMap<String, String>,
     topic_of_table: HashMap<String, String>,
+    layout_of_table: HashMap<String, Layout>,
+}
+
+/// How a table keeps its rows.
+#[derive(Debug, Clone, Copy)]
+struct Layout {
+    /// `None`: a global table (one keyspace); otherwise where keys belong.
+    partitioning: Option<Partitioning>,
+    /// Partitions of its topic.
+    partitions: u32,
 }
 
 /// Everything a consumer thread shares with lookups.
@@ -96,7 +115,15 @@ impl Materializer {
         follower: Option<Follower>,
     ) -> Result<Self, TableError> {
         let store = Arc::new(Store::open(&config.data_dir, &config.rocksdb)?);
+        prepare_layouts(&store, config)?;
         let progress = Arc::new(Progress::default());
+        let watermarks: Arc<BaseConsumer> = Arc::new(consumer_config(config, None).create()?);
+        let topics: Vec<String> = config.tables.iter().map(|t| t.topic.clone()).collect();
+        let (stop, probe) = (shutdown.clone(), watermarks.clone());
+        let counts = tokio::task::spawn_blocking(move || partition_counts(&probe, &topics, &stop))
+            .await
+            .expect("metadata fetch does not panic")?;
+        check_partitioning(config, &counts).await?;
         let mut routes = Routes::default();
         for t in &config.tables {
             routes
@@ -105,13 +132,16 @@ impl Materializer {
             routes
                 .topic_of_table
                 .insert(t.name.clone(), t.topic.clone());
+            let partitioning = (t.mode == TableMode::Partitioned).then(|| Partitioning::of(t));
+            let partitions = counts[&t.topic];
+            routes.layout_of_table.insert(
+                t.name.clone(),
+                Layout {
+                    partitioning,
+                    partitions,
+                },
+            );
         }
-        let watermarks: Arc<BaseConsumer> = Arc::new(consumer_config(config, None).create()?);
-        let topics: Vec<String> = config.tables.iter().map(|t| t.topic.clone()).collect();
-        let (stop, probe) = (shutdown.clone(), watermarks.clone());
-        let counts = tokio::task::spawn_blocking(move || partition_counts(&probe, &topics, &stop))
-            .await
-            .expect("metadata fetch does not panic")?;
         let shared = Shared {
             store: store.clone(),
             progress: progress.clone(),
@@ -125,8 +155,7 @@ impl Materializer {
             .iter()
             .map(|t| {
                 Arc::new(LocalTable::new(
-                    &t.name,
-                    &t.topic,
+                    t,
                     counts[&t.topic],
                     store.clone(),
                     progress.clone(),
@@ -257,6 +286,57 @@ fn consumer_config<'a>(config: &'a TablesConfig, group: Option<&str>) -> ClientB
     c
 }
 
+/// Rebuilds a table from its topic when its rows are not laid out as its mode
+/// wants: a global table stored per partition (by an earlier version, or while
+/// it was partitioned), or a partitioned table that was global.
+fn prepare_layouts(store: &Store, config: &TablesConfig) -> Result<(), TableError> {
+    for t in &config.tables {
+        let stale = match t.mode {
+            TableMode::Global if store.has_global(&t.name) => false,
+            TableMode::Global => {
+                let mut partitions = store.partitions(&t.name).into_iter();
+                partitions.try_fold(false, |found, p| {
+                    Ok::<_, TableError>(found || store.has_rows(&t.name, Keyspace::Partition(p))?)
+                })?
+            }
+            TableMode::Partitioned => store.has_global(&t.name),
+        };
+        if stale {
+            warn!(table = %t.name, mode = ?t.mode, "the stored rows are laid out for the other mode (or by an earlier version): rebuilding the table from its topic");
+            store.drop_table(&t.name)?;
+        }
+        if t.mode == TableMode::Global {
+            store.ensure_global(&t.name)?;
+        }
+    }
+    Ok(())
+}
+
+/// Refuses to start a partitioned table whose topic's first records disagree
+/// with its partitioner and key format ([`partition_check`]).
+async fn check_partitioning(
+    config: &TablesConfig,
+    counts: &HashMap<String, u32>,
+) -> Result<(), TableError> {
+    if !config
+        .tables
+        .iter()
+        .any(|t| t.mode == TableMode::Partitioned)
+    {
+        return Ok(());
+    }
+    let (config, counts) = (config.clone(), counts.clone());
+    tokio::task::spawn_blocking(move || {
+        let consumer: BaseConsumer = consumer_config(&config, None).create()?;
+        for line in partition_check::check_tables(&consumer, &config, &counts)? {
+            info!("{line}");
+        }
+        Ok(())
+    })
+    .await
+    .expect("the partitioning check does not panic")
+}
+
 /// Partition counts of `topics`, waiting (and saying so) for topics that do not exist yet.
 fn partition_counts(
     consumer: &BaseConsumer,
@@ -372,7 +452,7 @@ fn spawn_worker<C: ConsumerContext + 'static>(
         shared,
         batch_max,
         follow,
-        known_keys: HashMap::new(),
+        known_shapes: HashMap::new(),
     };
     std::thread::Builder::new()
         .name(name.to_owned())
@@ -395,8 +475,8 @@ struct Worker<C: ConsumerContext + 'static> {
     shared: Shared,
     batch_max: usize,
     follow: Option<Follow>,
-    /// Key columns already recorded per table and partition.
-    known_keys: HashMap<String, HashMap<i32, Vec<String>>>,
+    /// Key shapes already recorded per table and partition.
+    known_shapes: HashMap<String, HashMap<i32, KeyShape>>,
 }
 
 impl<C: ConsumerContext + 'static> Worker<C> {
@@ -484,13 +564,30 @@ impl<C: ConsumerContext + 'static> Worker<C> {
             let Some(table) = routes.table_of_topic.get(msg.topic()) else {
                 continue;
             };
-            let applied = apply_record(&mut self.known_keys, &mut batch, table, &msg)?;
+            let layout = routes.layout_of_table[table];
+            let applied = apply_record(&mut self.known_shapes, &mut batch, table, layout, &msg)?;
             let entry = last.entry((table.as_str(), msg.partition())).or_default();
             entry.last_offset = msg.offset();
             entry.records += 1;
             match applied {
-                Ok(Some(gtid)) => entry.gtids.apply(gtid),
-                Ok(None) => {}
+                Ok(applied) => {
+                    if let Some(gtid) = applied.gtid {
+                        entry.gtids.apply(gtid);
+                    }
+                    if applied.superseded {
+                        self.shared
+                            .metrics
+                            .superseded_records
+                            .get_or_create(&TableLabel {
+                                table: table.clone(),
+                            })
+                            .inc();
+                    }
+                    if let Some(expected) = applied.misplaced {
+                        entry.misplaced += 1;
+                        self.misplaced(table, layout, &msg, expected);
+                    }
+                }
                 Err(reason) => {
                     self.shared
                         .metrics
@@ -523,6 +620,11 @@ impl<C: ConsumerContext + 'static> Worker<C> {
         }
         batch.commit()?;
         for ((table, partition), applied) in last {
+            if applied.misplaced > 0 {
+                self.shared
+                    .progress
+                    .misplaced(table, partition, applied.misplaced);
+            }
             // A batch without GTIDs (plain rows, snapshots) keeps the partition's.
             let gtids = if applied.gtids.is_empty() {
                 self.shared
@@ -543,6 +645,35 @@ impl<C: ConsumerContext + 'static> Worker<C> {
                 .inc_by(applied.records);
         }
         Ok(())
+    }
+
+    /// Counts a record of a partitioned table that is not on the partition its
+    /// partitioner gives its key, and says so (at ERROR: lookups miss it).
+    fn misplaced(&self, table: &str, layout: Layout, msg: &BorrowedMessage<'_>, expected: i32) {
+        let counter = self
+            .shared
+            .metrics
+            .misplaced_records
+            .get_or_create(&PartitionLabel::new(table, msg.partition()));
+        counter.inc();
+        let count = counter.get();
+        // Every one is counted; the first ones and then one in 10,000 are logged.
+        if count <= 5 || count.is_multiple_of(10_000) {
+            let partitioning = layout
+                .partitioning
+                .map(Partitioning::describe)
+                .unwrap_or_default();
+            error!(
+                %table,
+                topic = msg.topic(),
+                partition = msg.partition(),
+                offset = msg.offset(),
+                key = %String::from_utf8_lossy(msg.key().unwrap_or_default()),
+                expected_partition = expected,
+                misplaced_so_far = count,
+                "a record is not on the partition `{partitioning}` gives its key: lookups would miss it, so the partition is not ready; set the table's partitioner and key_format to the producer's, or declare it `mode: global`"
+            );
+        }
     }
 
     fn refresh_stats(&self) {
@@ -578,54 +709,88 @@ impl<C: ConsumerContext + 'static> Worker<C> {
 struct BatchOfPartition {
     last_offset: i64,
     records: u64,
+    misplaced: u64,
     gtids: AppliedGtids,
 }
 
-/// Adds one record to the batch, returning the source GTID of its change if it
-/// names one. The outer error is a storage failure (fatal); the inner one a
-/// record that cannot be applied (skipped).
+/// What applying one record did.
+#[derive(Debug, Default)]
+struct Applied {
+    /// The GTID of the source transaction, if the record names one.
+    gtid: Option<Gtid>,
+    /// The partition the table's partitioner gives the key, when not the record's.
+    misplaced: Option<i32>,
+    /// A global table kept a newer version of the key from another partition.
+    superseded: bool,
+}
+
+/// Adds one record to the batch. The outer error is a storage failure (fatal);
+/// the inner one a record that cannot be applied (skipped).
 fn apply_record(
-    known_keys: &mut HashMap<String, HashMap<i32, Vec<String>>>,
+    known_shapes: &mut HashMap<String, HashMap<i32, KeyShape>>,
     batch: &mut ApplyBatch<'_>,
     table: &str,
+    layout: Layout,
     msg: &BorrowedMessage<'_>,
-) -> Result<Result<Option<Gtid>, String>, TableError> {
+) -> Result<Result<Applied, String>, TableError> {
     let partition = msg.partition();
     let Some(raw_key) = msg.key() else {
         return Ok(Err("record has no key".into()));
     };
-    let key: Value = match serde_json::from_slice(raw_key) {
+    let key = match record_key::parse(raw_key) {
         Ok(key) => key,
-        Err(e) => return Ok(Err(format!("key is not JSON: {e}"))),
+        Err(reason) => return Ok(Err(reason)),
     };
-    let (columns, values): (Vec<String>, Vec<Value>) = match key {
-        Value::Object(map) => map.into_iter().unzip(),
-        scalar => (vec!["key".to_owned()], vec![scalar]),
+    let known = known_shapes.get(table).and_then(|t| t.get(&partition));
+    // Members in another order are the same key: the table keeps its column
+    // order (so a key is stored once), and lookups write keys in that order.
+    let key = match known {
+        Some(shape) => key.in_order_of(&shape.columns),
+        None => key,
     };
-    let encoded = match key_codec::encode(&values) {
+    if known != Some(&key.shape) {
+        batch.key_shape(table, partition, &key.shape)?;
+        known_shapes
+            .entry(table.to_owned())
+            .or_default()
+            .insert(partition, key.shape.clone());
+    }
+    let encoded = match key_codec::encode(&key.values) {
         Ok(encoded) => encoded,
         Err(e) => return Ok(Err(format!("key: {e}"))),
     };
-    if known_keys.get(table).and_then(|t| t.get(&partition)) != Some(&columns) {
-        batch.key_columns(table, partition, &columns)?;
-        known_keys
-            .entry(table.to_owned())
-            .or_default()
-            .insert(partition, columns);
-    }
-    let Some(payload) = msg.payload() else {
-        batch.delete(table, partition, &encoded)?;
-        return Ok(Ok(None));
+    let mut applied = Applied::default();
+    let row = match msg.payload() {
+        None => None, // a tombstone
+        Some(payload) => match row_of(payload) {
+            Ok(change) => {
+                applied.gtid = change.gtid;
+                change.row
+            }
+            Err(reason) => return Ok(Err(reason)),
+        },
     };
-    let change = match row_of(payload) {
-        Ok(change) => change,
-        Err(reason) => return Ok(Err(reason)),
-    };
-    match change.row {
-        Some(row) => batch.upsert(table, partition, &encoded, &row)?,
-        None => batch.delete(table, partition, &encoded)?,
+    match layout.partitioning {
+        None => {
+            let owner = Owner {
+                partition,
+                timestamp: msg.timestamp().to_millis().unwrap_or(0),
+            };
+            applied.superseded = !batch.apply_global(table, &encoded, owner, row.as_deref())?;
+        }
+        Some(partitioning) => {
+            let expected =
+                partition_check::expected_partition(partitioning, &key, layout.partitions);
+            if expected != partition {
+                applied.misplaced = Some(expected);
+            }
+            match row {
+                Some(row) => batch.upsert(table, partition, &encoded, &row)?,
+                None => batch.delete(table, partition, &encoded)?,
+            }
+        }
     }
-    Ok(Ok(change.gtid))
+    Ok(Ok(applied))
 }
 
 /// What a record value does to its row.

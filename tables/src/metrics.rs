@@ -47,6 +47,12 @@ pub struct TablesMetrics {
     pub applied: Family<PartitionLabel, Counter>,
     /// Records that could not be applied (malformed), per table; they are skipped.
     pub bad_records: Family<TableLabel, Counter>,
+    /// Records of a partitioned table on another partition than its partitioner
+    /// gives their key, per partition (the partition stops being ready).
+    pub misplaced_records: Family<PartitionLabel, Counter>,
+    /// Records of a global table not applied because a newer record of their key
+    /// arrived on another partition (the producer moved the key).
+    pub superseded_records: Family<TableLabel, Counter>,
     /// Records between the applied offset and the topic's end, per partition.
     pub lag_records: Family<PartitionLabel, Gauge>,
     /// 1 when the partition has caught up with its end at assignment.
@@ -114,6 +120,8 @@ impl Default for TablesMetrics {
         TablesMetrics {
             applied: Family::default(),
             bad_records: Family::default(),
+            misplaced_records: Family::default(),
+            superseded_records: Family::default(),
             lag_records: Family::default(),
             ready: Family::default(),
             get_seconds: Family::new_with_constructor(latency_histogram),
@@ -147,6 +155,16 @@ impl TablesMetrics {
             "bad_records",
             "Malformed records skipped",
             m.bad_records.clone(),
+        );
+        r.register(
+            "misplaced_records",
+            "Records on another partition than the table's partitioner gives their key",
+            m.misplaced_records.clone(),
+        );
+        r.register(
+            "superseded_records",
+            "Global-table records skipped for a newer record of their key on another partition",
+            m.superseded_records.clone(),
         );
         r.register(
             "lag_records",

@@ -22,6 +22,9 @@ pub struct PartitionProgress {
     pub ready: bool,
     /// The newest source GTID applied per replication domain.
     pub gtids: AppliedGtids,
+    /// Records on another partition than the table's partitioner gives their
+    /// key: the partition is not ready while any were seen.
+    pub misplaced: u64,
 }
 
 impl PartitionProgress {
@@ -72,6 +75,7 @@ impl Progress {
             latest_end: None,
             ready: false,
             gtids,
+            misplaced: 0,
         };
         self.with(|held| {
             held.entry(table.to_owned())
@@ -95,6 +99,15 @@ impl Progress {
         self.update(table, partition, |p| p.latest_end = Some(end));
     }
 
+    /// Records that `count` more records of the partition were misplaced: it is
+    /// not ready from now on (until it is assigned again).
+    pub fn misplaced(&self, table: &str, partition: i32, count: u64) {
+        self.update(table, partition, |p| {
+            p.misplaced += count;
+            p.ready = false;
+        });
+    }
+
     /// Records that everything before `next_offset` is applied, up to `gtids`.
     pub fn applied(&self, table: &str, partition: i32, next_offset: i64, gtids: AppliedGtids) {
         self.update(table, partition, |p| {
@@ -115,7 +128,8 @@ impl Progress {
             if let Some(p) = held.get_mut(table).and_then(|t| t.get_mut(&partition)) {
                 f(p);
                 // Some brokers under-report the end (STACK.md: Tansu); being past it is fine.
-                if !p.ready && p.end_at_assignment.is_some_and(|end| p.next_offset >= end) {
+                let caught_up = p.end_at_assignment.is_some_and(|end| p.next_offset >= end);
+                if !p.ready && p.misplaced == 0 && caught_up {
                     p.ready = true;
                     tracing::info!(%table, partition, next_offset = p.next_offset, "partition caught up");
                 }

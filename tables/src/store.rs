@@ -4,10 +4,16 @@
 //! `<table>@<partition>`, so a partition can be dropped or handed over on its
 //! own. Rows live under their [`key_codec`](crate::key_codec) key; metadata
 //! under keys starting with `00`: the offset of the last applied record, the
-//! newest source GTIDs applied and the table's key column names. The offset is written in the same `WriteBatch` as
-//! the rows it covers, so a crash never leaves data and offset out of step.
+//! newest source GTIDs applied and how the table's keys are written. The
+//! offset is written in the same `WriteBatch` as the rows it covers, so a crash
+//! never leaves data and offset out of step.
+//!
+//! A `global` table keeps its rows in one more column family, `<table>@global`,
+//! whatever partition they arrived on, each with the partition that owns it
+//! ([`global_rows`](crate::global_rows)); its partitions' column families then
+//! hold only their metadata.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 use std::sync::Mutex;
 
@@ -20,13 +26,16 @@ use tributary_proto::gtid::AppliedGtids;
 
 use crate::config::{Compression, RocksDbConfig};
 use crate::error::TableError;
+use crate::global_rows::{self, Owner};
+use crate::record_key::KeyShape;
 
 type Db = DBWithThreadMode<MultiThreaded>;
 
 /// Meta key: offset of the last applied record of the partition (i64, big-endian).
 const OFFSET_KEY: &[u8] = b"\x00offset";
-/// Meta key: the table's key column names (JSON array), in key order.
-const KEY_COLUMNS_KEY: &[u8] = b"\x00key_columns";
+/// Meta key: how the table's keys are written ([`KeyShape`] as JSON; an earlier
+/// version stored the column names alone, as a JSON array).
+const KEY_SHAPE_KEY: &[u8] = b"\x00key_columns";
 /// Meta key: the newest source GTID applied per domain (JSON array of strings).
 const GTIDS_KEY: &[u8] = b"\x00gtids";
 
@@ -40,6 +49,28 @@ pub struct Store {
     point_reads: ReadOptions,
     partitions: Mutex<BTreeMap<String, BTreeSet<i32>>>,
 }
+
+/// Where a table's rows are: in a partition's column family, or in the one
+/// keyspace of a global table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Keyspace {
+    /// The rows of one partition (a `partitioned` table).
+    Partition(i32),
+    /// Every row of a `global` table.
+    Global,
+}
+
+impl Keyspace {
+    /// Name of the column family holding these rows of `table`.
+    pub fn cf_name(self, table: &str) -> String {
+        match self {
+            Keyspace::Partition(p) => cf_name(table, p),
+            Keyspace::Global => format!("{table}@{GLOBAL}"),
+        }
+    }
+}
+
+const GLOBAL: &str = "global";
 
 /// Which encoded keys a scan visits: those starting with `prefix`, from `from`
 /// (inclusive) up to `to` (exclusive).
@@ -61,9 +92,13 @@ pub fn cf_name(table: &str, partition: i32) -> String {
     format!("{table}@{partition}")
 }
 
-fn parse_cf_name(name: &str) -> Option<(String, i32)> {
-    let (table, partition) = name.rsplit_once('@')?;
-    Some((table.to_owned(), partition.parse().ok()?))
+fn parse_cf_name(name: &str) -> Option<(String, Keyspace)> {
+    let (table, rest) = name.rsplit_once('@')?;
+    let keyspace = match rest {
+        GLOBAL => Keyspace::Global,
+        partition => Keyspace::Partition(partition.parse().ok()?),
+    };
+    Some((table.to_owned(), keyspace))
 }
 
 impl Store {
@@ -120,8 +155,10 @@ impl Store {
 
     fn with_db(db: Db, cf_options: Options, caches: Vec<Cache>, cfs: &[String]) -> Self {
         let mut partitions: BTreeMap<String, BTreeSet<i32>> = BTreeMap::new();
-        for (table, partition) in cfs.iter().filter_map(|n| parse_cf_name(n)) {
-            partitions.entry(table).or_default().insert(partition);
+        for (table, keyspace) in cfs.iter().filter_map(|n| parse_cf_name(n)) {
+            if let Keyspace::Partition(partition) = keyspace {
+                partitions.entry(table).or_default().insert(partition);
+            }
         }
         Store {
             db,
@@ -147,6 +184,40 @@ impl Store {
         Ok(())
     }
 
+    /// Whether `table` has a global keyspace here.
+    pub fn has_global(&self, table: &str) -> bool {
+        self.db
+            .cf_handle(&Keyspace::Global.cf_name(table))
+            .is_some()
+    }
+
+    /// Creates the global keyspace of `table` if it does not exist.
+    pub fn ensure_global(&self, table: &str) -> Result<(), TableError> {
+        let name = Keyspace::Global.cf_name(table);
+        if self.db.cf_handle(&name).is_none() {
+            self.db.create_cf(&name, &self.cf_options)?;
+        }
+        Ok(())
+    }
+
+    /// Removes every row and position of `table`, so it is rebuilt from its topic.
+    pub fn drop_table(&self, table: &str) -> Result<(), TableError> {
+        let partitions = self
+            .partitions
+            .lock()
+            .expect("partition map lock")
+            .remove(table)
+            .unwrap_or_default();
+        let keyspaces = partitions
+            .into_iter()
+            .map(Keyspace::Partition)
+            .chain(self.has_global(table).then_some(Keyspace::Global));
+        for keyspace in keyspaces {
+            self.db.drop_cf(&keyspace.cf_name(table))?;
+        }
+        Ok(())
+    }
+
     /// Partitions of `table` present in this store.
     pub fn partitions(&self, table: &str) -> Vec<i32> {
         self.partitions
@@ -157,14 +228,20 @@ impl Store {
             .unwrap_or_default()
     }
 
-    /// Every (table, partition) present in the store.
-    fn all_partitions(&self) -> Vec<(String, i32)> {
-        self.partitions
-            .lock()
-            .expect("partition map lock")
-            .iter()
-            .flat_map(|(t, ps)| ps.iter().map(move |p| (t.clone(), *p)))
-            .collect()
+    /// Every column family of a table keyspace in the store.
+    fn all_cfs(&self) -> Vec<std::sync::Arc<rocksdb::BoundColumnFamily<'_>>> {
+        let names: Vec<String> = {
+            let partitions = self.partitions.lock().expect("partition map lock");
+            partitions
+                .iter()
+                .flat_map(|(t, ps)| {
+                    ps.iter()
+                        .map(move |p| cf_name(t, *p))
+                        .chain(std::iter::once(Keyspace::Global.cf_name(t)))
+                })
+                .collect()
+        };
+        names.iter().filter_map(|n| self.db.cf_handle(n)).collect()
     }
 
     fn cf(
@@ -203,18 +280,32 @@ impl Store {
         AppliedGtids::from_strings(&texts).map_err(corrupt)
     }
 
-    /// The table's key column names, as recorded by the materializer.
-    pub fn key_columns(&self, table: &str) -> Result<Option<Vec<String>>, TableError> {
+    /// How the table's keys are written, as recorded by the materializer.
+    pub fn key_shape(&self, table: &str) -> Result<Option<KeyShape>, TableError> {
+        /// The recorded shape, or the column names an earlier version recorded.
+        #[derive(serde::Deserialize)]
+        #[serde(untagged)]
+        enum Recorded {
+            Shape(KeyShape),
+            Columns(Vec<String>),
+        }
         for partition in self.partitions(table) {
             if let Some(cf) = self.cf(table, partition)
-                && let Some(raw) = self.db.get_pinned_cf(&cf, KEY_COLUMNS_KEY)?
+                && let Some(raw) = self.db.get_pinned_cf(&cf, KEY_SHAPE_KEY)?
             {
-                return serde_json::from_slice(&raw)
-                    .map(Some)
-                    .map_err(|e| TableError::Corrupt {
-                        table: table.to_owned(),
-                        problem: format!("key columns: {e}"),
-                    });
+                let recorded = serde_json::from_slice(&raw).map_err(|e| TableError::Corrupt {
+                    table: table.to_owned(),
+                    problem: format!("key columns: {e}"),
+                })?;
+                return Ok(Some(match recorded {
+                    Recorded::Shape(shape) => shape,
+                    Recorded::Columns(columns) => KeyShape {
+                        columns,
+                        quoted: Vec::new(),
+                        scalar: false,
+                        schema: None,
+                    },
+                }));
             }
         }
         Ok(None)
@@ -249,15 +340,27 @@ impl Store {
         self.get_with(&cf_name(table, partition), key, <[u8]>::to_vec)
     }
 
-    /// Up to `limit` rows of a partition within `bounds`, in key order.
+    /// Whether a keyspace of `table` holds any row.
+    pub fn has_rows(&self, table: &str, keyspace: Keyspace) -> Result<bool, TableError> {
+        let Some(cf) = self.db.cf_handle(&keyspace.cf_name(table)) else {
+            return Ok(false);
+        };
+        let first = [0x01];
+        let mut rows = self
+            .db
+            .iterator_cf(&cf, IteratorMode::From(&first, rocksdb::Direction::Forward));
+        Ok(rows.next().transpose()?.is_some())
+    }
+
+    /// Up to `limit` rows of a keyspace within `bounds`, in key order.
     pub fn scan(
         &self,
         table: &str,
-        partition: i32,
+        keyspace: Keyspace,
         bounds: &ScanBounds,
         limit: usize,
     ) -> Result<Vec<StoredRow>, TableError> {
-        let Some(cf) = self.cf(table, partition) else {
+        let Some(cf) = self.db.cf_handle(&keyspace.cf_name(table)) else {
             return Ok(Vec::new());
         };
         // Rows start at 0x01: metadata keys (0x00…) are never visited.
@@ -275,14 +378,27 @@ impl Store {
             if !key.starts_with(&bounds.prefix) || past_end || rows.len() >= limit {
                 break;
             }
-            rows.push((key.to_vec(), value.to_vec()));
+            let row = match keyspace {
+                Keyspace::Partition(_) => &value[..],
+                Keyspace::Global => match global_rows::decode(&value) {
+                    Some((_, row)) => row,
+                    None => {
+                        return Err(TableError::Corrupt {
+                            table: table.to_owned(),
+                            problem: "a global row without its header".into(),
+                        });
+                    }
+                },
+            };
+            rows.push((key.to_vec(), row.to_vec()));
         }
         Ok(rows)
     }
 
-    /// RocksDB's estimate of the rows in a partition.
-    pub fn estimate_rows(&self, table: &str, partition: i32) -> u64 {
-        self.cf(table, partition)
+    /// RocksDB's estimate of the rows in a keyspace.
+    pub fn estimate_rows(&self, table: &str, keyspace: Keyspace) -> u64 {
+        self.db
+            .cf_handle(&keyspace.cf_name(table))
             .and_then(|cf| {
                 self.db
                     .property_int_value_cf(&cf, "rocksdb.estimate-num-keys")
@@ -294,11 +410,10 @@ impl Store {
 
     /// Bytes on disk (SST files) and in memory (memtables + block and row caches).
     pub fn size_and_memory(&self) -> (u64, u64) {
+        let cfs = self.all_cfs();
         let sum = |property: &str| -> u64 {
-            self.all_partitions()
-                .iter()
-                .filter_map(|(t, p)| self.cf(t, *p))
-                .filter_map(|cf| self.db.property_int_value_cf(&cf, property).ok().flatten())
+            cfs.iter()
+                .filter_map(|cf| self.db.property_int_value_cf(cf, property).ok().flatten())
                 .sum()
         };
         let cache: u64 = self.caches.iter().map(|c| c.get_usage() as u64).sum();
@@ -310,10 +425,8 @@ impl Store {
 
     /// Flushes every memtable to table files, so the next open has no log to replay.
     pub fn flush(&self) -> Result<(), TableError> {
-        for (table, partition) in self.all_partitions() {
-            if let Some(cf) = self.cf(&table, partition) {
-                self.db.flush_cf(&cf)?;
-            }
+        for cf in self.all_cfs() {
+            self.db.flush_cf(&cf)?;
         }
         Ok(())
     }
@@ -330,6 +443,7 @@ impl Store {
             store: self,
             batch: WriteBatch::default(),
             cfs: Vec::new(),
+            owners: HashMap::new(),
         }
     }
 }
@@ -340,6 +454,8 @@ pub struct ApplyBatch<'a> {
     batch: WriteBatch,
     /// Column families this batch writes to (a handful), found once per batch.
     cfs: Vec<(String, i32, std::sync::Arc<rocksdb::BoundColumnFamily<'a>>)>,
+    /// Owners of the global keys this batch wrote or deleted (`None`), newer than the store's.
+    owners: HashMap<(String, Vec<u8>), Option<Owner>>,
 }
 
 impl<'a> ApplyBatch<'a> {
@@ -402,20 +518,67 @@ impl<'a> ApplyBatch<'a> {
         Ok(())
     }
 
-    /// Records the table's key column names.
-    pub fn key_columns(
+    /// Records how the table's keys are written.
+    pub fn key_shape(
         &mut self,
         table: &str,
         partition: i32,
-        columns: &[String],
+        shape: &KeyShape,
     ) -> Result<(), TableError> {
         let cf = self.cf(table, partition)?;
         self.batch.put_cf(
             &cf,
-            KEY_COLUMNS_KEY,
-            serde_json::to_vec(columns).expect("names serialize"),
+            KEY_SHAPE_KEY,
+            serde_json::to_vec(shape).expect("a key shape serializes"),
         );
         Ok(())
+    }
+
+    /// Writes a row (`Some`) or deletes it (`None`) in a global table's keyspace,
+    /// if the record of `owner` supersedes the one that wrote it last
+    /// ([`Owner::supersedes`]). Returns whether it did (a delete of a key that
+    /// is not there counts as done).
+    pub fn apply_global(
+        &mut self,
+        table: &str,
+        key: &[u8],
+        owner: Owner,
+        row: Option<&[u8]>,
+    ) -> Result<bool, TableError> {
+        let store: &'a Store = self.store;
+        let name = Keyspace::Global.cf_name(table);
+        let cf = store
+            .db
+            .cf_handle(&name)
+            .ok_or_else(|| TableError::Corrupt {
+                table: table.to_owned(),
+                problem: format!("column family {name} is missing"),
+            })?;
+        let batch_key = (table.to_owned(), key.to_vec());
+        let stored = match self.owners.get(&batch_key) {
+            Some(owner) => *owner,
+            None => store
+                .db
+                .get_pinned_cf_opt(&cf, key, &store.point_reads)?
+                .and_then(|v| global_rows::decode(&v).map(|(owner, _)| owner)),
+        };
+        if stored.is_none() && row.is_none() {
+            return Ok(true);
+        }
+        if !owner.supersedes(stored, row.is_some()) {
+            return Ok(false);
+        }
+        match row {
+            Some(row) => {
+                self.batch.put_cf(&cf, key, global_rows::encode(owner, row));
+                self.owners.insert(batch_key, Some(owner));
+            }
+            None => {
+                self.batch.delete_cf(&cf, key);
+                self.owners.insert(batch_key, None);
+            }
+        }
+        Ok(true)
     }
 
     /// Writes everything at once.
@@ -464,7 +627,9 @@ mod tests {
             store.get("users", 2, b"\x06k2\x00\x01").unwrap().unwrap(),
             b"{\"a\":2}"
         );
-        let rows = store.scan("users", 2, &ScanBounds::default(), 10).unwrap();
+        let rows = store
+            .scan("users", Keyspace::Partition(2), &ScanBounds::default(), 10)
+            .unwrap();
         assert_eq!(rows.len(), 1, "metadata keys are not rows");
         let mut batch = store.batch();
         for k in [b"\x06a\x00\x01", b"\x06b\x00\x01", b"\x06c\x00\x01"] {
@@ -477,7 +642,7 @@ mod tests {
             ..ScanBounds::default()
         };
         let keys: Vec<Vec<u8>> = store
-            .scan("users", 2, &bounds, 10)
+            .scan("users", Keyspace::Partition(2), &bounds, 10)
             .unwrap()
             .into_iter()
             .map(|(k, _)| k)
@@ -487,11 +652,98 @@ mod tests {
             [b"\x06b\x00\x01".to_vec(), b"\x06c\x00\x01".to_vec()],
             "from is inclusive, to exclusive"
         );
-        let limited = store.scan("users", 2, &ScanBounds::default(), 2).unwrap();
+        let limited = store
+            .scan("users", Keyspace::Partition(2), &ScanBounds::default(), 2)
+            .unwrap();
         assert_eq!(limited.len(), 2);
         drop(store);
         let read_only = Store::open_read_only(dir.path()).unwrap();
         assert_eq!(read_only.stored_offset("users", 2).unwrap(), Some(42));
+    }
+
+    #[test]
+    fn a_global_keyspace_keeps_the_row_of_the_partition_that_owns_each_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), &RocksDbConfig::default()).unwrap();
+        store.ensure_global("kv").unwrap();
+        let owner = |partition, timestamp| Owner {
+            partition,
+            timestamp,
+        };
+        let get = |key: &[u8]| {
+            store
+                .get_with(&Keyspace::Global.cf_name("kv"), key, |v| {
+                    global_rows::decode(v).unwrap().1.to_vec()
+                })
+                .unwrap()
+        };
+        let mut batch = store.batch();
+        assert!(
+            batch
+                .apply_global("kv", b"\x06a", owner(0, 10), Some(b"v1"))
+                .unwrap()
+        );
+        // In the same batch: the key moved to partition 2 (newer), then the old
+        // partition's clean-up tombstone and an old version arrive.
+        assert!(
+            batch
+                .apply_global("kv", b"\x06a", owner(2, 20), Some(b"v2"))
+                .unwrap()
+        );
+        assert!(
+            !batch
+                .apply_global("kv", b"\x06a", owner(0, 30), None)
+                .unwrap()
+        );
+        assert!(
+            !batch
+                .apply_global("kv", b"\x06a", owner(0, 15), Some(b"old"))
+                .unwrap()
+        );
+        batch.offset("kv", 0, 4).unwrap();
+        batch.commit().unwrap();
+        assert_eq!(get(b"\x06a").unwrap(), b"v2");
+        // Across batches, from the stored owner.
+        let mut batch = store.batch();
+        assert!(
+            !batch
+                .apply_global("kv", b"\x06a", owner(1, 5), Some(b"x"))
+                .unwrap()
+        );
+        assert!(
+            batch
+                .apply_global("kv", b"\x06b", owner(1, 5), Some(b"b"))
+                .unwrap()
+        );
+        batch.commit().unwrap();
+        assert_eq!(get(b"\x06a").unwrap(), b"v2");
+        let mut batch = store.batch();
+        assert!(
+            batch
+                .apply_global("kv", b"\x06a", owner(2, 1), None)
+                .unwrap()
+        );
+        batch.commit().unwrap();
+        assert_eq!(get(b"\x06a"), None, "the owner deletes it");
+        let rows = store
+            .scan("kv", Keyspace::Global, &ScanBounds::default(), 10)
+            .unwrap();
+        assert_eq!(
+            rows,
+            [(b"\x06b".to_vec(), b"b".to_vec())],
+            "without headers"
+        );
+        assert!(store.has_rows("kv", Keyspace::Global).unwrap());
+        assert!(
+            !store.has_rows("kv", Keyspace::Partition(0)).unwrap(),
+            "offsets are not rows"
+        );
+        assert_eq!(store.stored_offset("kv", 0).unwrap(), Some(4));
+
+        store.drop_table("kv").unwrap();
+        assert!(!store.has_global("kv"));
+        assert!(store.partitions("kv").is_empty());
+        assert_eq!(store.stored_offset("kv", 0).unwrap(), None);
     }
 
     #[test]

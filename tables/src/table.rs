@@ -23,8 +23,12 @@ pub struct PartitionState {
     pub end_at_assignment: Option<i64>,
     /// Caught up with `end_at_assignment`.
     pub ready: bool,
-    /// RocksDB's row estimate.
+    /// RocksDB's row estimate (0 for a global table, whose rows share one
+    /// keyspace: see [`TableDescription::rows_estimate`]).
     pub rows_estimate: u64,
+    /// Records that arrived on another partition than the table's partitioner
+    /// gives their key (lookups would miss them; the partition is not ready).
+    pub misplaced_records: u64,
     /// Records behind the topic's end as last observed.
     pub lag: i64,
     /// The topic's end as last observed.
@@ -46,6 +50,10 @@ pub struct TableDescription {
     pub key_columns: Vec<String>,
     /// Partitions of the source topic.
     pub partition_count: u32,
+    /// Every instance holds every row (a `global` local table).
+    pub global: bool,
+    /// RocksDB's estimate of the rows held here.
+    pub rows_estimate: u64,
     /// Partitions held here.
     pub partitions: Vec<PartitionState>,
 }

@@ -24,7 +24,7 @@ use crate::error::TableError;
 use crate::grpc::call::{Admission, Call, within};
 use crate::grpc::position::{MinPosition, wait_for};
 use crate::grpc::routing::Routing;
-use crate::local_table::LocalTable;
+use crate::local_table::{LocalTable, Placement};
 use crate::metrics::{GrpcLabel, MethodLabel, TablesMetrics};
 use crate::progress::Progress;
 use crate::remote::RemoteTable;
@@ -83,8 +83,11 @@ pub(crate) struct LookupService {
 
 /// Where the keys of one partitioned lookup go.
 struct Split {
-    /// Indices of keys held here, and their partitions.
-    here: Vec<(usize, i32)>,
+    /// Indices of keys held here.
+    here: Vec<usize>,
+    /// The partitions that must be ready (and at the position asked) to answer
+    /// them: theirs, or every partition of a global table.
+    here_partitions: BTreeSet<i32>,
     /// Owner address → indices of its keys.
     elsewhere: BTreeMap<String, Vec<usize>>,
 }
@@ -214,6 +217,12 @@ impl LookupService {
         }
         match self.progress().of_partition(table, partition) {
             Some(p) if p.ready => Ok(()),
+            Some(p) if p.misplaced > 0 => Err(Status::unavailable(format!(
+                "table {table}: partition {partition} received {} records that its partitioner \
+                 puts elsewhere, so lookups would miss them: set the table's partitioner and \
+                 key_format to the producer's, or declare it `mode: global`",
+                p.misplaced
+            ))),
             Some(p) => Err(Status::unavailable(format!(
                 "table {table}: partition {partition} is still catching up ({} records behind)",
                 p.lag()
@@ -228,14 +237,25 @@ impl LookupService {
     fn split(&self, table: &LocalTable, keys: &[Json], call: &Call) -> Result<Split, Status> {
         let mut split = Split {
             here: Vec::new(),
+            here_partitions: BTreeSet::new(),
             elsewhere: BTreeMap::new(),
         };
         for (i, key) in keys.iter().enumerate() {
-            match table.partition_of_key(key).map_err(status)? {
+            match table.placement(key).map_err(status)? {
                 // Nothing materialized yet: the key is answered "not found".
                 None => {}
-                Some(p) if self.progress().holds(table.name(), p) => split.here.push((i, p)),
-                Some(p) => split
+                // A global table: every instance holds every row.
+                Some(Placement::Anywhere) => {
+                    split.here.push(i);
+                    split
+                        .here_partitions
+                        .extend(0..table.partition_count() as i32);
+                }
+                Some(Placement::Partition(p)) if self.progress().holds(table.name(), p) => {
+                    split.here.push(i);
+                    split.here_partitions.insert(p);
+                }
+                Some(Placement::Partition(p)) => split
                     .elsewhere
                     .entry(self.owner(table.name(), p, call)?)
                     .or_default()
@@ -342,9 +362,14 @@ impl LookupService {
         };
         let split = self.split(table, &keys, call)?;
         let mut results: Vec<GetResponse> = vec![found(None); keys.len()];
-        let here_keys: Vec<Json> = split.here.iter().map(|(i, _)| keys[*i].clone()).collect();
-        let partitions = split.here.iter().map(|(_, p)| *p).collect();
-        let here = self.get_here(table, &here_keys, &partitions, position.as_ref(), call);
+        let here_keys: Vec<Json> = split.here.iter().map(|i| keys[*i].clone()).collect();
+        let here = self.get_here(
+            table,
+            &here_keys,
+            &split.here_partitions,
+            position.as_ref(),
+            call,
+        );
         let there = split.elsewhere.iter().map(|(owner, indices)| {
             let keys: Vec<v1::Value> = indices.iter().map(|i| from_json(&keys[*i])).collect();
             let message = BatchGetRequest {
@@ -356,7 +381,7 @@ impl LookupService {
             self.forward_batch(owner, message, call)
         });
         let (here, there) = tokio::join!(here, futures::future::try_join_all(there));
-        for ((i, _), row) in split.here.iter().zip(here?) {
+        for (i, row) in split.here.iter().zip(here?) {
             results[*i] = found(row);
         }
         for ((_, indices), answer) in split.elsewhere.iter().zip(there?) {
@@ -584,6 +609,7 @@ fn status(error: TableError) -> Status {
         TableError::BadKey { .. } => Status::invalid_argument(message),
         TableError::UnknownTable(_) => Status::not_found(message),
         TableError::NotOwned { .. } | TableError::Remote { .. } => Status::unavailable(message),
+        TableError::Partitioning { .. } => Status::failed_precondition(message),
         TableError::Unsupported { .. } => Status::unimplemented(message),
         _ => Status::internal(message),
     }
@@ -609,11 +635,13 @@ fn table_info(d: TableDescription) -> TableInfo {
             rows_estimate: p.rows_estimate,
             lag: p.lag,
             applied_gtids: p.applied_gtids.clone(),
+            misplaced_records: p.misplaced_records,
         })
         .collect();
     TableInfo {
         ready: d.kind == "remote" || (!partitions.is_empty() && partitions.iter().all(|p| p.ready)),
-        rows_estimate: partitions.iter().map(|p| p.rows_estimate).sum(),
+        rows_estimate: d.rows_estimate,
+        global: d.global,
         lag: partitions.iter().map(|p| p.lag).sum(),
         name: d.name,
         kind: d.kind.to_owned(),

@@ -279,6 +279,8 @@ impl Table for RemoteTable {
             topic: self.source.clone(),
             key_columns: self.key_columns.clone(),
             partition_count: 0,
+            global: false,
+            rows_estimate: 0,
             partitions: Vec::new(),
         }
     }
