@@ -726,17 +726,51 @@ pub async fn produce_raw(topic: &str, records: &[Produced]) {
 
 /// [`produce_raw`] to another broker.
 pub async fn produce_raw_on(brokers: &(impl Cluster + ?Sized), topic: &str, records: &[Produced]) {
+    let records = records
+        .iter()
+        .map(|(partition, key, value)| (Some(*partition), key.as_deref(), value.as_deref()));
+    send_all(brokers, None, topic, records).await;
+}
+
+/// Produces keyed records without naming their partitions: librdkafka's
+/// `partitioner` (`murmur2_random`, `consistent_random`, `fnv1a`, …) picks each,
+/// as the client of an application writing the topic would. Returns the
+/// partition each record landed on.
+pub async fn produce_partitioned(
+    topic: &str,
+    partitioner: &str,
+    records: &[(Vec<u8>, Option<Vec<u8>>)],
+) -> Vec<i32> {
+    let records = records
+        .iter()
+        .map(|(key, value)| (None, Some(key.as_slice()), value.as_deref()));
+    send_all(&brokers(), Some(partitioner), topic, records).await
+}
+
+/// Sends records in order (to their partition, or where `partitioner` puts
+/// them) and waits for every delivery; returns their partitions.
+async fn send_all<'r>(
+    brokers: &(impl Cluster + ?Sized),
+    partitioner: Option<&str>,
+    topic: &str,
+    records: impl Iterator<Item = (Option<i32>, Option<&'r [u8]>, Option<&'r [u8]>)>,
+) -> Vec<i32> {
     use rdkafka::producer::{FutureProducer, FutureRecord};
-    let producer: FutureProducer = brokers
-        .kafka()
-        .producer("test")
+    let kafka = brokers.kafka();
+    let mut config = kafka.producer("test");
+    config
         .set("linger.ms", "20")
-        .set("enable.idempotence", "true")
-        .create()
-        .unwrap();
-    let mut deliveries = Vec::with_capacity(records.len());
+        .set("enable.idempotence", "true");
+    if let Some(partitioner) = partitioner {
+        config.set("partitioner", partitioner);
+    }
+    let producer: FutureProducer = config.create().unwrap();
+    let mut deliveries = Vec::new();
     for (partition, key, value) in records {
-        let mut record = FutureRecord::<[u8], [u8]>::to(topic).partition(*partition);
+        let mut record = FutureRecord::<[u8], [u8]>::to(topic);
+        if let Some(partition) = partition {
+            record = record.partition(partition);
+        }
         if let Some(key) = key {
             record = record.key(key);
         }
@@ -756,9 +790,11 @@ pub async fn produce_raw_on(brokers: &(impl Cluster + ?Sized), topic: &str, reco
             }
         }
     }
+    let mut partitions = Vec::with_capacity(deliveries.len());
     for delivery in deliveries {
-        delivery.await.unwrap().unwrap();
+        partitions.push(delivery.await.unwrap().unwrap().partition);
     }
+    partitions
 }
 
 /// The value of a Prometheus sample (summed over label sets matching `name{filter`).
