@@ -104,7 +104,8 @@ pub struct RocksDbConfig {
     /// Block compression.
     #[serde(default)]
     pub compression: Compression,
-    /// Memtable size per column family, in MiB.
+    /// Memtable size per column family, in MiB (a global table's keyspace gets
+    /// this times its partition count).
     #[serde(default = "default_write_buffer")]
     pub write_buffer_mb: usize,
 }

@@ -115,7 +115,6 @@ impl Materializer {
         follower: Option<Follower>,
     ) -> Result<Self, TableError> {
         let store = Arc::new(Store::open(&config.data_dir, &config.rocksdb)?);
-        prepare_layouts(&store, config)?;
         let progress = Arc::new(Progress::default());
         let watermarks: Arc<BaseConsumer> = Arc::new(consumer_config(config, None).create()?);
         let topics: Vec<String> = config.tables.iter().map(|t| t.topic.clone()).collect();
@@ -123,6 +122,7 @@ impl Materializer {
         let counts = tokio::task::spawn_blocking(move || partition_counts(&probe, &topics, &stop))
             .await
             .expect("metadata fetch does not panic")?;
+        prepare_layouts(&store, config, &counts)?;
         check_partitioning(config, &counts).await?;
         let mut routes = Routes::default();
         for t in &config.tables {
@@ -289,7 +289,11 @@ fn consumer_config<'a>(config: &'a TablesConfig, group: Option<&str>) -> ClientB
 /// Rebuilds a table from its topic when its rows are not laid out as its mode
 /// wants: a global table stored per partition (by an earlier version, or while
 /// it was partitioned), or a partitioned table that was global.
-fn prepare_layouts(store: &Store, config: &TablesConfig) -> Result<(), TableError> {
+fn prepare_layouts(
+    store: &Store,
+    config: &TablesConfig,
+    counts: &HashMap<String, u32>,
+) -> Result<(), TableError> {
     for t in &config.tables {
         let stale = match t.mode {
             TableMode::Global if store.has_global(&t.name) => false,
@@ -306,7 +310,7 @@ fn prepare_layouts(store: &Store, config: &TablesConfig) -> Result<(), TableErro
             store.drop_table(&t.name)?;
         }
         if t.mode == TableMode::Global {
-            store.ensure_global(&t.name)?;
+            store.ensure_global(&t.name, counts[&t.topic])?;
         }
     }
     Ok(())

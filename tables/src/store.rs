@@ -43,6 +43,8 @@ const GTIDS_KEY: &[u8] = b"\x00gtids";
 pub struct Store {
     db: Db,
     cf_options: Options,
+    /// Memtable size of one column family, in bytes.
+    write_buffer_bytes: usize,
     /// The block cache and the row cache, if any (counted as memory in use).
     caches: Vec<Cache>,
     /// Options of point reads, made once (creating them allocates on every get otherwise).
@@ -142,7 +144,9 @@ impl Store {
             existing.iter().map(|n| (n.as_str(), cf_options.clone())),
         )?;
         let caches = std::iter::once(cache).chain(row_cache).collect();
-        Ok(Self::with_db(db, cf_options, caches, &existing))
+        let mut store = Self::with_db(db, cf_options, caches, &existing);
+        store.write_buffer_bytes = config.write_buffer_mb << 20;
+        Ok(store)
     }
 
     /// Opens an existing store read-only (inspection while nothing writes, or alongside a writer).
@@ -163,6 +167,7 @@ impl Store {
         Store {
             db,
             cf_options,
+            write_buffer_bytes: 0,
             caches,
             point_reads: ReadOptions::default(),
             partitions: Mutex::new(partitions),
@@ -191,11 +196,20 @@ impl Store {
             .is_some()
     }
 
-    /// Creates the global keyspace of `table` if it does not exist.
-    pub fn ensure_global(&self, table: &str) -> Result<(), TableError> {
+    /// Creates the global keyspace of `table`, fed by `partitions` partitions,
+    /// if it does not exist. Its memtable gets the room of that many partitions
+    /// (what the rows had when stored per partition), so it is flushed as
+    /// rarely and lookups search as few table files.
+    pub fn ensure_global(&self, table: &str, partitions: u32) -> Result<(), TableError> {
         let name = Keyspace::Global.cf_name(table);
         if self.db.cf_handle(&name).is_none() {
             self.db.create_cf(&name, &self.cf_options)?;
+        }
+        if self.write_buffer_bytes > 0 {
+            let cf = self.db.cf_handle(&name).expect("just ensured");
+            let bytes = self.write_buffer_bytes * partitions.max(1) as usize;
+            self.db
+                .set_options_cf(&cf, &[("write_buffer_size", &bytes.to_string())])?;
         }
         Ok(())
     }
@@ -665,7 +679,7 @@ mod tests {
     fn a_global_keyspace_keeps_the_row_of_the_partition_that_owns_each_key() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path(), &RocksDbConfig::default()).unwrap();
-        store.ensure_global("kv").unwrap();
+        store.ensure_global("kv", 3).unwrap();
         let owner = |partition, timestamp| Owner {
             partition,
             timestamp,
