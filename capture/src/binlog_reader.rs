@@ -20,6 +20,7 @@ use tributary_proto::{ChangeEvent, Op, Row, SnapshotMarker, SourceInfo, Transact
 
 use crate::error::CaptureError;
 use crate::filter::TableFilter;
+use crate::message_key::MessageKeyColumns;
 use crate::position::{BinlogPosition, GtidState};
 use crate::row_image::RowImages;
 use crate::schema::TableSchema;
@@ -77,6 +78,7 @@ pub struct BinlogReader {
     stream: BinlogStream,
     server_name: Arc<str>,
     filter: TableFilter,
+    keys: MessageKeyColumns,
     info: ServerInfo,
     pool: Pool,
     tables: HashMap<u64, CachedTable>,
@@ -98,6 +100,8 @@ pub struct ReaderSetup<'a> {
     pub server_name: &'a str,
     /// Which tables to capture.
     pub filter: TableFilter,
+    /// Key columns chosen by configuration.
+    pub keys: MessageKeyColumns,
     /// Result of preflight.
     pub info: ServerInfo,
     /// Pool for `information_schema` look-ups.
@@ -112,6 +116,7 @@ impl<'a> ReaderSetup<'a> {
             source: &config.source,
             server_name: &config.server_name,
             filter: TableFilter::of(config),
+            keys: config.message_key_columns.clone(),
             info,
             pool: Pool::new(source::opts(&config.source)),
         }
@@ -154,6 +159,7 @@ impl BinlogReader {
             stream,
             server_name: setup.server_name.into(),
             filter: setup.filter,
+            keys: setup.keys,
             gtid: from
                 .gtid
                 .as_deref()
@@ -296,6 +302,7 @@ impl BinlogReader {
                             Some(source::info_columns(&self.pool, &db, &table).await?)
                         };
                         let schema = TableSchema::from_table_map(&tme, fallback.as_deref())
+                            .and_then(|s| s.keyed_by(&self.keys))
                             .map_err(|e| self.decode_error(&event, e))?;
                         Some(Arc::new(schema))
                     } else {

@@ -8,15 +8,17 @@ use mysql_async::{Conn, Params};
 use tributary_proto::{ChangeEvent, Op, Row, SourceInfo, Value};
 
 use crate::error::CaptureError;
+use crate::message_key::MessageKeyColumns;
 use crate::position::BinlogPosition;
 use crate::row_decoder::decode_value;
-use crate::schema::{ColumnKind, TableSchema};
+use crate::schema::{ColumnKind, InfoColumn, TableSchema};
 use crate::source;
 
 /// The queries and schema that read one table.
 pub(crate) struct ChunkReader {
     schema: TableSchema,
-    has_primary_key: bool,
+    /// Primary-key columns (chunks follow them); empty without a primary key.
+    chunk_key: Vec<usize>,
     /// Every row, no order (tables without a primary key).
     all: String,
     first: String,
@@ -40,20 +42,28 @@ fn quote(name: &str) -> String {
 
 impl ChunkReader {
     /// Reads `db.table`'s columns from `information_schema`; `None` if it has none
-    /// (the table does not exist).
+    /// (the table does not exist). Events are keyed as `keys` says; chunks follow
+    /// the primary key.
     pub(crate) async fn new(
         conn: &mut Conn,
         db: &str,
         table: &str,
         chunk_rows: usize,
+        keys: &MessageKeyColumns,
     ) -> Result<Option<Self>, CaptureError> {
         let columns = source::info_columns_on(conn, db, table).await?;
         if columns.is_empty() {
             return Ok(None);
         }
-        let schema = TableSchema::from_info_columns(db, table, &columns);
+        let schema = TableSchema::from_info_columns(db, table, &columns)
+            .keyed_by(keys)
+            .map_err(|problem| CaptureError::Config {
+                field: "message_key_columns".into(),
+                problem,
+            })?;
         let names: Vec<String> = schema.columns.iter().map(|c| quote(&c.name)).collect();
-        let key: Vec<String> = schema.key.iter().map(|&i| names[i].clone()).collect();
+        let chunk_key = InfoColumn::key_of(&columns);
+        let key: Vec<String> = chunk_key.iter().map(|&i| names[i].clone()).collect();
         let all = format!(
             "SELECT {} FROM {}.{}",
             names.join(", "),
@@ -64,8 +74,7 @@ impl ChunkReader {
         // The last key comes back as a parameter; a DECIMAL one is sent as text, which
         // MySQL's rules compare with a DECIMAL as a double (MariaDB compares it
         // exactly): cast it back to the column's type.
-        let placeholders: Vec<String> = schema
-            .key
+        let placeholders: Vec<String> = chunk_key
             .iter()
             .map(|&i| match &schema.columns[i].kind {
                 ColumnKind::Decimal => {
@@ -85,7 +94,7 @@ impl ChunkReader {
             key.join(", ")
         );
         Ok(Some(ChunkReader {
-            has_primary_key: columns.iter().any(|c| c.key_position.is_some()),
+            chunk_key,
             schema,
             all,
             first,
@@ -99,10 +108,15 @@ impl ChunkReader {
         &self.schema
     }
 
-    /// Whether the table has a primary key (without one, events are keyed by every
-    /// column and the table can only be read in one pass).
+    /// Whether the table has a primary key (without one, the table can only be
+    /// read in one pass).
     pub(crate) fn has_primary_key(&self) -> bool {
-        self.has_primary_key
+        !self.chunk_key.is_empty()
+    }
+
+    /// Whether events are keyed by the primary key (not by `message_key_columns`).
+    pub(crate) fn keyed_by_primary_key(&self) -> bool {
+        self.has_primary_key() && self.schema.key == self.chunk_key
     }
 
     /// The rows after `after` (the first chunk when `None`); a table without a
@@ -114,20 +128,19 @@ impl ChunkReader {
         position: &BinlogPosition,
     ) -> Result<Chunk, CaptureError> {
         let rows: Vec<mysql_async::Row> = match after {
-            None if !self.has_primary_key => conn.exec(&self.all, Params::Empty).await?,
+            None if !self.has_primary_key() => conn.exec(&self.all, Params::Empty).await?,
             None => conn.exec(&self.first, Params::Empty).await?,
             Some(values) => {
                 conn.exec(&self.next, Params::Positional(values.to_vec()))
                     .await?
             }
         };
-        let complete = rows.len() < self.chunk_rows || !self.has_primary_key;
+        let complete = rows.len() < self.chunk_rows || !self.has_primary_key();
         let mut last_key = None;
         let mut decoded = Vec::with_capacity(rows.len());
         for mut row in rows {
             last_key = Some(
-                self.schema
-                    .key
+                self.chunk_key
                     .iter()
                     .map(|&i| row.as_ref(i).cloned().unwrap_or(mysql_async::Value::NULL))
                     .collect(),

@@ -10,6 +10,7 @@
 //!   server_id: 5401                 # replica id; unique among the server's replicas
 //!   start: latest                   # where to begin without a stored position
 //! include: { databases: ["shop"] }  # regexes; tables match "db.table"
+//! message_key_columns: "shop.events:device_id,ts"   # Debezium's message.key.columns (see message_key)
 //! kafka:
 //!   brokers: 127.0.0.1:19092
 //! ```
@@ -24,6 +25,7 @@ pub use tributary_proto::config_text::Delivery;
 use tributary_proto::config_text::{self, ConfigError, HttpConfig, Validate};
 
 use crate::error::CaptureError;
+use crate::message_key::MessageKeyColumns;
 use crate::position::StartPosition;
 
 /// The whole `tributary capture` configuration file.
@@ -40,6 +42,11 @@ pub struct CaptureConfig {
     /// Databases/tables matching these patterns are never captured.
     #[serde(default)]
     pub exclude: Patterns,
+    /// Key columns of tables, in Debezium's `message.key.columns` syntax
+    /// (`db.table:col1,col2;db2.table2:col`, tables as regexes): they key the
+    /// tables' events instead of the primary key, or of no key.
+    #[serde(default)]
+    pub message_key_columns: MessageKeyColumns,
     /// The Kafka cluster that receives change events.
     pub kafka: KafkaConfig,
     /// How change topics are created.

@@ -1,7 +1,10 @@
 //! Writes change events to their topics and stores positions once they are safe.
 //!
 //! Records are keyed by the primary key (Debezium JSON) and sent to the
-//! partition Kafka's murmur2 partitioner picks, so Java producers agree.
+//! partition Kafka's murmur2 partitioner picks, so Java producers agree. The
+//! events of a table without a key ([`crate::message_key`]) have a null key, go
+//! to partition 0 (so they keep their order) of a topic that is not compacted
+//! (compaction needs keys), and a delete has no tombstone.
 //! Deliveries and commit positions travel through one ordered queue to the
 //! acknowledger task: a position is stored only after every record queued before
 //! it was acknowledged (`acks=all`, idempotent producer). A crash therefore may
@@ -216,14 +219,16 @@ impl KafkaWriter {
     pub async fn send(&mut self, event: &ChangeEvent) -> Result<(), CaptureError> {
         self.begin_transaction()?;
         let (db, table) = (&*event.source.db, &*event.source.table);
+        let keyed = !event.key.values.is_empty();
         if !self
             .topics
             .get(db)
             .is_some_and(|tables| tables.contains_key(table))
         {
             let name = topic_name(&self.server_name, db, table);
+            let cleanup = if keyed { "compact" } else { "delete" };
             let partitions = self
-                .ensure_topic(&name, self.topics_cfg.partitions, "compact")
+                .ensure_topic(&name, self.topics_cfg.partitions, cleanup)
                 .await?;
             let label = TableLabel {
                 table: format!("{db}.{table}"),
@@ -238,19 +243,20 @@ impl KafkaWriter {
             );
         }
         let topic = &self.topics[db][table];
-        let key = encode_key(event);
+        let key = keyed.then(|| encode_key(event));
         let value = encode_value(event);
-        let partition = partition_for_key(&key, topic.partitions);
-        let delivery = self
-            .produce(
-                FutureRecord::to(&topic.name)
-                    .key(key.as_slice())
-                    .payload(value.as_slice())
-                    .partition(partition),
-            )
-            .await?;
+        let partition = key
+            .as_ref()
+            .map_or(0, |key| partition_for_key(key, topic.partitions));
+        let mut record = FutureRecord::<[u8], [u8]>::to(&topic.name)
+            .payload(value.as_slice())
+            .partition(partition);
+        if let Some(key) = &key {
+            record = record.key(key.as_slice());
+        }
+        let delivery = self.produce(record).await?;
         self.queue(Pending::Delivery(delivery)).await?;
-        if event.op == Op::Delete {
+        if let Some(key) = key.as_ref().filter(|_| event.op == Op::Delete) {
             let tombstone = FutureRecord::<[u8], [u8]>::to(&topic.name)
                 .key(key.as_slice())
                 .partition(partition);

@@ -19,6 +19,7 @@ mod fast_value;
 pub mod filter;
 pub mod incremental;
 pub mod kafka_writer;
+pub mod message_key;
 pub mod metrics;
 pub mod position;
 pub mod position_store;

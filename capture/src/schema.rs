@@ -13,6 +13,8 @@ use std::sync::Arc;
 use mysql_async::binlog::events::{OptionalMetaExtractor, OptionalMetadataField, TableMapEvent};
 use mysql_async::consts::ColumnType;
 
+use crate::message_key::MessageKeyColumns;
+
 /// How a column's values are decoded and mapped (see `docs/types.md`).
 #[derive(Debug, Clone, PartialEq)]
 pub enum ColumnKind {
@@ -118,7 +120,9 @@ pub struct TableSchema {
     pub columns: Vec<ColumnSchema>,
     /// Column names, shared by every row image.
     pub names: Arc<[String]>,
-    /// Indexes of the primary-key columns; every column when the table has no primary key.
+    /// Indexes of the key columns of its events, in key order: the primary key
+    /// (or the unique key the server promoted to it), or `message_key_columns`;
+    /// empty when the table has none (its events have a null Kafka key).
     pub key: Vec<usize>,
     /// Names of the key columns.
     pub key_names: Arc<[String]>,
@@ -133,9 +137,8 @@ pub struct InfoColumn {
     pub column_type: String,
     /// `CHARACTER_SET_NAME`.
     pub charset: Option<String>,
-    /// Position in the primary key (from 1), for columns with `COLUMN_KEY = 'PRI'`:
-    /// `SEQ_IN_INDEX` of the `PRIMARY` index, or the column's position in the table
-    /// when the key is a unique index the server promoted.
+    /// Position in the primary key (from 1): `SEQ_IN_INDEX` in the `PRIMARY`
+    /// index, or in the unique index the server promoted to primary key.
     pub key_position: Option<u32>,
 }
 
@@ -328,16 +331,32 @@ impl TableSchema {
         )
     }
 
-    /// Completes a schema; a table without a primary key is keyed by all its columns.
-    fn assemble(
-        db: String,
-        table: String,
-        columns: Vec<ColumnSchema>,
-        mut key: Vec<usize>,
-    ) -> Self {
-        if key.is_empty() {
-            key = (0..columns.len()).collect();
-        }
+    /// The schema with the key columns `message_key_columns` names for its table,
+    /// if it names it ([`crate::message_key`]).
+    pub fn keyed_by(mut self, keys: &MessageKeyColumns) -> Result<Self, String> {
+        let Some(columns) = keys.for_table(&self.db, &self.table) else {
+            return Ok(self);
+        };
+        let key = columns
+            .iter()
+            .map(|c| {
+                self.names.iter().position(|n| n == c).ok_or_else(|| {
+                    format!(
+                        "message_key_columns: {}.{} has no column `{c}` (its columns: {})",
+                        self.db,
+                        self.table,
+                        self.names.join(", ")
+                    )
+                })
+            })
+            .collect::<Result<Vec<usize>, String>>()?;
+        self.key_names = key.iter().map(|&i| self.names[i].clone()).collect();
+        self.key = key;
+        Ok(self)
+    }
+
+    /// Completes a schema (`key` empty: no key).
+    fn assemble(db: String, table: String, columns: Vec<ColumnSchema>, key: Vec<usize>) -> Self {
         let names: Arc<[String]> = columns.iter().map(|c| c.name.clone()).collect();
         let key_names = key.iter().map(|&i| names[i].clone()).collect();
         TableSchema {

@@ -101,14 +101,20 @@ pub async fn run(
             .snapshot_rows_estimated
             .get_or_create(&label)
             .set(*estimate as i64);
-        let Some(reader) =
-            ChunkReader::new(&mut conn, db, table, config.snapshot.chunk_rows).await?
-        else {
+        let reader = ChunkReader::new(
+            &mut conn,
+            db,
+            table,
+            config.snapshot.chunk_rows,
+            &config.message_key_columns,
+        )
+        .await?;
+        let Some(reader) = reader else {
             warn!(%db, %table, "the table is gone; skipped");
             continue;
         };
         if !reader.has_primary_key() {
-            warn!(%db, %table, "no primary key: events are keyed by every column and the table is read in one pass");
+            warn!(%db, %table, "no primary key: the table is read in one pass (its events have the key message_key_columns gives it, else a null key)");
         }
         let done = snapshot
             .read_table(&mut conn, &reader, writer, &label, *estimate, shutdown)

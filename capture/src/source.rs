@@ -197,11 +197,13 @@ pub async fn info_columns(
     info_columns_on(&mut pool.get_conn().await?, db, table).await
 }
 
-/// `COLUMN_NAME, COLUMN_TYPE, CHARACTER_SET_NAME, COLUMN_KEY`, position in the
-/// `PRIMARY` index, `ORDINAL_POSITION`.
-type InfoColumnRow = (String, String, Option<String>, String, Option<u32>, u32);
+/// `COLUMN_NAME, COLUMN_TYPE, CHARACTER_SET_NAME, COLUMN_KEY`.
+type InfoColumnRow = (String, String, Option<String>, String);
 
-/// Columns of a table from `information_schema`, on a given connection.
+/// Columns of a table from `information_schema`, on a given connection. Key
+/// positions follow the primary key's index, or, without one, the unique index
+/// whose columns the server reports as the primary key (`COLUMN_KEY = 'PRI'`:
+/// the first unique index with only NOT NULL columns, as Debezium picks it).
 pub async fn info_columns_on(
     conn: &mut Conn,
     db: &str,
@@ -209,23 +211,59 @@ pub async fn info_columns_on(
 ) -> Result<Vec<InfoColumn>, CaptureError> {
     let rows: Vec<InfoColumnRow> = conn
         .exec(
-            "SELECT c.COLUMN_NAME, c.COLUMN_TYPE, c.CHARACTER_SET_NAME, c.COLUMN_KEY, s.SEQ_IN_INDEX, \
-             c.ORDINAL_POSITION FROM information_schema.COLUMNS c \
-             LEFT JOIN information_schema.STATISTICS s ON s.TABLE_SCHEMA = c.TABLE_SCHEMA \
-             AND s.TABLE_NAME = c.TABLE_NAME AND s.COLUMN_NAME = c.COLUMN_NAME AND s.INDEX_NAME = 'PRIMARY' \
-             WHERE c.TABLE_SCHEMA = ? AND c.TABLE_NAME = ? ORDER BY c.ORDINAL_POSITION",
+            "SELECT COLUMN_NAME, COLUMN_TYPE, CHARACTER_SET_NAME, COLUMN_KEY \
+             FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? \
+             ORDER BY ORDINAL_POSITION",
             (db, table),
         )
         .await?;
-    Ok(rows
-        .into_iter()
-        .map(
-            |(name, column_type, charset, key, seq_in_primary, ordinal)| InfoColumn {
-                name,
-                column_type,
-                charset,
-                key_position: (key == "PRI").then(|| seq_in_primary.unwrap_or(ordinal)),
-            },
+    let unique: Vec<(String, String, u32)> = conn
+        .exec(
+            "SELECT INDEX_NAME, COLUMN_NAME, SEQ_IN_INDEX FROM information_schema.STATISTICS \
+             WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND NON_UNIQUE = 0",
+            (db, table),
         )
+        .await?;
+    let primary: std::collections::BTreeSet<&str> = rows
+        .iter()
+        .filter(|r| r.3 == "PRI")
+        .map(|r| r.0.as_str())
+        .collect();
+    let key_index = key_index(&unique, &primary);
+    let position = |column: &str| {
+        unique
+            .iter()
+            .find(|(index, c, _)| Some(index.as_str()) == key_index && c == column)
+            .map(|(_, _, seq)| *seq)
+    };
+    Ok(rows
+        .iter()
+        .map(|(name, column_type, charset, _)| InfoColumn {
+            key_position: position(name),
+            name: name.clone(),
+            column_type: column_type.clone(),
+            charset: charset.clone(),
+        })
         .collect())
+}
+
+/// The index keying the table: `PRIMARY`, or the unique index made of exactly
+/// the columns the server reports as the primary key.
+fn key_index<'a>(
+    unique: &'a [(String, String, u32)],
+    primary: &std::collections::BTreeSet<&str>,
+) -> Option<&'a str> {
+    if unique.iter().any(|(index, _, _)| index == "PRIMARY") {
+        return Some("PRIMARY");
+    }
+    let mut indexes: Vec<&str> = unique.iter().map(|(index, _, _)| index.as_str()).collect();
+    indexes.dedup();
+    indexes.into_iter().find(|index| {
+        let columns: std::collections::BTreeSet<&str> = unique
+            .iter()
+            .filter(|(i, _, _)| i == index)
+            .map(|(_, c, _)| c.as_str())
+            .collect();
+        !columns.is_empty() && columns == *primary
+    })
 }

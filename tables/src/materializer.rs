@@ -316,23 +316,18 @@ fn prepare_layouts(
     Ok(())
 }
 
-/// Refuses to start a partitioned table whose topic's first records disagree
-/// with its partitioner and key format ([`partition_check`]).
+/// Refuses to start a table whose topic's first records have no keys, or (a
+/// partitioned table) disagree with its partitioner and key format ([`partition_check`]).
 async fn check_partitioning(
     config: &TablesConfig,
     counts: &HashMap<String, u32>,
 ) -> Result<(), TableError> {
-    if !config
-        .tables
-        .iter()
-        .any(|t| t.mode == TableMode::Partitioned)
-    {
+    if config.tables.is_empty() {
         return Ok(());
     }
     let (config, counts) = (config.clone(), counts.clone());
     tokio::task::spawn_blocking(move || {
-        let consumer: BaseConsumer = consumer_config(&config, None).create()?;
-        for line in partition_check::check_tables(&consumer, &config, &counts)? {
+        for line in partition_check::check_tables(&config, &counts)? {
             info!("{line}");
         }
         Ok(())
@@ -739,7 +734,11 @@ fn apply_record(
 ) -> Result<Result<Applied, String>, TableError> {
     let partition = msg.partition();
     let Some(raw_key) = msg.key() else {
-        return Ok(Err("record has no key".into()));
+        return Ok(Err(
+            "record has no key (a table captured without a primary key has null keys; \
+             give it key columns with capture's message_key_columns)"
+                .into(),
+        ));
     };
     let key = match record_key::parse(raw_key) {
         Ok(key) => key,

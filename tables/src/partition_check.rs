@@ -1,11 +1,13 @@
 //! Whether a topic's records sit where a partitioned table's partitioner puts
 //! them: a lookup computes a key's partition from its values, so a topic
 //! written with another partitioner or key format would make lookups miss.
+//! And whether its records have keys at all: a table captured without a key
+//! (no primary key, as Debezium does) cannot be a local table.
 //!
-//! Checked on a sample (the first records of every partition) before a
-//! partitioned table starts and by `tributary validate --connect`; the
-//! materializer checks every record it applies as well. A disagreeing sample
-//! fails with the settings that would fit, or `mode: global` when none does.
+//! Checked on a sample (the first records of every partition) before a table
+//! starts and by `tributary validate --connect`; the materializer checks every
+//! record it applies as well. A disagreeing sample fails with the settings that
+//! would fit, or `mode: global` when none does.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -20,23 +22,28 @@ use crate::error::TableError;
 use crate::local_table::Partitioning;
 use crate::record_key::{self, RecordKey};
 
-/// Records read from the start of each partition.
+/// Records read from the start of each partition of a partitioned table.
 pub const SAMPLE_PER_PARTITION: usize = 200;
+/// Records read from the start of each partition of a global table (for keys only).
+const KEY_SAMPLE_PER_PARTITION: usize = 20;
 /// Longest time a sample of one topic may take.
 const SAMPLE_TIMEOUT: Duration = Duration::from_secs(30);
-/// A sample ends once no record has come for this long (the end of the topic:
-/// its reported end cannot be trusted on every broker, see STACK.md).
-const SAMPLE_IDLE: Duration = Duration::from_secs(1);
+/// A sample ends once no record has come for this long after the first (the
+/// end of the topic: its reported end cannot be trusted on every broker, see
+/// STACK.md); fetches wait at most a tenth of it.
+const SAMPLE_IDLE: Duration = Duration::from_millis(500);
+/// Longest wait for the first record of a topic that has some.
+const FIRST_RECORD_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// A keyed record of the sample.
+/// A record of the sample.
 #[derive(Debug, Clone)]
 pub struct Sampled {
     /// Its partition.
     pub partition: i32,
     /// Its offset.
     pub offset: i64,
-    /// Its key, parsed.
-    pub key: RecordKey,
+    /// Its key, parsed; `None` for a record without a key.
+    pub key: Option<RecordKey>,
 }
 
 /// The partition `partitioning` gives a record key among `partitions`.
@@ -45,22 +52,42 @@ pub fn expected_partition(partitioning: Partitioning, key: &RecordKey, partition
     partitioning.partition(&key.shape, &values, partitions)
 }
 
-/// What a sample says about a table's partitioning: `Ok(records checked)`, or
-/// the first misplaced record and the settings (or mode) that would fit.
+/// What a sample says about a table: `Ok(records checked)`, or the first
+/// record without a key, or (partitioned tables) the first misplaced record
+/// and the settings (or mode) that would fit.
 pub fn judge(
     config: &LocalTableConfig,
     partitions: u32,
     sample: &[Sampled],
 ) -> Result<usize, TableError> {
+    if let Some(keyless) = sample.iter().find(|s| s.key.is_none()) {
+        return Err(TableError::Partitioning {
+            table: config.name.clone(),
+            problem: format!(
+                "topic {} partition {} offset {}: a record without a key (a table without a \
+                 primary key, captured with a null key as Debezium does): a local table needs \
+                 keyed records; give the table key columns with capture's message_key_columns, \
+                 or read it as a remote table",
+                config.topic, keyless.partition, keyless.offset
+            ),
+        });
+    }
+    if config.mode == TableMode::Global {
+        return Ok(sample.len());
+    }
+    let keyed: Vec<(&Sampled, &RecordKey)> = sample
+        .iter()
+        .filter_map(|s| s.key.as_ref().map(|k| (s, k)))
+        .collect();
     let configured = Partitioning::of(config);
     let fits = |p: Partitioning| {
-        sample
+        keyed
             .iter()
-            .all(|s| expected_partition(p, &s.key, partitions) == s.partition)
+            .all(|(s, key)| expected_partition(p, key, partitions) == s.partition)
     };
-    let Some(wrong) = sample
+    let Some(&(wrong, wrong_key)) = keyed
         .iter()
-        .find(|s| expected_partition(configured, &s.key, partitions) != s.partition)
+        .find(|(s, key)| expected_partition(configured, key, partitions) != s.partition)
     else {
         return Ok(sample.len());
     };
@@ -85,8 +112,8 @@ pub fn judge(
             candidates.join(" or ")
         )
     };
-    let key_text = String::from_utf8_lossy(&wrong.key.shape.bytes(
-        &wrong.key.values.iter().collect::<Vec<_>>(),
+    let key_text = String::from_utf8_lossy(&wrong_key.shape.bytes(
+        &wrong_key.values.iter().collect::<Vec<_>>(),
         configured.format,
     ))
     .into_owned();
@@ -100,14 +127,15 @@ pub fn judge(
             wrong.offset,
             wrong.partition,
             configured.describe(),
-            expected_partition(configured, &wrong.key, partitions),
+            expected_partition(configured, wrong_key, partitions),
         ),
     })
 }
 
 /// Reads up to `per_partition` records from the start of every partition of
 /// `topic` (fewer if a partition holds fewer, or after [`SAMPLE_TIMEOUT`]) and
-/// returns the keyed ones.
+/// returns those with a key or without one (a malformed key is the
+/// materializer's to count: it says nothing about the topic).
 pub fn sample(
     consumer: &BaseConsumer,
     topic: &str,
@@ -124,15 +152,22 @@ pub fn sample(
         }
     }
     consumer.assign(&assignment)?;
-    let deadline = Instant::now() + SAMPLE_TIMEOUT;
-    let mut last_record = Instant::now();
+    let started = Instant::now();
+    let mut last_record: Option<Instant> = None;
     let mut sampled = Vec::new();
-    while !wanted.is_empty() && Instant::now() < deadline && last_record.elapsed() < SAMPLE_IDLE {
-        let Some(msg) = consumer.poll(Duration::from_millis(100)) else {
+    while !wanted.is_empty() && started.elapsed() < SAMPLE_TIMEOUT {
+        let idle = match last_record {
+            Some(at) => at.elapsed() >= SAMPLE_IDLE,
+            None => started.elapsed() >= FIRST_RECORD_TIMEOUT,
+        };
+        if idle {
+            break;
+        }
+        let Some(msg) = consumer.poll(Duration::from_millis(50)) else {
             continue;
         };
         let msg = msg?;
-        last_record = Instant::now();
+        last_record = Some(Instant::now());
         let Some(left) = wanted.get_mut(&msg.partition()) else {
             continue;
         };
@@ -140,53 +175,67 @@ pub fn sample(
         if *left == 0 {
             wanted.remove(&msg.partition());
         }
-        // Records without a key or with a malformed one are the materializer's
-        // to count; they say nothing about partitioning.
-        if let Some(key) = msg.key().and_then(|k| record_key::parse(k).ok()) {
-            sampled.push(Sampled {
-                partition: msg.partition(),
-                offset: msg.offset(),
-                key,
-            });
-        }
+        let key = match msg.key().map(record_key::parse) {
+            None => None,
+            Some(Ok(key)) => Some(key),
+            Some(Err(_)) => continue,
+        };
+        sampled.push(Sampled {
+            partition: msg.partition(),
+            offset: msg.offset(),
+            key,
+        });
     }
     consumer.unassign()?;
     Ok(sampled)
 }
 
-/// Samples the topic of every partitioned table of `config` and judges it;
-/// returns one line per table checked. `counts` gives partition counts by topic.
+/// Samples the topic of every table of `config` and judges it; returns one
+/// line per table checked. `counts` gives partition counts by topic.
 pub fn check_tables(
-    consumer: &BaseConsumer,
     config: &TablesConfig,
     counts: &std::collections::HashMap<String, u32>,
 ) -> Result<Vec<String>, TableError> {
-    let mut lines = Vec::new();
-    for table in config
-        .tables
-        .iter()
-        .filter(|t| t.mode == TableMode::Partitioned)
-    {
-        let partitions = counts[&table.topic];
-        let sample = sample(consumer, &table.topic, partitions, SAMPLE_PER_PARTITION)?;
-        let checked = judge(table, partitions, &sample)?;
-        lines.push(format!(
-            "table {}: {checked} records of {} agree with `{}`",
-            table.name,
-            table.topic,
-            Partitioning::of(table).describe()
-        ));
-    }
-    Ok(lines)
-}
-
-/// [`check_tables`] with a consumer of its own, for `tributary validate
-/// --connect`: a topic that does not exist is an error naming it.
-pub fn check_config(config: &TablesConfig) -> Result<Vec<String>, TableError> {
     let consumer: BaseConsumer = config
         .kafka
         .consumer("tables", &format!("{}.check", config.group_id))
         .set("enable.auto.commit", "false")
+        .set(
+            "fetch.wait.max.ms",
+            (SAMPLE_IDLE.as_millis() / 10).to_string(),
+        )
+        .create()?;
+    let mut lines = Vec::new();
+    for table in &config.tables {
+        let partitions = counts[&table.topic];
+        let per_partition = match table.mode {
+            TableMode::Partitioned => SAMPLE_PER_PARTITION,
+            TableMode::Global => KEY_SAMPLE_PER_PARTITION,
+        };
+        let sample = sample(&consumer, &table.topic, partitions, per_partition)?;
+        let checked = judge(table, partitions, &sample)?;
+        lines.push(match table.mode {
+            TableMode::Partitioned => format!(
+                "table {}: {checked} records of {} agree with `{}`",
+                table.name,
+                table.topic,
+                Partitioning::of(table).describe()
+            ),
+            TableMode::Global => format!(
+                "table {}: {checked} records of {} have keys",
+                table.name, table.topic
+            ),
+        });
+    }
+    Ok(lines)
+}
+
+/// [`check_tables`] after reading the topics' partition counts, for
+/// `tributary validate --connect`: a topic that does not exist is an error naming it.
+pub fn check_config(config: &TablesConfig) -> Result<Vec<String>, TableError> {
+    let consumer: BaseConsumer = config
+        .kafka
+        .consumer("tables", &format!("{}.check", config.group_id))
         .create()?;
     let mut counts = std::collections::HashMap::new();
     for (i, table) in config.tables.iter().enumerate() {
@@ -204,7 +253,7 @@ pub fn check_config(config: &TablesConfig) -> Result<Vec<String>, TableError> {
         }
         counts.insert(table.topic.clone(), partitions as u32);
     }
-    check_tables(&consumer, config, &counts)
+    check_tables(config, &counts)
 }
 
 #[cfg(test)]
@@ -229,7 +278,7 @@ mod tests {
                 Sampled {
                     partition: Partitioner::ConsistentRandom.partition(raw.as_bytes(), partitions),
                     offset: id,
-                    key: record_key::parse(raw.as_bytes()).unwrap(),
+                    key: Some(record_key::parse(raw.as_bytes()).unwrap()),
                 }
             })
             .collect()
@@ -272,5 +321,19 @@ mod tests {
         assert!(err.contains("declare the table `mode: global`"), "{err}");
         assert!(err.contains("no partitioner"), "{err}");
         assert_eq!(judge(&table(None, None), 3, &[]).unwrap(), 0, "empty topic");
+    }
+
+    #[test]
+    fn records_without_keys_are_refused_in_either_mode() {
+        let mut sample = python_sample(3);
+        sample[7].key = None;
+        let mut global = table(None, None);
+        global.mode = TableMode::Global;
+        for config in [table(None, None), global] {
+            let err = judge(&config, 3, &sample).unwrap_err().to_string();
+            assert!(err.contains("offset 7: a record without a key"), "{err}");
+            assert!(err.contains("topic shop.users"), "{err}");
+            assert!(err.contains("message_key_columns"), "{err}");
+        }
     }
 }

@@ -366,15 +366,18 @@ impl Incremental {
                 warn!(table = %name, "snapshot requested for a table this capture does not capture; skipped");
                 return Ok(false);
             }
-            Some((db, table, _)) => ChunkReader::new(conn, db, table, chunk_rows).await?,
+            Some((db, table, _)) => {
+                let keys = &self.config.message_key_columns;
+                ChunkReader::new(conn, db, table, chunk_rows, keys).await?
+            }
             None => None,
         };
         let Some(reader) = reader else {
             warn!(table = %name, "on-demand snapshot of a table that does not exist; skipped");
             return Ok(false);
         };
-        if !reader.has_primary_key() {
-            warn!(table = %name, "a table without a primary key cannot be snapshotted while streaming (its rows cannot be matched with the stream); skipped");
+        if !reader.keyed_by_primary_key() {
+            warn!(table = %name, "a table without a primary key cannot be snapshotted while streaming, nor one whose events message_key_columns keys by other columns (its rows cannot be matched with the stream by a unique key); skipped");
             return Ok(false);
         }
         if self.progress.is_none() {
