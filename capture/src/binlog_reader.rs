@@ -301,9 +301,11 @@ impl BinlogReader {
                         } else {
                             Some(source::info_columns(&self.pool, &db, &table).await?)
                         };
-                        let schema = TableSchema::from_table_map(&tme, fallback.as_deref())
-                            .and_then(|s| s.keyed_by(&self.keys))
-                            .map_err(|e| self.decode_error(&event, e))?;
+                        let collations = &self.info.collations;
+                        let schema =
+                            TableSchema::from_table_map(&tme, fallback.as_deref(), collations)
+                                .and_then(|s| s.keyed_by(&self.keys))
+                                .map_err(|e| self.decode_error(&event, e))?;
                         Some(Arc::new(schema))
                     } else {
                         None

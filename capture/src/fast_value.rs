@@ -12,7 +12,7 @@ use mysql_common::io::ParseBuf;
 use tributary_proto::Value;
 
 use crate::row_decoder::{Calendar, float_value, text_value};
-use crate::schema::ColumnKind;
+use crate::schema::{Charset, ColumnKind};
 
 /// Decodes one non-NULL value of a column of `column_type` with TABLE_MAP
 /// metadata `meta`; `None` (nothing consumed) when the slow path must do it.
@@ -37,7 +37,7 @@ pub(crate) fn decode(
         }
         (MYSQL_TYPE_VARCHAR | MYSQL_TYPE_VAR_STRING, ColumnKind::Text(charset)) => {
             let max_len = u16::from_le_bytes([*meta.first()?, *meta.get(1)?]);
-            text(buf, max_len >= 256).map(|bytes| text_value(*charset, bytes))
+            return Some(text_of(buf, max_len >= 256, charset));
         }
         (MYSQL_TYPE_STRING, ColumnKind::Text(charset)) => {
             let (&byte0, &byte1) = (meta.first()?, meta.get(1)?);
@@ -49,7 +49,7 @@ pub(crate) fn decode(
             } else {
                 usize::from(byte1)
             };
-            text(buf, max_len >= 256).map(|bytes| text_value(*charset, bytes))
+            return Some(text_of(buf, max_len >= 256, charset));
         }
         (MYSQL_TYPE_NEWDECIMAL, ColumnKind::Decimal) => {
             let (&precision, &scale) = (meta.first()?, meta.get(1)?);
@@ -84,6 +84,12 @@ pub(crate) fn decode(
         _ => return None,
     };
     Some(value.ok_or_else(|| "row image ends early".to_owned()))
+}
+
+/// A length-prefixed text value in `charset`.
+fn text_of(buf: &mut ParseBuf<'_>, long: bool, charset: &Charset) -> Result<Value, String> {
+    let bytes = text(buf, long).ok_or_else(|| "row image ends early".to_owned())?;
+    text_value(charset, bytes)
 }
 
 /// An integer of `width` bytes, little-endian, at the column's signedness.
@@ -243,7 +249,6 @@ mod tests {
 
     use super::*;
     use crate::row_decoder::decode_value;
-    use crate::schema::Charset;
 
     /// xorshift64*: reproducible random bytes.
     struct Random(u64);
@@ -268,11 +273,10 @@ mod tests {
         let raw: BinlogValue<'_> = slow_buf
             .parse((column_type, meta, unsigned, false))
             .unwrap_or_else(|e| panic!("{column_type:?} {meta:?} {bytes:?}: {e}"));
-        let slow = decode_value(kind, Some(raw)).unwrap();
+        let slow = decode_value(kind, Some(raw));
         let mut fast_buf = ParseBuf(bytes);
         let fast = decode(column_type, meta, kind, &mut fast_buf)
-            .unwrap_or_else(|| panic!("{column_type:?} {kind:?} has a fast path"))
-            .unwrap();
+            .unwrap_or_else(|| panic!("{column_type:?} {kind:?} has a fast path"));
         assert_eq!(fast, slow, "{column_type:?} {meta:?} {kind:?} {bytes:02x?}");
         assert_eq!(fast_buf.len(), slow_buf.len(), "bytes consumed");
     }
@@ -412,7 +416,12 @@ mod tests {
         for _ in 0..2000 {
             let len = random.below(300) as usize;
             let text: Vec<u8> = (0..len).map(|_| random.below(256) as u8).collect();
-            for charset in [Charset::Utf8, Charset::Latin1] {
+            // Random bytes: mostly not UTF-8, so both paths must refuse them alike.
+            for charset in [
+                Charset::Utf8,
+                Charset::Latin1,
+                Charset::from_name("sjis").unwrap(),
+            ] {
                 let kind = ColumnKind::Text(charset);
                 for max_len in [len.max(10), 255, 256, 4000] {
                     if max_len < len {

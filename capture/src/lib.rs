@@ -12,6 +12,7 @@
 //! so the process exits non-zero rather than retrying silently forever.
 
 pub mod binlog_reader;
+pub mod charset;
 mod chunk_reader;
 pub mod config;
 pub mod error;

@@ -35,9 +35,9 @@ pub fn decode_value(kind: &ColumnKind, raw: Option<BinlogValue<'_>>) -> Result<V
         }
         (ColumnKind::Float, MyValue::Float(f)) => float_value(f),
         (ColumnKind::Float | ColumnKind::Double, MyValue::Double(d)) => Value::Float(d),
-        (ColumnKind::Decimal, MyValue::Bytes(b)) => Value::String(utf8(b)),
+        (ColumnKind::Decimal, MyValue::Bytes(b)) => Value::String(utf8(b)?),
         (ColumnKind::Year, MyValue::Bytes(b)) => {
-            let year: i64 = utf8(b).parse().map_err(|_| "YEAR is not a number")?;
+            let year: i64 = utf8(b)?.parse().map_err(|_| "YEAR is not a number")?;
             // YEAR 0000 is stored as 0, which the decoder renders as 1900 (not a valid YEAR).
             Value::Int(if year == 1900 { 0 } else { year })
         }
@@ -60,7 +60,7 @@ pub fn decode_value(kind: &ColumnKind, raw: Option<BinlogValue<'_>>) -> Result<V
         }
         .datetime_value(*fsp),
         (ColumnKind::Timestamp { fsp }, MyValue::Bytes(b)) => {
-            let text = utf8(b);
+            let text = utf8(b)?;
             let (secs, micros) = match text.split_once('.') {
                 Some((s, us)) => (s.parse(), us.parse().unwrap_or(0)),
                 None => (text.parse(), 0),
@@ -76,8 +76,12 @@ pub fn decode_value(kind: &ColumnKind, raw: Option<BinlogValue<'_>>) -> Result<V
             timestamp_value(secs, us, *fsp)
         }
         (ColumnKind::Timestamp { fsp }, MyValue::Int(secs)) => timestamp_value(secs, 0, *fsp),
-        (ColumnKind::Text(Charset::Utf8), MyValue::Bytes(b)) => Value::String(utf8(b)),
-        (ColumnKind::Text(charset), MyValue::Bytes(b)) => text_value(*charset, &b),
+        // UTF-8 as it is, without a copy; the same error as any charset otherwise.
+        (ColumnKind::Text(Charset::Utf8), MyValue::Bytes(b)) => match String::from_utf8(b) {
+            Ok(text) => Value::String(text),
+            Err(e) => return text_value(&Charset::Utf8, e.as_bytes()),
+        },
+        (ColumnKind::Text(charset), MyValue::Bytes(b)) => return text_value(charset, &b),
         (ColumnKind::Binary { fixed_len }, MyValue::Bytes(mut b)) => {
             if let Some(len) = fixed_len {
                 b.resize((*len).max(b.len()), 0);
@@ -85,7 +89,7 @@ pub fn decode_value(kind: &ColumnKind, raw: Option<BinlogValue<'_>>) -> Result<V
             Value::Bytes(b)
         }
         (ColumnKind::Geometry | ColumnKind::Other, MyValue::Bytes(b)) => Value::Bytes(b),
-        (ColumnKind::Json, MyValue::Bytes(b)) => Value::String(utf8(b)),
+        (ColumnKind::Json, MyValue::Bytes(b)) => Value::String(utf8(b)?),
         (ColumnKind::Enum(labels), MyValue::Int(index)) => Value::String(
             // Index 0 is the empty "error" value MySQL stores for invalid input.
             usize::try_from(index - 1)
@@ -146,12 +150,9 @@ pub(crate) fn float_value(f: f32) -> Value {
     Value::Float(f.to_string().parse().unwrap_or(f64::from(f)))
 }
 
-/// Text in `charset`.
-pub(crate) fn text_value(charset: Charset, bytes: &[u8]) -> Value {
-    Value::String(match charset {
-        Charset::Utf8 => String::from_utf8_lossy(bytes).into_owned(),
-        Charset::Latin1 => cp1252(bytes),
-    })
+/// Text in `charset`, exactly, or the reason it is not valid there.
+pub(crate) fn text_value(charset: &Charset, bytes: &[u8]) -> Result<Value, String> {
+    charset.decode(bytes).map(Value::String)
 }
 
 /// TIMESTAMP(fsp): Debezium's ZonedTimestamp string.
@@ -214,27 +215,17 @@ impl Calendar {
     }
 }
 
-fn utf8(bytes: Vec<u8>) -> String {
-    String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
-}
-
-/// Decodes MySQL's latin1, which is Windows-1252.
-fn cp1252(bytes: &[u8]) -> String {
-    const HIGH: [char; 32] = [
-        '€', '\u{81}', '‚', 'ƒ', '„', '…', '†', '‡', 'ˆ', '‰', 'Š', '‹', 'Œ', '\u{8d}', 'Ž',
-        '\u{8f}', '\u{90}', '‘', '’', '“', '”', '•', '–', '—', '˜', '™', 'š', '›', 'œ', '\u{9d}',
-        'ž', 'Ÿ',
-    ];
-    bytes
-        .iter()
-        .map(|&b| {
-            if (0x80..0xa0).contains(&b) {
-                HIGH[usize::from(b - 0x80)]
-            } else {
-                char::from(b)
-            }
-        })
-        .collect()
+/// Text the server writes in UTF-8 (JSON documents, TIMESTAMP text).
+fn utf8(bytes: Vec<u8>) -> Result<String, String> {
+    String::from_utf8(bytes).map_err(|e| {
+        let shown: Vec<String> = e
+            .as_bytes()
+            .iter()
+            .take(32)
+            .map(|b| format!("{b:02X}"))
+            .collect();
+        format!("bytes {} are not valid UTF-8", shown.concat())
+    })
 }
 
 /// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's `days_from_civil`).
@@ -319,7 +310,18 @@ mod tests {
     }
 
     #[test]
-    fn latin1_is_cp1252() {
-        assert_eq!(cp1252(&[0x63, 0x61, 0x66, 0xe9, 0x80]), "café€");
+    fn text_is_decoded_exactly_or_refused() {
+        let latin1 = decode_value(
+            &ColumnKind::Text(Charset::Latin1),
+            Some(BinlogValue::Value(MyValue::Bytes(vec![
+                0x63, 0x61, 0x66, 0xe9, 0x80,
+            ]))),
+        );
+        assert_eq!(latin1, Ok(Value::String("café€".into())));
+        let bad = decode_value(
+            &ColumnKind::Text(Charset::Utf8),
+            Some(BinlogValue::Value(MyValue::Bytes(vec![0x61, 0xff]))),
+        );
+        assert_eq!(bad, Err("bytes 61FF are not valid UTF-8".into()));
     }
 }

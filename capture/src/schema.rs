@@ -71,34 +71,8 @@ pub enum ColumnKind {
     Other,
 }
 
-/// Character sets Tributary decodes; everything else is read as UTF-8 (lossy).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Charset {
-    /// utf8mb3/utf8mb4/ascii and unknown sets.
-    Utf8,
-    /// latin1 (MySQL's latin1 is Windows-1252).
-    Latin1,
-}
-
-impl Charset {
-    /// Maps a MySQL collation id to the character set decoded here.
-    pub fn from_collation(id: u16) -> Option<Charset> {
-        match id {
-            63 => None, // binary
-            5 | 8 | 15 | 31 | 47 | 48 | 49 | 94 => Some(Charset::Latin1),
-            _ => Some(Charset::Utf8),
-        }
-    }
-
-    /// Maps `information_schema.COLUMNS.CHARACTER_SET_NAME`.
-    pub fn from_name(name: Option<&str>) -> Option<Charset> {
-        match name {
-            None | Some("binary") => None,
-            Some("latin1") => Some(Charset::Latin1),
-            Some(_) => Some(Charset::Utf8),
-        }
-    }
-}
+pub use crate::charset::Charset;
+use crate::charset::Collations;
 
 /// One column.
 #[derive(Debug, Clone, PartialEq)]
@@ -231,6 +205,7 @@ impl TableSchema {
     pub fn from_table_map(
         tme: &TableMapEvent<'_>,
         fallback: Option<&[InfoColumn]>,
+        collations: &Collations,
     ) -> Result<Self, String> {
         let count = tme.columns_count() as usize;
         let mut types = Vec::with_capacity(count);
@@ -278,9 +253,11 @@ impl TableSchema {
             let charset = if col_type.is_character_type() {
                 text += 1;
                 match (meta.charsets.get(text - 1), info) {
-                    (Some(&id), _) => Charset::from_collation(id),
-                    (None, Some(c)) => Charset::from_name(c.charset.as_deref()),
-                    (None, None) => Some(Charset::Utf8),
+                    (Some(&id), _) => collations.charset(id),
+                    (None, Some(c)) => c.charset.as_deref().and_then(Charset::from_name),
+                    (None, None) => Some(Charset::Unsupported(
+                        "unknown (the TABLE_MAP names none)".into(),
+                    )),
                 }
             } else {
                 None
@@ -566,13 +543,5 @@ mod tests {
             ColumnKind::of_snapshot_column("varchar(10)", Some("latin1")),
             ColumnKind::Text(Charset::Utf8)
         );
-    }
-
-    #[test]
-    fn charsets() {
-        assert_eq!(Charset::from_collation(63), None);
-        assert_eq!(Charset::from_collation(8), Some(Charset::Latin1));
-        assert_eq!(Charset::from_collation(45), Some(Charset::Utf8));
-        assert_eq!(Charset::from_name(Some("binary")), None);
     }
 }

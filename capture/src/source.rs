@@ -6,6 +6,7 @@ use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Opts, OptsBuilder, Pool};
 use tracing::{info, warn};
 
+use crate::charset::Collations;
 use crate::config::SourceConfig;
 use crate::error::CaptureError;
 use crate::position::BinlogPosition;
@@ -20,6 +21,8 @@ pub struct ServerInfo {
     pub is_mariadb: bool,
     /// `binlog_row_metadata=FULL`: TABLE_MAP events carry names, signedness, labels, keys.
     pub full_row_metadata: bool,
+    /// The server's collation ids and their character sets.
+    pub collations: Collations,
 }
 
 /// Connection options for the source.
@@ -98,11 +101,22 @@ pub async fn preflight(conn: &mut Conn) -> Result<ServerInfo, CaptureError> {
     }
     // SHOW MASTER STATUS needs BINLOG MONITOR (MariaDB) / REPLICATION CLIENT (MySQL).
     current_position(conn, is_mariadb).await?;
+    // Every id a TABLE_MAP can name, from the server itself (MariaDB 10.10+ also
+    // lists collations without an id or character set: no column refers to them).
+    let collations: Vec<(Option<u16>, Option<String>)> = conn
+        .query("SELECT ID, CHARACTER_SET_NAME FROM information_schema.COLLATIONS")
+        .await?;
+    let collations = Collations::new(
+        collations
+            .into_iter()
+            .filter_map(|(id, charset)| Some((id?, charset?))),
+    );
     info!(%version, "source database ready for capture");
     Ok(ServerInfo {
         version,
         is_mariadb,
         full_row_metadata,
+        collations,
     })
 }
 

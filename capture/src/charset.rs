@@ -1,0 +1,266 @@
+//! Text columns' character sets: which one a column has, and its bytes as a
+//! string, exactly or not at all.
+//!
+//! A binlog row carries text in the column's own character set, named by a
+//! collation id in the TABLE_MAP; the ids are mapped to character set names
+//! with the server's own `information_schema.COLLATIONS` ([`Collations`]), not
+//! a hand-written list. Decoding never substitutes a replacement character:
+//! bytes that are not valid in the character set, or a character set not
+//! decoded yet, are an error that names the column (and, from the caller, the
+//! table and binlog position), so capture stops rather than publish a value
+//! that differs from the database's. Snapshots need none of this: the server
+//! converts their text to the connection's utf8mb4.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use encoding_rs::Encoding;
+
+/// A character set Tributary can read column bytes in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Charset {
+    /// utf8mb3 / utf8mb4.
+    Utf8,
+    /// ascii: 7-bit only.
+    Ascii,
+    /// MySQL's latin1, which is Windows-1252 with its five undefined bytes
+    /// mapped to the C1 controls of the same value.
+    Latin1,
+    /// ucs2 and utf16: big-endian UTF-16.
+    Utf16Be,
+    /// utf16le.
+    Utf16Le,
+    /// utf32: big-endian.
+    Utf32Be,
+    /// A character set whose WHATWG encoding (encoding_rs) has MySQL's mapping.
+    Whatwg(&'static Encoding),
+    /// A character set not decoded yet (named, for the error).
+    Unsupported(Arc<str>),
+}
+
+impl Charset {
+    /// The character set of a `CHARACTER_SET_NAME`; `None` for `binary` (bytes).
+    pub fn from_name(name: &str) -> Option<Charset> {
+        use encoding_rs as e;
+        let whatwg = |encoding| Some(Charset::Whatwg(encoding));
+        match name {
+            "binary" => None,
+            "utf8" | "utf8mb3" | "utf8mb4" => Some(Charset::Utf8),
+            "ascii" => Some(Charset::Ascii),
+            "latin1" => Some(Charset::Latin1),
+            "ucs2" | "utf16" => Some(Charset::Utf16Be),
+            "utf16le" => Some(Charset::Utf16Le),
+            "utf32" => Some(Charset::Utf32Be),
+            "latin2" => whatwg(e::ISO_8859_2),
+            "latin7" => whatwg(e::ISO_8859_13),
+            "greek" => whatwg(e::ISO_8859_7),
+            "hebrew" => whatwg(e::ISO_8859_8),
+            "cp1250" => whatwg(e::WINDOWS_1250),
+            "cp1251" => whatwg(e::WINDOWS_1251),
+            "cp1256" => whatwg(e::WINDOWS_1256),
+            "cp1257" => whatwg(e::WINDOWS_1257),
+            "cp866" => whatwg(e::IBM866),
+            "koi8r" => whatwg(e::KOI8_R),
+            "koi8u" => whatwg(e::KOI8_U),
+            "macroman" => whatwg(e::MACINTOSH),
+            // GB2312 text is EUC-CN, a subset of GBK.
+            "gbk" | "gb2312" => whatwg(e::GBK),
+            "gb18030" => whatwg(e::GB18030),
+            "big5" => whatwg(e::BIG5),
+            "sjis" | "cp932" => whatwg(e::SHIFT_JIS),
+            "ujis" | "eucjpms" => whatwg(e::EUC_JP),
+            "euckr" => whatwg(e::EUC_KR),
+            other => Some(Charset::Unsupported(other.into())),
+        }
+    }
+
+    /// The text `bytes` hold in this character set.
+    pub fn decode(&self, bytes: &[u8]) -> Result<String, String> {
+        if bytes.is_empty() {
+            return Ok(String::new());
+        }
+        let invalid = || format!("bytes {} are not valid {}", hex(bytes), self.name());
+        match self {
+            Charset::Utf8 => std::str::from_utf8(bytes)
+                .map(str::to_owned)
+                .map_err(|_| invalid()),
+            Charset::Ascii if bytes.is_ascii() => {
+                Ok(std::str::from_utf8(bytes).expect("ASCII").to_owned())
+            }
+            Charset::Ascii => Err(invalid()),
+            Charset::Latin1 => Ok(latin1(bytes)),
+            Charset::Utf16Be | Charset::Utf16Le => {
+                let units = bytes.chunks_exact(2);
+                if !units.remainder().is_empty() {
+                    return Err(invalid());
+                }
+                let units = units.map(|pair| match self {
+                    Charset::Utf16Be => u16::from_be_bytes([pair[0], pair[1]]),
+                    _ => u16::from_le_bytes([pair[0], pair[1]]),
+                });
+                char::decode_utf16(units)
+                    .collect::<Result<String, _>>()
+                    .map_err(|_| invalid())
+            }
+            Charset::Utf32Be => {
+                let units = bytes.chunks_exact(4);
+                if !units.remainder().is_empty() {
+                    return Err(invalid());
+                }
+                units
+                    .map(|quad| char::from_u32(u32::from_be_bytes(quad.try_into().expect("4"))))
+                    .collect::<Option<String>>()
+                    .ok_or_else(invalid)
+            }
+            Charset::Whatwg(encoding) => encoding
+                .decode_without_bom_handling_and_without_replacement(bytes)
+                .map(|text| text.into_owned())
+                .ok_or_else(invalid),
+            Charset::Unsupported(name) => Err(format!(
+                "character set {name} is not decoded yet (docs/types.md lists those that are); \
+                 capture stops rather than publish text it cannot read exactly"
+            )),
+        }
+    }
+
+    fn name(&self) -> &str {
+        match self {
+            Charset::Utf8 => "UTF-8",
+            Charset::Ascii => "ASCII",
+            Charset::Latin1 => "latin1",
+            Charset::Utf16Be => "UTF-16 (big-endian)",
+            Charset::Utf16Le => "UTF-16LE",
+            Charset::Utf32Be => "UTF-32",
+            Charset::Whatwg(encoding) => encoding.name(),
+            Charset::Unsupported(name) => name,
+        }
+    }
+}
+
+/// Collation ids → character set names, as the server lists them.
+#[derive(Debug, Clone, Default)]
+pub struct Collations(Arc<HashMap<u16, String>>);
+
+impl Collations {
+    /// The server's `(ID, CHARACTER_SET_NAME)` pairs.
+    pub fn new(pairs: impl IntoIterator<Item = (u16, String)>) -> Self {
+        Collations(Arc::new(pairs.into_iter().collect()))
+    }
+
+    /// The character set of a collation id (`None`: binary); an id the server
+    /// did not list is an unsupported character set named by its id.
+    pub fn charset(&self, id: u16) -> Option<Charset> {
+        match self.0.get(&id) {
+            Some(name) => Charset::from_name(name),
+            None => Some(Charset::Unsupported(format!("of collation id {id}").into())),
+        }
+    }
+}
+
+/// MySQL's latin1: Windows-1252, with 0x81, 0x8d, 0x8f, 0x90 and 0x9d (undefined
+/// there) as the C1 controls of the same value.
+fn latin1(bytes: &[u8]) -> String {
+    bytes
+        .iter()
+        .map(|&b| match b {
+            0x81 | 0x8d | 0x8f | 0x90 | 0x9d => char::from(b),
+            0x80..=0x9f => {
+                let (text, _) =
+                    encoding_rs::WINDOWS_1252.decode_without_bom_handling(std::slice::from_ref(&b));
+                text.chars().next().expect("one byte, one character")
+            }
+            _ => char::from(b),
+        })
+        .collect()
+}
+
+fn hex(bytes: &[u8]) -> String {
+    const SHOWN: usize = 32;
+    let mut out: String = bytes
+        .iter()
+        .take(SHOWN)
+        .map(|b| format!("{b:02X}"))
+        .collect();
+    if bytes.len() > SHOWN {
+        out.push('…');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decode(name: &str, bytes: &[u8]) -> Result<String, String> {
+        Charset::from_name(name).unwrap().decode(bytes)
+    }
+
+    #[test]
+    fn every_character_of_latin1_is_windows_1252_or_a_c1_control() {
+        let all: Vec<u8> = (0..=255).collect();
+        let text: Vec<char> = decode("latin1", &all).unwrap().chars().collect();
+        assert_eq!(text.len(), 256);
+        assert_eq!(text[0x80], '€');
+        assert_eq!(text[0x81], '\u{81}');
+        assert_eq!(text[0x9f], 'Ÿ');
+        assert_eq!(text[0xe9], 'é');
+    }
+
+    #[test]
+    fn unicode_encodings_are_exact() {
+        assert_eq!(
+            decode("utf16", &[0x00, 0x41, 0xd8, 0x3d, 0xde, 0x00]).unwrap(),
+            "A😀"
+        );
+        assert_eq!(decode("ucs2", &[0x04, 0x16]).unwrap(), "Ж");
+        assert_eq!(
+            decode("utf16le", &[0x41, 0x00, 0x3d, 0xd8, 0x00, 0xde]).unwrap(),
+            "A😀"
+        );
+        assert_eq!(decode("utf32", &[0, 1, 0xf6, 0x00]).unwrap(), "😀");
+        assert!(
+            decode("utf16", &[0xd8, 0x3d]).unwrap_err().contains("D83D"),
+            "lone surrogate"
+        );
+        assert!(decode("utf32", &[0, 0x11, 0, 0]).is_err(), "beyond Unicode");
+        assert!(decode("utf16", &[0x00]).is_err(), "odd length");
+    }
+
+    #[test]
+    fn invalid_bytes_are_an_error_never_a_replacement_character() {
+        for (name, bytes) in [
+            ("utf8mb4", &b"\xc3\x28"[..]),
+            ("ascii", b"caf\xe9"),
+            ("sjis", b"\x81"),
+            ("hebrew", b"\xff"),
+            ("euckr", b"\xc7"),
+        ] {
+            let err = decode(name, bytes).unwrap_err();
+            assert!(err.contains("are not valid"), "{name}: {err}");
+        }
+        assert_eq!(
+            decode("cp1251", b"\xcf\xf0\xe8\xe2\xe5\xf2").unwrap(),
+            "Привет"
+        );
+        assert_eq!(decode("sjis", b"\x93\xfa\x96\x7b").unwrap(), "日本");
+        assert_eq!(decode("gbk", b"\xd6\xd0\xce\xc4").unwrap(), "中文");
+    }
+
+    #[test]
+    fn collation_ids_come_from_the_server_and_unknown_sets_are_named() {
+        let collations = Collations::new([
+            (8, "latin1".to_owned()),
+            (63, "binary".to_owned()),
+            (3, "dec8".to_owned()),
+        ]);
+        assert_eq!(collations.charset(8), Some(Charset::Latin1));
+        assert_eq!(collations.charset(63), None);
+        let dec8 = collations.charset(3).unwrap().decode(b"x").unwrap_err();
+        assert!(
+            dec8.contains("character set dec8 is not decoded yet"),
+            "{dec8}"
+        );
+        let unknown = collations.charset(999).unwrap().decode(b"x").unwrap_err();
+        assert!(unknown.contains("collation id 999"), "{unknown}");
+    }
+}
