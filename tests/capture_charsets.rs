@@ -38,6 +38,24 @@ const SAMPLES: &[(&str, &str)] = &[
     ("utf16le", "Ünïcödé 😀 中"),
     ("utf32", "Ünïcödé 😀 中"),
     ("ascii", "plain ASCII text"),
+    ("latin5", "Türkçe ğış İŞ"),
+    ("latin7", "Ąčęėįšųūž"),
+    ("cp1256", "مرحبا بالعالم"),
+    ("cp1257", "Ąčęėįšųūž"),
+    ("cp866", "Привет, мир"),
+    ("koi8u", "Привіт, їжак"),
+    ("macroman", "Café ñ ü"),
+    ("cp850", "Café ñ ü"),
+    ("cp852", "Zażółć gęślą"),
+    ("macce", "Zażółć gęślą"),
+    ("keybcs2", "Příliš žluťoučký"),
+    ("dec8", "Café ñ"),
+    ("hp8", "Café ñ"),
+    ("tis620", "สวัสดี"),
+    ("armscii8", "Բարեւ"),
+    ("geostd8", "გამარჯობა"),
+    ("cp932", "日本語①"),
+    ("eucjpms", "日本語テキスト"),
 ];
 
 /// `CONVERT(v USING utf8mb4)` and `CONVERT(c USING utf8mb4)` of row `id`, from the server.
@@ -164,34 +182,100 @@ async fn every_character_set_reaches_kafka_as_the_server_reads_it() {
         .unwrap()
         .unwrap();
     let bytes = base64_decode(binary[0].json()["after"]["v"].as_str().unwrap());
-    let ours: String = bytes.iter().map(|b| format!("{b:02X}")).collect();
-    assert_eq!(ours, hex, "binary: bytes as they are");
+    assert_eq!(self::hex(&bytes), hex, "binary: bytes as they are");
 
-    // A character set capture does not decode: it stops, naming where.
+    // Text the server stores but has no Unicode character for (big5 A15A reads
+    // as U+FFFD): capture stops, naming where, and publishes nothing for it.
     conn.query_drop(format!(
-        "CREATE TABLE `{db}`.t_dec8 (id INT PRIMARY KEY, v VARCHAR(10) CHARACTER SET dec8);
-         INSERT INTO `{db}`.t_dec8 VALUES (1, 'x');"
+        "CREATE TABLE `{db}`.t_undecodable (id INT PRIMARY KEY, v VARCHAR(10) CHARACTER SET big5);
+         INSERT INTO `{db}`.t_undecodable VALUES (1, _binary 0xA15A);"
     ))
     .await
     .unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);
     let wanted = [
-        format!("{db}.t_dec8"),
+        format!("{db}.t_undecodable"),
         "column `v`".to_owned(),
-        "character set dec8 is not decoded yet".to_owned(),
+        "bytes A15A are not valid big5".to_owned(),
     ];
     while !wanted.iter().all(|w| capture.log().contains(w.as_str())) {
         assert!(Instant::now() < deadline, "log:\n{}", capture.log());
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    let dec8 = read_raw(&setup.topic("t_dec8"), Duration::from_secs(2), |r| {
+    let published = read_raw(&setup.topic("t_undecodable"), Duration::from_secs(2), |r| {
         !r.is_empty()
     })
     .await;
     assert!(
-        dec8.is_empty(),
-        "nothing published for the undecodable row: {dec8:?}"
+        published.is_empty(),
+        "nothing published for the undecodable row: {published:?}"
     );
+}
+
+/// Every table of `capture/charsets` is what the server itself converts each
+/// byte sequence to: `CONVERT(CONVERT(b USING cs) USING utf8mb4)` over every
+/// sequence of one byte, of two bytes with a lead byte of 0x80 or more, and of
+/// three bytes led by 0x8F (ujis, eucjpms). A sequence maps when the server
+/// reads it as exactly one character other than `?` (its mark for bytes it
+/// cannot read) and U+FFFD. `TRIBUTARY_WRITE_CHARSET_MAPS=1` writes the tables.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_mapping_tables_are_the_servers() {
+    let mut conn = root_conn().await;
+    let db = create_db(&mut conn, "charmaps").await;
+    conn.query_drop(format!("CREATE TABLE `{db}`.seq (b VARBINARY(3))"))
+        .await
+        .unwrap();
+    let mut sequences: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+    for lead in 0x80..=0xffu8 {
+        sequences.extend((0..=255u8).map(|trail| vec![lead, trail]));
+    }
+    for second in 0xa1..=0xfeu8 {
+        sequences.extend((0xa1..=0xfeu8).map(|third| vec![0x8f, second, third]));
+    }
+    for chunk in sequences.chunks(4000) {
+        let values: Vec<String> = chunk.iter().map(|s| format!("(0x{})", hex(s))).collect();
+        conn.query_drop(format!(
+            "INSERT INTO `{db}`.seq VALUES {}",
+            values.join(",")
+        ))
+        .await
+        .unwrap();
+    }
+    let write = std::env::var_os("TRIBUTARY_WRITE_CHARSET_MAPS").is_some();
+    let mut differing = Vec::new();
+    for (name, committed) in tributary_capture::charset_map::MAPS {
+        let rows: Vec<(Vec<u8>, Option<String>)> = conn
+            .query(format!(
+                "SELECT b, CONVERT(CONVERT(b USING {name}) USING utf8mb4) FROM `{db}`.seq ORDER BY LENGTH(b), b"
+            ))
+            .await
+            .unwrap();
+        let mut table = String::new();
+        for (bytes, text) in rows {
+            let mut chars = text.as_deref().unwrap_or_default().chars();
+            let (Some(c), None) = (chars.next(), chars.next()) else {
+                continue;
+            };
+            if (c == '?' && bytes != b"?") || c == '\u{fffd}' {
+                continue;
+            }
+            table.push_str(&format!("{} {:X}\n", hex(&bytes), u32::from(c)));
+        }
+        if write {
+            let path = format!("{}/capture/charsets/{name}.map", env!("CARGO_MANIFEST_DIR"));
+            std::fs::write(path, &table).unwrap();
+        } else if table != *committed {
+            differing.push(*name);
+        }
+    }
+    assert!(
+        differing.is_empty(),
+        "tables differ from the server's: {differing:?} (regenerate with TRIBUTARY_WRITE_CHARSET_MAPS=1)"
+    );
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02X}")).collect()
 }
 
 fn base64_decode(text: &str) -> Vec<u8> {

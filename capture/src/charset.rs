@@ -4,7 +4,9 @@
 //! A binlog row carries text in the column's own character set, named by a
 //! collation id in the TABLE_MAP; the ids are mapped to character set names
 //! with the server's own `information_schema.COLLATIONS` ([`Collations`]), not
-//! a hand-written list. Decoding never substitutes a replacement character:
+//! a hand-written list. The Unicode encodings are decoded here; every other
+//! set through a table generated from the server ([`crate::charset_map`]).
+//! Decoding never substitutes a replacement character:
 //! bytes that are not valid in the character set, or a character set not
 //! decoded yet, are an error that names the column (and, from the caller, the
 //! table and binlog position), so capture stops rather than publish a value
@@ -14,7 +16,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use encoding_rs::Encoding;
+use crate::charset_map::CharsetMap;
 
 /// A character set Tributary can read column bytes in.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,17 +25,14 @@ pub enum Charset {
     Utf8,
     /// ascii: 7-bit only.
     Ascii,
-    /// MySQL's latin1, which is Windows-1252 with its five undefined bytes
-    /// mapped to the C1 controls of the same value.
-    Latin1,
     /// ucs2 and utf16: big-endian UTF-16.
     Utf16Be,
     /// utf16le.
     Utf16Le,
     /// utf32: big-endian.
     Utf32Be,
-    /// A character set whose WHATWG encoding (encoding_rs) has MySQL's mapping.
-    Whatwg(&'static Encoding),
+    /// A character set read through the server's own table.
+    Mapped(&'static CharsetMap),
     /// A character set not decoded yet (named, for the error).
     Unsupported(Arc<str>),
 }
@@ -41,36 +40,17 @@ pub enum Charset {
 impl Charset {
     /// The character set of a `CHARACTER_SET_NAME`; `None` for `binary` (bytes).
     pub fn from_name(name: &str) -> Option<Charset> {
-        use encoding_rs as e;
-        let whatwg = |encoding| Some(Charset::Whatwg(encoding));
         match name {
             "binary" => None,
             "utf8" | "utf8mb3" | "utf8mb4" => Some(Charset::Utf8),
             "ascii" => Some(Charset::Ascii),
-            "latin1" => Some(Charset::Latin1),
             "ucs2" | "utf16" => Some(Charset::Utf16Be),
             "utf16le" => Some(Charset::Utf16Le),
             "utf32" => Some(Charset::Utf32Be),
-            "latin2" => whatwg(e::ISO_8859_2),
-            "latin7" => whatwg(e::ISO_8859_13),
-            "greek" => whatwg(e::ISO_8859_7),
-            "hebrew" => whatwg(e::ISO_8859_8),
-            "cp1250" => whatwg(e::WINDOWS_1250),
-            "cp1251" => whatwg(e::WINDOWS_1251),
-            "cp1256" => whatwg(e::WINDOWS_1256),
-            "cp1257" => whatwg(e::WINDOWS_1257),
-            "cp866" => whatwg(e::IBM866),
-            "koi8r" => whatwg(e::KOI8_R),
-            "koi8u" => whatwg(e::KOI8_U),
-            "macroman" => whatwg(e::MACINTOSH),
-            // GB2312 text is EUC-CN, a subset of GBK.
-            "gbk" | "gb2312" => whatwg(e::GBK),
-            "gb18030" => whatwg(e::GB18030),
-            "big5" => whatwg(e::BIG5),
-            "sjis" | "cp932" => whatwg(e::SHIFT_JIS),
-            "ujis" | "eucjpms" => whatwg(e::EUC_JP),
-            "euckr" => whatwg(e::EUC_KR),
-            other => Some(Charset::Unsupported(other.into())),
+            other => Some(match CharsetMap::of(other) {
+                Some(map) => Charset::Mapped(map),
+                None => Charset::Unsupported(other.into()),
+            }),
         }
     }
 
@@ -88,7 +68,6 @@ impl Charset {
                 Ok(std::str::from_utf8(bytes).expect("ASCII").to_owned())
             }
             Charset::Ascii => Err(invalid()),
-            Charset::Latin1 => Ok(latin1(bytes)),
             Charset::Utf16Be | Charset::Utf16Le => {
                 let units = bytes.chunks_exact(2);
                 if !units.remainder().is_empty() {
@@ -112,10 +91,7 @@ impl Charset {
                     .collect::<Option<String>>()
                     .ok_or_else(invalid)
             }
-            Charset::Whatwg(encoding) => encoding
-                .decode_without_bom_handling_and_without_replacement(bytes)
-                .map(|text| text.into_owned())
-                .ok_or_else(invalid),
+            Charset::Mapped(map) => map.decode(bytes).ok_or_else(invalid),
             Charset::Unsupported(name) => Err(format!(
                 "character set {name} is not decoded yet (docs/types.md lists those that are); \
                  capture stops rather than publish text it cannot read exactly"
@@ -127,11 +103,10 @@ impl Charset {
         match self {
             Charset::Utf8 => "UTF-8",
             Charset::Ascii => "ASCII",
-            Charset::Latin1 => "latin1",
             Charset::Utf16Be => "UTF-16 (big-endian)",
             Charset::Utf16Le => "UTF-16LE",
             Charset::Utf32Be => "UTF-32",
-            Charset::Whatwg(encoding) => encoding.name(),
+            Charset::Mapped(map) => map.name,
             Charset::Unsupported(name) => name,
         }
     }
@@ -155,23 +130,6 @@ impl Collations {
             None => Some(Charset::Unsupported(format!("of collation id {id}").into())),
         }
     }
-}
-
-/// MySQL's latin1: Windows-1252, with 0x81, 0x8d, 0x8f, 0x90 and 0x9d (undefined
-/// there) as the C1 controls of the same value.
-fn latin1(bytes: &[u8]) -> String {
-    bytes
-        .iter()
-        .map(|&b| match b {
-            0x81 | 0x8d | 0x8f | 0x90 | 0x9d => char::from(b),
-            0x80..=0x9f => {
-                let (text, _) =
-                    encoding_rs::WINDOWS_1252.decode_without_bom_handling(std::slice::from_ref(&b));
-                text.chars().next().expect("one byte, one character")
-            }
-            _ => char::from(b),
-        })
-        .collect()
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -251,14 +209,14 @@ mod tests {
         let collations = Collations::new([
             (8, "latin1".to_owned()),
             (63, "binary".to_owned()),
-            (3, "dec8".to_owned()),
+            (3, "gb18030".to_owned()),
         ]);
-        assert_eq!(collations.charset(8), Some(Charset::Latin1));
+        assert_eq!(collations.charset(8), Charset::from_name("latin1"));
         assert_eq!(collations.charset(63), None);
-        let dec8 = collations.charset(3).unwrap().decode(b"x").unwrap_err();
+        let gb18030 = collations.charset(3).unwrap().decode(b"x").unwrap_err();
         assert!(
-            dec8.contains("character set dec8 is not decoded yet"),
-            "{dec8}"
+            gb18030.contains("character set gb18030 is not decoded yet"),
+            "{gb18030}"
         );
         let unknown = collations.charset(999).unwrap().decode(b"x").unwrap_err();
         assert!(unknown.contains("collation id 999"), "{unknown}");

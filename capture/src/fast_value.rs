@@ -419,7 +419,7 @@ mod tests {
             // Random bytes: mostly not UTF-8, so both paths must refuse them alike.
             for charset in [
                 Charset::Utf8,
-                Charset::Latin1,
+                Charset::from_name("latin1").unwrap(),
                 Charset::from_name("sjis").unwrap(),
             ] {
                 let kind = ColumnKind::Text(charset);

@@ -13,6 +13,7 @@
 
 pub mod binlog_reader;
 pub mod charset;
+pub mod charset_map;
 mod chunk_reader;
 pub mod config;
 pub mod error;

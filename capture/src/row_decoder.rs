@@ -312,7 +312,7 @@ mod tests {
     #[test]
     fn text_is_decoded_exactly_or_refused() {
         let latin1 = decode_value(
-            &ColumnKind::Text(Charset::Latin1),
+            &ColumnKind::Text(Charset::from_name("latin1").unwrap()),
             Some(BinlogValue::Value(MyValue::Bytes(vec![
                 0x63, 0x61, 0x66, 0xe9, 0x80,
             ]))),
