@@ -58,6 +58,13 @@ const SAMPLES: &[(&str, &str)] = &[
     ("eucjpms", "日本語テキスト"),
 ];
 
+/// ENUM/SET labels outside ASCII, per character set.
+const ENUM_LABELS: &[(&str, [&str; 2])] = &[
+    ("latin2", ["zółć", "gęś"]),
+    ("cp1251", ["мир", "дом"]),
+    ("sjis", ["日本", "東京"]),
+];
+
 /// `CONVERT(v USING utf8mb4)` and `CONVERT(c USING utf8mb4)` of row `id`, from the server.
 async fn server_text(
     conn: &mut mysql_async::Conn,
@@ -103,6 +110,18 @@ async fn every_character_set_reaches_kafka_as_the_server_reads_it() {
     ))
     .await
     .unwrap();
+    for (charset, labels) in ENUM_LABELS {
+        let quoted: Vec<String> = labels.iter().map(|l| format!("'{l}'")).collect();
+        let list = quoted.join(",");
+        conn.query_drop(format!(
+            "CREATE TABLE `{db}`.`e_{charset}` (id INT PRIMARY KEY,              e ENUM({list}) CHARACTER SET {charset}, s SET({list}) CHARACTER SET {charset});
+             INSERT INTO `{db}`.`e_{charset}` VALUES (1, '{}', '{}')",
+            labels[0],
+            labels.join(",")
+        ))
+        .await
+        .unwrap();
+    }
     let mut snapshot = Vec::new();
     for (charset, _) in SAMPLES {
         snapshot.push(server_text(&mut conn, &db, &format!("t_{charset}"), 1).await);
@@ -120,6 +139,14 @@ async fn every_character_set_reaches_kafka_as_the_server_reads_it() {
         conn.query_drop(format!(
             "INSERT INTO `{db}`.`t_{charset}` VALUES (2, REVERSE('{sample}'), RIGHT('{sample}', 5));
              UPDATE `{db}`.`t_{charset}` SET v = CONCAT(v, ' ', v), c = LEFT(REVERSE(c), 12) WHERE id = 1;"
+        ))
+        .await
+        .unwrap();
+    }
+    for (charset, labels) in ENUM_LABELS {
+        conn.query_drop(format!(
+            "INSERT INTO `{db}`.`e_{charset}` VALUES (2, '{}', '{}')",
+            labels[1], labels[1]
         ))
         .await
         .unwrap();
@@ -171,6 +198,33 @@ async fn every_character_set_reaches_kafka_as_the_server_reads_it() {
             row2,
             "{charset}: delete, before"
         );
+    }
+    // ENUM and SET labels come from the TABLE_MAP in the column's character set.
+    for (charset, _) in ENUM_LABELS {
+        let table = format!("e_{charset}");
+        let records = read_raw(&setup.topic(&table), Duration::from_secs(60), |r| {
+            r.len() >= 2
+        })
+        .await;
+        for record in records {
+            let after = &record.json()["after"];
+            let id = after["id"].as_i64().unwrap();
+            let expected: (String, String) = conn
+                .exec_first(
+                    format!(
+                        "SELECT CONVERT(e USING utf8mb4), CONVERT(s USING utf8mb4) FROM `{db}`.`{table}` WHERE id = ?"
+                    ),
+                    (id,),
+                )
+                .await
+                .unwrap()
+                .unwrap();
+            let got = (
+                after["e"].as_str().unwrap().to_owned(),
+                after["s"].as_str().unwrap().to_owned(),
+            );
+            assert_eq!(got, expected, "{table} row {id}");
+        }
     }
     let binary = read_raw(&setup.topic("t_binary"), Duration::from_secs(60), |r| {
         !r.is_empty()

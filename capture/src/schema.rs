@@ -136,8 +136,12 @@ struct OptionalMeta {
     names: Vec<String>,
     unsigned: Vec<bool>,
     charsets: Vec<u16>,
-    enum_labels: Vec<Arc<[String]>>,
-    set_labels: Vec<Arc<[String]>>,
+    /// Collation ids of the ENUM and SET columns, in column order.
+    enum_set_charsets: Vec<u16>,
+    /// Labels of each ENUM column, as the bytes of its character set.
+    enum_labels: Vec<Vec<Vec<u8>>>,
+    /// Labels of each SET column, as the bytes of its character set.
+    set_labels: Vec<Vec<Vec<u8>>>,
     primary_key: Vec<usize>,
 }
 
@@ -153,7 +157,7 @@ impl OptionalMeta {
                             labels
                                 .values()
                                 .iter()
-                                .map(|v| v.value().into_owned())
+                                .map(|v| v.value_raw().to_vec())
                                 .collect(),
                         );
                     }
@@ -165,7 +169,7 @@ impl OptionalMeta {
                             labels
                                 .values()
                                 .iter()
-                                .map(|v| v.value().into_owned())
+                                .map(|v| v.value_raw().to_vec())
                                 .collect(),
                         );
                     }
@@ -183,6 +187,11 @@ impl OptionalMeta {
         let text_columns = columns.iter().filter(|t| t.is_character_type()).count();
         for charset in extractor.iter_charset().take(text_columns) {
             meta.charsets.push(charset.map_err(|e| e.to_string())?);
+        }
+        let enum_set_columns = columns.iter().filter(|t| t.is_enum_or_set_type()).count();
+        for charset in extractor.iter_enum_and_set_charset().take(enum_set_columns) {
+            meta.enum_set_charsets
+                .push(charset.map_err(|e| e.to_string())?);
         }
         for index in extractor.iter_primary_key() {
             meta.primary_key
@@ -235,7 +244,7 @@ impl TableSchema {
             ));
         }
 
-        let (mut numeric, mut text, mut enums, mut sets) = (0, 0, 0, 0);
+        let (mut numeric, mut text, mut enums, mut sets, mut enum_sets) = (0, 0, 0, 0, 0);
         let mut columns = Vec::with_capacity(count);
         for (i, col_type) in types.iter().enumerate() {
             let info = fallback.map(|f| &f[i]);
@@ -262,16 +271,36 @@ impl TableSchema {
             } else {
                 None
             };
-            let kind = column_kind(*col_type, col_meta, unsigned, charset, || {
-                if col_type.is_enum_type() {
+            let labels = if col_type.is_enum_or_set_type() {
+                enum_sets += 1;
+                let raw = if col_type.is_enum_type() {
                     enums += 1;
-                    meta.enum_labels.get(enums - 1).cloned()
+                    meta.enum_labels.get(enums - 1)
                 } else {
                     sets += 1;
-                    meta.set_labels.get(sets - 1).cloned()
+                    meta.set_labels.get(sets - 1)
+                };
+                match raw {
+                    // Labels are in the column's character set, as its values would be.
+                    Some(raw) => {
+                        let charset = match meta.enum_set_charsets.get(enum_sets - 1) {
+                            Some(&id) => collations.charset(id).unwrap_or(Charset::Utf8),
+                            None => Charset::Utf8,
+                        };
+                        let labels: Result<Arc<[String]>, String> =
+                            raw.iter().map(|label| charset.decode(label)).collect();
+                        Some(labels.map_err(|e| {
+                            let column = meta.names.get(i).map_or("?", String::as_str);
+                            format!("{db}.{table}: column `{column}`: ENUM/SET labels: {e}")
+                        })?)
+                    }
+                    None => info.map(|c| labels_of(&c.column_type)),
                 }
-                .or_else(|| info.map(|c| labels_of(&c.column_type)))
-                .unwrap_or_else(|| Arc::from(Vec::new()))
+            } else {
+                None
+            };
+            let kind = column_kind(*col_type, col_meta, unsigned, charset, || {
+                labels.unwrap_or_else(|| Arc::from(Vec::new()))
             });
             let name = meta
                 .names
