@@ -127,8 +127,21 @@ async fn every_character_set_reaches_kafka_as_the_server_reads_it() {
         snapshot.push(server_text(&mut conn, &db, &format!("t_{charset}"), 1).await);
     }
 
+    // The signal table of on-demand snapshots, as a DBA sets it up.
+    conn.query_drop(format!(
+        "CREATE TABLE `{db}`.signals (id VARCHAR(64) PRIMARY KEY, type VARCHAR(32) NOT NULL, data TEXT);
+         GRANT INSERT ON `{db}`.signals TO 'tributary'@'127.0.0.1'"
+    ))
+    .await
+    .unwrap();
     let setup = CaptureSetup::new(&db, "").with_snapshot(100);
-    let capture = TributaryProcess::capture(&setup.yaml());
+    let yaml = setup.yaml().replace(
+        "snapshot: { mode: initial, chunk_rows: 100 }",
+        &format!("snapshot: {{ mode: initial, chunk_rows: 100, signal_table: '{db}.signals' }}"),
+    );
+    assert_ne!(yaml, setup.yaml(), "the snapshot settings were replaced");
+    let config = write_config(&yaml);
+    let capture = TributaryProcess::start(&["capture"], &config, &[]);
     // A first snapshot record means the snapshot's consistent read has begun:
     // what changes from here on is streamed.
     read_raw(&setup.topic("t_binary"), Duration::from_secs(60), |r| {
@@ -237,6 +250,46 @@ async fn every_character_set_reaches_kafka_as_the_server_reads_it() {
         .unwrap();
     let bytes = base64_decode(binary[0].json()["after"]["v"].as_str().unwrap());
     assert_eq!(self::hex(&bytes), hex, "binary: bytes as they are");
+
+    // On-demand snapshots of every table, while streaming: the rows as they are now.
+    let tables: Vec<String> = SAMPLES
+        .iter()
+        .map(|(cs, _)| format!("{db}.t_{cs}"))
+        .collect();
+    let requested = std::process::Command::new(env!("CARGO_BIN_EXE_tributary"))
+        .args(["snapshot", "--config"])
+        .arg(&config)
+        .args(&tables)
+        .output()
+        .unwrap();
+    assert!(requested.status.success(), "{requested:?}");
+    for ((charset, _), (row1, _)) in SAMPLES.iter().zip(&streamed) {
+        let records = read_raw(
+            &setup.topic(&format!("t_{charset}")),
+            Duration::from_secs(90),
+            |r| {
+                r.iter()
+                    .any(|r| r.value.is_some() && r.json()["source"]["snapshot"] == "incremental")
+            },
+        )
+        .await;
+        let on_demand = records
+            .iter()
+            .filter(|r| r.value.is_some())
+            .map(RawRecord::json)
+            .find(|e| e["source"]["snapshot"] == "incremental")
+            .unwrap_or_else(|| {
+                panic!(
+                    "{charset}: no on-demand snapshot row; log:\n{}",
+                    capture.log()
+                )
+            });
+        assert_eq!(
+            &texts(&on_demand["after"]),
+            row1,
+            "{charset}: on-demand snapshot"
+        );
+    }
 
     // Text the server stores but has no Unicode character for (big5 A15A reads
     // as U+FFFD): capture stops, naming where, and publishes nothing for it.
