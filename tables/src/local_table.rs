@@ -6,7 +6,7 @@
 //! the shape its records have ([`record_key`](crate::record_key)).
 
 use std::borrow::Cow;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, RwLock};
 use std::time::Instant;
 
 use async_trait::async_trait;
@@ -70,6 +70,10 @@ impl Partitioning {
     }
 }
 
+/// How a table's keys are written: set by its materializer whenever the
+/// records show a new shape, read by every lookup.
+pub type SharedShape = Arc<RwLock<Option<Arc<KeyShape>>>>;
+
 /// A materialized table held (in whole or in part) by this instance.
 pub struct LocalTable {
     name: String,
@@ -80,7 +84,7 @@ pub struct LocalTable {
     store: Arc<Store>,
     progress: Arc<Progress>,
     get_seconds: Histogram,
-    key_shape: OnceLock<KeyShape>,
+    key_shape: SharedShape,
     /// Column family names of the row keyspaces (one per partition, or the
     /// global one), made once (not per lookup).
     cf_names: Vec<String>,
@@ -94,6 +98,7 @@ impl LocalTable {
         store: Arc<Store>,
         progress: Arc<Progress>,
         metrics: TablesMetrics,
+        key_shape: SharedShape,
     ) -> Self {
         let name = config.name.as_str();
         let (partitioning, cf_names) = match config.mode {
@@ -118,25 +123,21 @@ impl LocalTable {
                     table: name.to_owned(),
                 })
                 .clone(),
-            key_shape: OnceLock::new(),
+            key_shape,
             cf_names,
         }
     }
 
     /// How keys are written, once the first record has been materialized.
-    fn key_shape(&self) -> Result<Option<&KeyShape>, TableError> {
-        if let Some(shape) = self.key_shape.get() {
-            return Ok(Some(shape));
+    fn key_shape(&self) -> Result<Option<Arc<KeyShape>>, TableError> {
+        if let Some(shape) = self.key_shape.read().expect("shape lock").as_ref() {
+            return Ok(Some(shape.clone()));
         }
-        Ok(self
-            .store
-            .key_shape(&self.name)?
-            .map(|c| self.key_shape.get_or_init(|| c)))
-    }
-
-    /// Key column names, once the first record has been materialized.
-    fn key_columns(&self) -> Result<Option<&[String]>, TableError> {
-        Ok(self.key_shape()?.map(|s| s.columns.as_slice()))
+        let Some(stored) = self.store.key_shape(&self.name)? else {
+            return Ok(None);
+        };
+        let mut shared = self.key_shape.write().expect("shape lock");
+        Ok(Some(shared.get_or_insert_with(|| Arc::new(stored)).clone()))
     }
 
     fn bad_key(&self, problem: impl Into<String>) -> TableError {
@@ -239,7 +240,7 @@ impl LocalTable {
         let values = self.key_values(&shape.columns, key, true)?;
         let encoded =
             key_codec::encode(values.iter().map(AsRef::as_ref)).map_err(|e| self.bad_key(e))?;
-        let row = match self.placement_of(shape, &values) {
+        let row = match self.placement_of(&shape, &values) {
             Placement::Anywhere => self
                 .store
                 .get_with(&self.cf_names[0], &encoded, |value| {
@@ -280,7 +281,7 @@ impl LocalTable {
             return Ok(None);
         };
         let values = self.key_values(&shape.columns, key, true)?;
-        Ok(Some(self.placement_of(shape, &values)))
+        Ok(Some(self.placement_of(&shape, &values)))
     }
 
     /// Partitions of the table's topic.
@@ -295,10 +296,10 @@ impl LocalTable {
 
     /// The bytes `key` sorts by in scans (to merge scans of several instances).
     pub fn sort_key(&self, key: &Value) -> Result<Vec<u8>, TableError> {
-        let Some(columns) = self.key_columns()? else {
+        let Some(shape) = self.key_shape()? else {
             return Ok(Vec::new());
         };
-        let values = self.key_values(columns, key, true)?;
+        let values = self.key_values(&shape.columns, key, true)?;
         key_codec::encode(values.iter().map(AsRef::as_ref)).map_err(|e| self.bad_key(e))
     }
 
@@ -340,9 +341,10 @@ impl Table for LocalTable {
         range: &KeyRange,
         limit: usize,
     ) -> Result<Vec<(Value, Value)>, TableError> {
-        let Some(columns) = self.key_columns()? else {
+        let Some(shape) = self.key_shape()? else {
             return Ok(Vec::new());
         };
+        let columns = &shape.columns;
         let encode = |bound: &Value| -> Result<Vec<u8>, TableError> {
             let values = self.key_values(columns, bound, false)?;
             key_codec::encode(values.iter().map(AsRef::as_ref)).map_err(|e| self.bad_key(e))
@@ -413,10 +415,10 @@ impl Table for LocalTable {
             kind: "local",
             topic: self.topic.clone(),
             key_columns: self
-                .key_columns()
+                .key_shape()
                 .ok()
                 .flatten()
-                .map(<[String]>::to_vec)
+                .map(|shape| shape.columns.clone())
                 .unwrap_or_default(),
             partition_count: self.partition_count,
             global: self.is_global(),

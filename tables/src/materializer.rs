@@ -39,7 +39,7 @@ use crate::error::TableError;
 use crate::follower::Follower;
 use crate::global_rows::Owner;
 use crate::key_codec;
-use crate::local_table::{LocalTable, Partitioning};
+use crate::local_table::{LocalTable, Partitioning, SharedShape};
 use crate::metrics::{PartitionLabel, TableLabel, TablesMetrics};
 use crate::partition_check;
 use crate::progress::Progress;
@@ -55,6 +55,8 @@ struct Routes {
     table_of_topic: HashMap<String, String>,
     topic_of_table: HashMap<String, String>,
     layout_of_table: HashMap<String, Layout>,
+    /// How each table's keys are written, shared with its lookups.
+    shape_of_table: HashMap<String, SharedShape>,
 }
 
 /// How a table keeps its rows.
@@ -141,6 +143,9 @@ impl Materializer {
                     partitions,
                 },
             );
+            routes
+                .shape_of_table
+                .insert(t.name.clone(), SharedShape::default());
         }
         let shared = Shared {
             store: store.clone(),
@@ -160,6 +165,7 @@ impl Materializer {
                     store.clone(),
                     progress.clone(),
                     metrics.clone(),
+                    shared.routes.shape_of_table[&t.name].clone(),
                 ))
             })
             .collect();
@@ -564,7 +570,15 @@ impl<C: ConsumerContext + 'static> Worker<C> {
                 continue;
             };
             let layout = routes.layout_of_table[table];
-            let applied = apply_record(&mut self.known_shapes, &mut batch, table, layout, &msg)?;
+            let shape = &routes.shape_of_table[table];
+            let applied = apply_record(
+                &mut self.known_shapes,
+                shape,
+                &mut batch,
+                table,
+                layout,
+                &msg,
+            )?;
             let entry = last.entry((table.as_str(), msg.partition())).or_default();
             entry.last_offset = msg.offset();
             entry.records += 1;
@@ -727,6 +741,7 @@ struct Applied {
 /// the inner one a record that cannot be applied (skipped).
 fn apply_record(
     known_shapes: &mut HashMap<String, HashMap<i32, KeyShape>>,
+    shared_shape: &SharedShape,
     batch: &mut ApplyBatch<'_>,
     table: &str,
     layout: Layout,
@@ -753,6 +768,9 @@ fn apply_record(
     };
     if known != Some(&key.shape) {
         batch.key_shape(table, partition, &key.shape)?;
+        // Lookups write keys as the producer now does (a schema wrapper added,
+        // integers quoted), without waiting for a restart.
+        *shared_shape.write().expect("shape lock") = Some(Arc::new(key.shape.clone()));
         known_shapes
             .entry(table.to_owned())
             .or_default()
