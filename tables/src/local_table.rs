@@ -5,7 +5,7 @@
 //! partitioner over the key's bytes in the configured key format, written in
 //! the shape its records have ([`record_key`](crate::record_key)).
 
-use std::borrow::Cow;
+use std::borrow::{Borrow, Cow};
 use std::sync::{Arc, RwLock};
 use std::time::Instant;
 
@@ -55,7 +55,12 @@ impl Partitioning {
     }
 
     /// The partition of the key with these values (in `shape.columns` order).
-    pub fn partition(self, shape: &KeyShape, values: &[&Value], partitions: u32) -> i32 {
+    pub fn partition<V: Borrow<Value>>(
+        self,
+        shape: &KeyShape,
+        values: &[V],
+        partitions: u32,
+    ) -> i32 {
         self.partitioner
             .partition(&shape.bytes(values, self.format), partitions)
     }
@@ -148,7 +153,7 @@ impl LocalTable {
     }
 
     /// The key's values in key order, normalised as record keys are
-    /// ([`record_key::normalize`]); `full` requires every key column.
+    /// ([`record_key::integer_in`]); `full` requires every key column.
     fn key_values<'k>(
         &self,
         columns: &[String],
@@ -158,12 +163,9 @@ impl LocalTable {
         let values = self.given_values(columns, key, full)?;
         Ok(values
             .into_iter()
-            .map(|v| match v {
-                Value::String(_) => match record_key::normalize(v.clone()) {
-                    (n, true) => Cow::Owned(n),
-                    _ => Cow::Borrowed(v),
-                },
-                other => Cow::Borrowed(other),
+            .map(|v| match record_key::integer_in(v) {
+                Some(n) => Cow::Owned(n),
+                None => Cow::Borrowed(v),
             })
             .collect())
     }
@@ -221,8 +223,7 @@ impl LocalTable {
         match self.partitioning {
             None => Placement::Anywhere,
             Some(partitioning) => {
-                let values: Vec<&Value> = values.iter().map(AsRef::as_ref).collect();
-                Placement::Partition(partitioning.partition(shape, &values, self.partition_count))
+                Placement::Partition(partitioning.partition(shape, values, self.partition_count))
             }
         }
     }

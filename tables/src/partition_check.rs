@@ -48,8 +48,7 @@ pub struct Sampled {
 
 /// The partition `partitioning` gives a record key among `partitions`.
 pub fn expected_partition(partitioning: Partitioning, key: &RecordKey, partitions: u32) -> i32 {
-    let values: Vec<&serde_json::Value> = key.values.iter().collect();
-    partitioning.partition(&key.shape, &values, partitions)
+    partitioning.partition(&key.shape, &key.values, partitions)
 }
 
 /// What a sample says about a table: `Ok(records checked)`, or the first
@@ -112,11 +111,9 @@ pub fn judge(
             candidates.join(" or ")
         )
     };
-    let key_text = String::from_utf8_lossy(&wrong_key.shape.bytes(
-        &wrong_key.values.iter().collect::<Vec<_>>(),
-        configured.format,
-    ))
-    .into_owned();
+    let key_text =
+        String::from_utf8_lossy(&wrong_key.shape.bytes(&wrong_key.values, configured.format))
+            .into_owned();
     Err(TableError::Partitioning {
         table: config.name.clone(),
         problem: format!(
