@@ -44,7 +44,8 @@ pub(crate) struct LookupArgs {
     /// Deadline of the request, in milliseconds.
     #[arg(long, default_value_t = 5000)]
     timeout_ms: u64,
-    /// Read your write: wait until the table has applied this MariaDB GTID.
+    /// Read your write: wait until the table has applied this GTID (MariaDB
+    /// `domain-server-sequence` or MySQL `source_uuid:transaction`).
     #[arg(long)]
     gtid: Option<String>,
     /// Table name.

@@ -36,7 +36,7 @@ use tributary_proto::debezium_json::{encode_key, encode_value};
 use tributary_proto::partition::partition_for_key;
 use tributary_proto::{ChangeEvent, Op};
 
-use crate::binlog_reader::SchemaChange;
+use crate::event_decoder::SchemaChange;
 use tributary_kafka::{ClientBuilder, KafkaConfig};
 
 use crate::config::{CaptureConfig, Delivery, TopicsConfig};

@@ -1,10 +1,10 @@
-//! Binlog positions: where capture is, where it starts, and MariaDB GTID state.
+//! Binlog positions: where capture is and where it starts.
 
-use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use crate::gtid_state::GtidState;
 use crate::incremental::IncrementalState;
 
 /// A position in the source's binlog, recorded after a committed transaction.
@@ -14,7 +14,9 @@ pub struct BinlogPosition {
     pub file: String,
     /// Byte offset of the next event in `file`.
     pub pos: u64,
-    /// MariaDB GTID state (`domain-server-seq,...`) after the transaction, when the server has GTIDs.
+    /// GTID state after the transaction, when the server has GTIDs: MariaDB's
+    /// last GTID per domain (`domain-server-seq,...`) or MySQL's executed GTID
+    /// set (`uuid:1-42,...`; empty when MySQL has GTIDs on but none executed yet).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gtid: Option<String>,
     /// Commit time of the transaction on the source, in milliseconds since the epoch.
@@ -53,7 +55,7 @@ impl BinlogPosition {
         }
     }
 
-    /// Whether both positions carry the same MariaDB GTID state: the same
+    /// Whether both positions carry the same GTID state: the same
     /// transactions are behind them, whatever non-transaction events lie between.
     pub fn same_transactions(&self, other: &BinlogPosition) -> bool {
         let state = |p: &BinlogPosition| p.gtid.as_deref().map(GtidState::parse);
@@ -75,7 +77,7 @@ impl BinlogPosition {
 impl fmt::Display for BinlogPosition {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}:{}", self.file, self.pos)?;
-        if let Some(gtid) = &self.gtid {
+        if let Some(gtid) = self.gtid.as_deref().filter(|g| !g.is_empty()) {
             write!(f, " (gtid {gtid})")?;
         }
         Ok(())
@@ -84,7 +86,8 @@ impl fmt::Display for BinlogPosition {
 
 /// Where capture begins when no position has been stored yet.
 ///
-/// YAML: `latest`, `earliest`, `{gtid: 0-1-42}` or `{binlog: {file: binlog.000003, pos: 4}}`.
+/// YAML: `latest`, `earliest`, `{gtid: 0-1-42}` (MySQL: `{gtid: "uuid:1-42"}`, the
+/// executed set to start after) or `{binlog: {file: binlog.000003, pos: 4}}`.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
 #[serde(try_from = "StartRepr")]
 pub enum StartPosition {
@@ -93,7 +96,8 @@ pub enum StartPosition {
     Latest,
     /// The oldest binlog the server still has.
     Earliest,
-    /// After the given MariaDB GTID state, e.g. `0-1-1234`.
+    /// After the given GTID state: MariaDB's, e.g. `0-1-1234`, or a MySQL GTID
+    /// set, e.g. `3e11fa47-71ca-11e1-9e33-c80aa9429562:1-1234`.
     Gtid(String),
     /// A binlog file and offset.
     Binlog {
@@ -129,7 +133,7 @@ impl TryFrom<StartRepr> for StartPosition {
                 "latest" => Ok(StartPosition::Latest),
                 "earliest" => Ok(StartPosition::Earliest),
                 other => Err(format!(
-                    "unknown start {other:?}: use latest, earliest, {{gtid: D-S-N}} or {{binlog: {{file: F, pos: N}}}}"
+                    "unknown start {other:?}: use latest, earliest, {{gtid: D-S-N}} (MySQL: {{gtid: \"UUID:1-N\"}}) or {{binlog: {{file: F, pos: N}}}}"
                 )),
             },
             StartRepr::Gtid { gtid } => {
@@ -144,66 +148,9 @@ impl TryFrom<StartRepr> for StartPosition {
     }
 }
 
-/// MariaDB's replication state: the last GTID seen per replication domain.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct GtidState {
-    domains: BTreeMap<u32, (u32, u64)>,
-}
-
-impl GtidState {
-    /// Parses `domain-server-seq[,domain-server-seq...]`; empty means no GTIDs yet.
-    pub fn parse(text: &str) -> Result<Self, String> {
-        let mut state = GtidState::default();
-        for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-            let nums: Vec<&str> = part.split('-').collect();
-            let parsed = match nums.as_slice() {
-                [d, s, n] => d.parse().ok().zip(s.parse().ok()).zip(n.parse().ok()),
-                _ => None,
-            };
-            let ((domain, server), seq) = parsed.ok_or_else(|| {
-                format!("{part:?} is not a MariaDB GTID (domain-server-sequence)")
-            })?;
-            state.domains.insert(domain, (server, seq));
-        }
-        Ok(state)
-    }
-
-    /// Records a transaction's GTID.
-    pub fn advance(&mut self, domain: u32, server: u32, seq: u64) {
-        self.domains.insert(domain, (server, seq));
-    }
-
-    /// Whether no GTID has been seen.
-    pub fn is_empty(&self) -> bool {
-        self.domains.is_empty()
-    }
-}
-
-impl fmt::Display for GtidState {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (i, (domain, (server, seq))) in self.domains.iter().enumerate() {
-            if i > 0 {
-                f.write_str(",")?;
-            }
-            write!(f, "{domain}-{server}-{seq}")?;
-        }
-        Ok(())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn gtid_state_round_trips_and_advances() {
-        let mut s = GtidState::parse("1-2-30, 0-1-5").unwrap();
-        assert_eq!(s.to_string(), "0-1-5,1-2-30");
-        s.advance(0, 3, 6);
-        assert_eq!(s.to_string(), "0-3-6,1-2-30");
-        assert!(GtidState::parse("").unwrap().is_empty());
-        assert!(GtidState::parse("0-1").unwrap_err().contains("0-1"));
-    }
 
     #[test]
     fn positions_compare_across_files() {
@@ -254,5 +201,11 @@ mod tests {
         let err = tributary_proto::config_text::parse_yaml::<StartPosition>("newest").unwrap_err();
         assert!(err.to_string().contains("unknown start"), "{err}");
         assert!(tributary_proto::config_text::parse_yaml::<StartPosition>("gtid: 0-1").is_err());
+        let mysql = "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-42";
+        let p: StartPosition =
+            tributary_proto::config_text::parse_yaml(&format!("gtid: \"{mysql}\"")).unwrap();
+        assert_eq!(p, StartPosition::Gtid(mysql.into()));
+        let bad = "gtid: \"3e11fa47-71ca-11e1-9e33-c80aa9429562:0\"";
+        assert!(tributary_proto::config_text::parse_yaml::<StartPosition>(bad).is_err());
     }
 }

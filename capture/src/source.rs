@@ -150,15 +150,21 @@ pub fn missing_grant(err: mysql_async::Error, grant: &'static str) -> CaptureErr
     CaptureError::Database(err)
 }
 
-/// The server's current end of binlog.
+/// The server's current end of binlog, with the GTID state there: MariaDB's
+/// `@@gtid_binlog_pos`, or MySQL's executed GTID set when `gtid_mode` is not
+/// OFF (empty when no GTID transaction has run yet).
 pub async fn current_position(
     conn: &mut Conn,
     is_mariadb: bool,
 ) -> Result<BinlogPosition, CaptureError> {
-    let row: Option<mysql_async::Row> = conn
-        .query_first("SHOW MASTER STATUS")
-        .await
-        .map_err(|e| explain_privilege_error(e, is_mariadb, false))?;
+    let row: Option<mysql_async::Row> = match conn.query_first("SHOW MASTER STATUS").await {
+        // MySQL 8.4 renamed the statement.
+        Err(mysql_async::Error::Server(e)) if !is_mariadb && e.code == 1064 => {
+            conn.query_first("SHOW BINARY LOG STATUS").await
+        }
+        other => other,
+    }
+    .map_err(|e| explain_privilege_error(e, is_mariadb, false))?;
     let row = row.ok_or_else(|| {
         CaptureError::ServerSetup("SHOW MASTER STATUS is empty: the binary log is disabled".into())
     })?;
@@ -169,7 +175,9 @@ pub async fn current_position(
             .await?
             .filter(|g| !g.is_empty())
     } else {
-        None
+        let mode: Option<String> = conn.query_first("SELECT @@GLOBAL.gtid_mode").await?;
+        let executed: Option<String> = row.get("Executed_Gtid_Set");
+        executed.filter(|_| mode.is_some_and(|m| !m.eq_ignore_ascii_case("OFF")))
     };
     Ok(BinlogPosition {
         file,

@@ -585,7 +585,7 @@ impl<C: ConsumerContext + 'static> Worker<C> {
             match applied {
                 Ok(applied) => {
                     if let Some(gtid) = applied.gtid {
-                        entry.gtids.apply(gtid);
+                        entry.gtids.apply(&gtid);
                     }
                     if applied.superseded {
                         self.shared

@@ -13,8 +13,8 @@ use crate::progress::{PartitionProgress, Progress};
 /// A position a read must not be older than.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum MinPosition {
-    /// A MariaDB transaction: reached where a change of its domain at or after its
-    /// sequence number has been applied.
+    /// A MariaDB or MySQL transaction: reached where a change of its domain
+    /// (MySQL: source) at or after its sequence (transaction) number has been applied.
     Gtid(Gtid),
     /// Kafka offsets of the change topic: reached where every record before the
     /// partition's offset has been applied (partitions not listed: at once).
@@ -153,5 +153,35 @@ mod tests {
                 .message()
                 .contains("min_position.gtid")
         );
+    }
+
+    #[tokio::test]
+    async fn mysql_gtids_are_reached_per_source() {
+        let uuid = "3e11fa47-71ca-11e1-9e33-c80aa9429562";
+        let progress = Progress::default();
+        let applied = |texts: &[String]| AppliedGtids::from_strings(texts).unwrap();
+        progress.assign("t", 0, 5, applied(&[format!("{uuid}:9")]));
+        let want = gtid_request(&format!("{}:10", uuid.to_uppercase()))
+            .unwrap()
+            .unwrap();
+        let err = wait_for(&progress, "t", &[0], &want, Instant::now())
+            .await
+            .unwrap_err();
+        assert!(
+            err.message().contains(&format!("not yet GTID {uuid}:10")),
+            "{}",
+            err.message()
+        );
+        let other_source = "8f5ad0c4-1f6e-11ef-a1c2-0242ac120002:50".to_owned();
+        progress.applied("t", 0, 6, applied(&[other_source]));
+        assert!(
+            wait_for(&progress, "t", &[0], &want, Instant::now())
+                .await
+                .is_err()
+        );
+        progress.applied("t", 0, 7, applied(&[format!("{uuid}:10")]));
+        wait_for(&progress, "t", &[0], &want, Instant::now())
+            .await
+            .unwrap();
     }
 }

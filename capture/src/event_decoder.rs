@@ -1,0 +1,623 @@
+//! Turns binlog events into change events and commit positions.
+//!
+//! An [`EventDecoder`] follows one binlog stream of MariaDB or MySQL: the file
+//! being read, the GTID state (MariaDB's per-domain state or MySQL's executed
+//! GTID set), the open transaction, and the schemas of TABLE_MAP events
+//! (filtered tables are skipped before their rows are decoded). It takes events
+//! from wherever they come from (the replication connection of
+//! [`crate::binlog_reader`], or recorded bytes in tests) and queues
+//! [`ReaderItem`]s: every row change as a [`ChangeEvent`], and after each
+//! committed transaction the [`BinlogPosition`] to resume from.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use mysql_async::binlog::EventType;
+use mysql_async::binlog::events::{
+    Event, EventData, GtidEvent, PreviousGtidsEvent, RowsEventData, TableMapEvent,
+};
+use mysql_async::{BinlogStream, Pool};
+use mysql_common::binlog::EventStreamReader;
+use tracing::{debug, info};
+use tributary_proto::gtid::{Gtid, MySqlSource};
+use tributary_proto::{ChangeEvent, Op, Row, SnapshotMarker, SourceInfo, TransactionInfo, Value};
+
+use crate::error::CaptureError;
+use crate::filter::TableFilter;
+use crate::gtid_state::{GtidSet, GtidState};
+use crate::message_key::MessageKeyColumns;
+use crate::position::BinlogPosition;
+use crate::row_image::RowImages;
+use crate::schema::TableSchema;
+use crate::source::{self, ServerInfo};
+
+/// What the decoder yields.
+#[derive(Debug)]
+pub enum ReaderItem {
+    /// One row change.
+    Change(Box<ChangeEvent>),
+    /// A transaction committed: everything before this is complete, resume from here.
+    Commit(BinlogPosition),
+    /// A DDL statement: the schema-history topic records it when `recorded`.
+    SchemaChange(SchemaChange),
+    /// The server is idle; the position between transactions, for the heartbeat topic.
+    Heartbeat(BinlogPosition),
+}
+
+/// A DDL statement and where it is in the binlog.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SchemaChange {
+    /// The statement's default database (may be empty).
+    pub db: String,
+    /// The statement as the server logged it.
+    pub ddl: String,
+    /// Binlog file, position after the statement, and the GTID state after it.
+    pub position: BinlogPosition,
+    /// Whether the schema history keeps it: its default database may hold
+    /// captured tables, or it has none (the statement names its tables).
+    pub recorded: bool,
+}
+
+/// The TABLE_MAP events seen so far, by table id: rows events are decoded with them.
+pub trait TableMaps {
+    /// The TABLE_MAP event of `table_id`, if one was read.
+    fn table_map(&self, table_id: u64) -> Option<&TableMapEvent<'static>>;
+}
+
+impl TableMaps for BinlogStream {
+    fn table_map(&self, table_id: u64) -> Option<&TableMapEvent<'static>> {
+        self.get_tme(table_id)
+    }
+}
+
+impl TableMaps for EventStreamReader {
+    fn table_map(&self, table_id: u64) -> Option<&TableMapEvent<'static>> {
+        self.get_tme(table_id)
+    }
+}
+
+/// MariaDB event types that mysql_common does not decode.
+const MARIADB_GTID: u8 = 162;
+/// MariaDB compressed query/rows events (`log_bin_compress=ON`).
+const MARIADB_COMPRESSED: std::ops::RangeInclusive<u8> = 165..=168;
+/// MariaDB GTID flag: the transaction is one statement with no COMMIT/XID (DDL).
+const FL_STANDALONE: u8 = 1;
+
+struct OpenTransaction {
+    id: Arc<str>,
+    /// One statement with no COMMIT/XID (DDL). A MySQL GTID is standalone
+    /// until a `BEGIN` follows it.
+    standalone: bool,
+    events: u64,
+    /// Events so far per table (by table id, which names one table within a transaction).
+    per_table: HashMap<u64, u64>,
+}
+
+/// What the event that starts a transaction said about it.
+#[derive(Default, Clone)]
+struct TransactionStart {
+    gtid: Option<Gtid>,
+    /// MySQL 8's `original_commit_timestamp`, in milliseconds: when the
+    /// transaction committed on the server that first ran it.
+    commit_ts_ms: Option<i64>,
+}
+
+/// A MySQL 8 TRANSACTION_PAYLOAD event (`binlog_transaction_compression=ON`)
+/// whose inner events are being read.
+#[derive(Clone, Copy)]
+struct Payload {
+    start: u64,
+    end: u64,
+}
+
+struct CachedTable {
+    raw: Vec<u8>,
+    schema: Option<Arc<TableSchema>>,
+}
+
+/// What a decoder needs besides the events.
+pub struct DecoderSetup {
+    /// Topic prefix / `source.name`.
+    pub server_name: Arc<str>,
+    /// Which tables to capture.
+    pub filter: TableFilter,
+    /// Key columns chosen by configuration.
+    pub keys: MessageKeyColumns,
+    /// Result of preflight.
+    pub info: ServerInfo,
+    /// Pool for `information_schema` look-ups (TABLE_MAPs without full metadata).
+    pub pool: Pool,
+}
+
+/// Binlog events in, [`ReaderItem`]s out.
+pub struct EventDecoder {
+    setup: DecoderSetup,
+    tables: HashMap<u64, CachedTable>,
+    /// The binlog file being read (shared by the events of its rows).
+    file: Arc<str>,
+    gtid: GtidState,
+    /// MySQL: whether `gtid` holds every transaction before the position (a
+    /// start given as a GTID set, read from the server, or a file's
+    /// PREVIOUS_GTIDS read from its start). Until it does, positions carry no
+    /// GTID set, so that a restart never asks the server for a set with holes.
+    mysql_set_complete: bool,
+    /// Whether the current file is read from its start.
+    from_file_start: bool,
+    seen_format_description: bool,
+    trx: Option<OpenTransaction>,
+    pending: TransactionStart,
+    payload: Option<Payload>,
+    out: VecDeque<ReaderItem>,
+}
+
+impl EventDecoder {
+    /// A decoder for a stream that starts at `from`.
+    pub fn new(setup: DecoderSetup, from: &BinlogPosition) -> Result<Self, CaptureError> {
+        let gtid = from
+            .gtid
+            .as_deref()
+            .map(GtidState::parse)
+            .transpose()
+            .map_err(CaptureError::ServerSetup)?
+            .unwrap_or_default();
+        Ok(EventDecoder {
+            mysql_set_complete: !setup.info.is_mariadb && from.gtid.is_some(),
+            setup,
+            tables: HashMap::new(),
+            file: from.file.as_str().into(),
+            gtid,
+            from_file_start: from.pos <= 4,
+            seen_format_description: false,
+            trx: None,
+            pending: TransactionStart::default(),
+            payload: None,
+            out: VecDeque::new(),
+        })
+    }
+
+    /// The next decoded item, if any is queued.
+    pub fn pop(&mut self) -> Option<ReaderItem> {
+        self.out.pop_front()
+    }
+
+    /// Ends the look-up pool.
+    pub async fn close(self) {
+        self.setup.pool.disconnect().await.ok();
+    }
+
+    fn decode_error(&self, event: &Event, detail: impl Into<String>) -> CaptureError {
+        CaptureError::Decode {
+            file: self.file.to_string(),
+            pos: self.start_of(event),
+            detail: detail.into(),
+        }
+    }
+
+    /// Where `event` starts (an event inside a transaction payload: where the payload starts).
+    fn start_of(&self, event: &Event) -> u64 {
+        let header = event.header();
+        match (header.log_pos(), self.payload) {
+            (0, Some(payload)) => payload.start,
+            (end, _) => u64::from(end.saturating_sub(header.event_size())),
+        }
+    }
+
+    /// Where the event after `event` starts (an event inside a transaction
+    /// payload: where the payload ends).
+    fn end_of(&self, event: &Event) -> u64 {
+        match (event.header().log_pos(), self.payload) {
+            (0, Some(payload)) => payload.end,
+            (end, _) => u64::from(end),
+        }
+    }
+
+    /// Decodes one event; what it yields is queued for [`EventDecoder::pop`].
+    pub async fn handle(
+        &mut self,
+        event: Event,
+        maps: &impl TableMaps,
+    ) -> Result<(), CaptureError> {
+        let header = event.header();
+        let raw_type = header.event_type_raw();
+        if header.log_pos() != 0 && self.payload.take().is_some() && self.trx.is_some() {
+            return Err(self.decode_error(
+                &event,
+                "the compressed transaction before this event was not read to its end \
+                 (its payload could not be decompressed)",
+            ));
+        }
+        if raw_type == MARIADB_GTID {
+            return self.on_mariadb_gtid(&event);
+        }
+        if MARIADB_COMPRESSED.contains(&raw_type) {
+            return Err(self.decode_error(&event, "compressed binlog event (log_bin_compress=ON) cannot be decoded; set log_bin_compress=OFF"));
+        }
+        let data = match event.read_data() {
+            Ok(Some(data)) => data,
+            Ok(None) => return Ok(()),
+            Err(e) => return Err(self.decode_error(&event, e.to_string())),
+        };
+        match data {
+            EventData::FormatDescriptionEvent(_) => self.seen_format_description = true,
+            EventData::RotateEvent(rotate) => {
+                let mut name = rotate.name_raw().to_vec();
+                if !self.seen_format_description && name.len() > 4 {
+                    // The rotate sent before the format description carries the CRC32 in its name.
+                    name.truncate(name.len() - 4);
+                }
+                self.file = String::from_utf8_lossy(&name).into();
+                self.from_file_start = rotate.position() <= 4;
+                debug!(file = %self.file, pos = rotate.position(), "rotate");
+            }
+            EventData::GtidEvent(gtid) => self.on_mysql_gtid(&event, &gtid, true),
+            EventData::AnonymousGtidEvent(anonymous) => {
+                self.on_mysql_gtid(&event, &anonymous.0, false)
+            }
+            EventData::PreviousGtidsEvent(previous) => self.on_previous_gtids(&previous),
+            EventData::TransactionPayloadEvent(_) => {
+                let start = self.start_of(&event);
+                self.payload = Some(Payload {
+                    start,
+                    end: u64::from(header.log_pos()),
+                });
+            }
+            EventData::QueryEvent(query) => {
+                let sql = query.query();
+                let sql = sql.trim();
+                if sql.eq_ignore_ascii_case("BEGIN") {
+                    match &mut self.trx {
+                        Some(trx) => trx.standalone = false,
+                        None => self.begin(format!("{}:{}", self.file, header.log_pos()), false),
+                    }
+                } else if sql.eq_ignore_ascii_case("COMMIT") {
+                    self.commit(&event);
+                } else {
+                    // DDL: schemas come from the next TABLE_MAP; drop the fallback cache.
+                    self.tables.clear();
+                    let db = query.schema().into_owned();
+                    self.out.push_back(ReaderItem::SchemaChange(SchemaChange {
+                        recorded: self.setup.filter.records_ddl_of(&db),
+                        db,
+                        ddl: sql.to_owned(),
+                        position: self.position_after(&event, true),
+                    }));
+                    if self.trx.as_ref().is_none_or(|t| t.standalone) {
+                        self.commit(&event);
+                    }
+                }
+            }
+            EventData::XidEvent(_) => self.commit(&event),
+            EventData::HeartbeatEvent if self.trx.is_none() => {
+                let position = BinlogPosition {
+                    ts_ms: now_ms(),
+                    ..self.position_after(&event, false)
+                };
+                self.out.push_back(ReaderItem::Heartbeat(position));
+            }
+            EventData::TableMapEvent(tme) => self.on_table_map(&event, &tme).await?,
+            EventData::RowsEvent(rows) => self.on_rows(&event, &rows, maps)?,
+            _ => {}
+        }
+        Ok(())
+    }
+
+    async fn on_table_map(
+        &mut self,
+        event: &Event,
+        tme: &TableMapEvent<'_>,
+    ) -> Result<(), CaptureError> {
+        let table_id = tme.table_id();
+        let same = self
+            .tables
+            .get(&table_id)
+            .is_some_and(|t| t.raw == event.data());
+        if same {
+            return Ok(());
+        }
+        let db = tme.database_name().into_owned();
+        let table = tme.table_name().into_owned();
+        let schema = if self.setup.filter.decodes(&db, &table) {
+            let fallback = if TableSchema::table_map_is_complete(tme) {
+                None
+            } else {
+                Some(source::info_columns(&self.setup.pool, &db, &table).await?)
+            };
+            let collations = &self.setup.info.collations;
+            let schema = TableSchema::from_table_map(tme, fallback.as_deref(), collations)
+                .and_then(|s| s.keyed_by(&self.setup.keys))
+                .map_err(|e| self.decode_error(event, e))?;
+            Some(Arc::new(schema))
+        } else {
+            None
+        };
+        self.tables.insert(
+            table_id,
+            CachedTable {
+                raw: event.data().to_vec(),
+                schema,
+            },
+        );
+        Ok(())
+    }
+
+    /// MySQL: a file starts with the set of every transaction before it; read
+    /// from its start, it completes a GTID set that was not known.
+    fn on_previous_gtids(&mut self, previous: &PreviousGtidsEvent<'_>) {
+        if self.setup.info.is_mariadb || self.mysql_set_complete || !self.from_file_start {
+            return;
+        }
+        let mut set = GtidSet::default();
+        for sid in previous.sids() {
+            let source = MySqlSource {
+                uuid: uuid::Uuid::from_bytes(sid.uuid()),
+                tag: sid.tag().map(|t| t.as_str().to_ascii_lowercase().into()),
+            };
+            for interval in sid.intervals() {
+                // MySQL's intervals end before their `end`.
+                set.add_range(&source, interval.start(), interval.end() - 1);
+            }
+        }
+        info!(file = %self.file, gtids = %set, "MySQL GTID set read from the file's PREVIOUS_GTIDS");
+        self.gtid = GtidState::MySql(set);
+        self.mysql_set_complete = true;
+    }
+
+    fn on_mariadb_gtid(&mut self, event: &Event) -> Result<(), CaptureError> {
+        let data = event.data();
+        if data.len() < 13 {
+            return Err(self.decode_error(event, "GTID event shorter than 13 bytes"));
+        }
+        let sequence = u64::from_le_bytes(data[0..8].try_into().expect("8 bytes"));
+        let domain = u32::from_le_bytes(data[8..12].try_into().expect("4 bytes"));
+        let flags = data[12];
+        let gtid = Gtid::MariaDb {
+            domain,
+            server: event.header().server_id(),
+            sequence,
+        };
+        self.begin(gtid.to_string(), flags & FL_STANDALONE != 0);
+        self.pending = TransactionStart {
+            gtid: Some(gtid),
+            commit_ts_ms: None,
+        };
+        Ok(())
+    }
+
+    /// A MySQL GTID (`identified`) or ANONYMOUS_GTID event: a transaction starts.
+    fn on_mysql_gtid(&mut self, event: &Event, data: &GtidEvent, identified: bool) {
+        let gtid = identified.then(|| Gtid::MySql {
+            source: MySqlSource {
+                uuid: uuid::Uuid::from_bytes(data.sid()),
+                tag: data.tag().map(|t| t.as_str().to_ascii_lowercase().into()),
+            },
+            transaction: data.gno(),
+        });
+        let id = match &gtid {
+            Some(gtid) => gtid.to_string(),
+            None => format!("{}:{}", self.file, self.start_of(event)),
+        };
+        // Standalone (DDL) until a BEGIN says otherwise.
+        self.begin(id, true);
+        let original = data.original_commit_timestamp();
+        self.pending = TransactionStart {
+            gtid,
+            commit_ts_ms: (original > 0).then_some((original / 1000) as i64),
+        };
+    }
+
+    fn begin(&mut self, id: String, standalone: bool) {
+        self.trx = Some(OpenTransaction {
+            id: id.into(),
+            standalone,
+            events: 0,
+            per_table: HashMap::new(),
+        });
+    }
+
+    /// The transaction's commit time: MySQL's original commit timestamp when
+    /// the GTID event carried one, else the event's own (whole seconds).
+    fn ts_ms(&self, event: &Event) -> i64 {
+        self.pending
+            .commit_ts_ms
+            .unwrap_or_else(|| i64::from(event.header().timestamp()) * 1000)
+    }
+
+    /// The position after `event`, with the GTID state after the pending
+    /// transaction when `with_pending`.
+    fn position_after(&self, event: &Event, with_pending: bool) -> BinlogPosition {
+        let mut state = self.gtid.clone();
+        if let (true, Some(gtid)) = (with_pending, &self.pending.gtid) {
+            self.advance(&mut state, gtid);
+        }
+        let gtid = match &state {
+            // MySQL with GTIDs on but none executed yet: an empty, complete set.
+            GtidState::Empty if self.mysql_set_complete => Some(String::new()),
+            state if state.is_empty() => None,
+            state => Some(state.to_string()),
+        };
+        BinlogPosition {
+            file: self.file.to_string(),
+            pos: self.end_of(event),
+            gtid,
+            ts_ms: self.ts_ms(event),
+            ..Default::default()
+        }
+    }
+
+    fn advance(&self, state: &mut GtidState, gtid: &Gtid) {
+        // A MySQL set with holes would make a restart fetch old transactions again.
+        if matches!(gtid, Gtid::MariaDb { .. }) || self.mysql_set_complete {
+            state.advance(gtid);
+        }
+    }
+
+    fn commit(&mut self, event: &Event) {
+        let position = self.position_after(event, true);
+        if let Some(gtid) = self.pending.gtid.take() {
+            let mut state = std::mem::take(&mut self.gtid);
+            self.advance(&mut state, &gtid);
+            self.gtid = state;
+        }
+        self.pending = TransactionStart::default();
+        self.trx = None;
+        self.payload = None;
+        self.out.push_back(ReaderItem::Commit(position));
+    }
+
+    fn on_rows(
+        &mut self,
+        event: &Event,
+        rows: &RowsEventData<'_>,
+        maps: &impl TableMaps,
+    ) -> Result<(), CaptureError> {
+        let table_id = rows.table_id();
+        let unknown_table = || {
+            format!(
+                "rows event for table id {table_id}, whose TABLE_MAP was not read: the start position \
+                 is inside a transaction; resume from a GTID or from the start of a transaction"
+            )
+        };
+        let Some(cached) = self.tables.get(&table_id) else {
+            return Err(self.decode_error(event, unknown_table()));
+        };
+        let Some(schema) = cached.schema.clone() else {
+            return Ok(()); // a table the filter excludes
+        };
+        let Some(tme) = maps.table_map(table_id) else {
+            return Err(self.decode_error(event, unknown_table()));
+        };
+        let op = match event.header().event_type() {
+            Ok(EventType::WRITE_ROWS_EVENT | EventType::WRITE_ROWS_EVENT_V1) => Op::Create,
+            Ok(
+                EventType::UPDATE_ROWS_EVENT
+                | EventType::UPDATE_ROWS_EVENT_V1
+                | EventType::PARTIAL_UPDATE_ROWS_EVENT,
+            ) => Op::Update,
+            Ok(EventType::DELETE_ROWS_EVENT | EventType::DELETE_ROWS_EVENT_V1) => Op::Delete,
+            other => {
+                return Err(
+                    self.decode_error(event, format!("unexpected rows event type {other:?}"))
+                );
+            }
+        };
+        let header = event.header();
+        let pos = self.start_of(event);
+        let ts_ms = self.ts_ms(event);
+        let now_ms = now_ms();
+        let trx = self.trx.get_or_insert_with(|| OpenTransaction {
+            id: format!("{}:{pos}", self.file).into(),
+            standalone: false,
+            events: 0,
+            per_table: HashMap::new(),
+        });
+        let gtid: Option<Arc<str>> = self.pending.gtid.as_ref().map(|g| g.to_string().into());
+        let decode_error = |detail: String| CaptureError::Decode {
+            file: self.file.to_string(),
+            pos,
+            detail: format!("{}.{}: {detail}", schema.db, schema.table),
+        };
+        let partial = matches!(
+            event.header().event_type(),
+            Ok(EventType::PARTIAL_UPDATE_ROWS_EVENT)
+        );
+        let images = RowImages::new(&schema, tme, rows, partial).map_err(decode_error)?;
+        let mut table_order = trx.per_table.get(&table_id).copied().unwrap_or(0);
+        for (row, pair) in images.enumerate() {
+            let (before, after) = pair.map_err(|e| decode_error(format!("row {row}: {e}")))?;
+            let source = SourceInfo {
+                name: self.setup.server_name.clone(),
+                ts_ms,
+                snapshot: SnapshotMarker::False,
+                db: schema.db.clone(),
+                table: schema.table.clone(),
+                server_id: header.server_id(),
+                gtid: gtid.clone(),
+                file: self.file.clone(),
+                pos,
+                row: row as u32,
+            };
+            for change in row_changes(&schema, op, before, after)
+                .into_iter()
+                .flatten()
+            {
+                trx.events += 1;
+                table_order += 1;
+                self.out.push_back(ReaderItem::Change(Box::new(ChangeEvent {
+                    op: change.op,
+                    key: change.key,
+                    before: change.before,
+                    after: change.after,
+                    source: source.clone(),
+                    ts_ms: now_ms,
+                    transaction: Some(TransactionInfo {
+                        id: trx.id.clone(),
+                        total_order: trx.events,
+                        data_collection_order: table_order,
+                    }),
+                })));
+            }
+        }
+        trx.per_table.insert(table_id, table_order);
+        Ok(())
+    }
+}
+
+/// What one row change is, before its source and transaction are attached.
+struct RowChange {
+    op: Op,
+    key: Row,
+    before: Option<Row>,
+    after: Option<Row>,
+}
+
+/// The change events of one row: an update that changes the primary key becomes a
+/// delete of the old key and a create of the new one, as Debezium does.
+fn row_changes(
+    schema: &TableSchema,
+    op: Op,
+    before: Option<Vec<Value>>,
+    after: Option<Vec<Value>>,
+) -> [Option<RowChange>; 2] {
+    let row = |values: Vec<Value>| Row {
+        columns: schema.names.clone(),
+        values,
+    };
+    let key_of = |values: &[Value]| Row {
+        columns: schema.key_names.clone(),
+        values: schema.key.iter().map(|&i| values[i].clone()).collect(),
+    };
+    let event = |op, key, before, after| {
+        Some(RowChange {
+            op,
+            key,
+            before,
+            after,
+        })
+    };
+    match (op, before, after) {
+        (Op::Update, Some(b), Some(a)) => {
+            let (old_key, new_key) = (key_of(&b), key_of(&a));
+            if old_key == new_key {
+                [event(Op::Update, new_key, Some(row(b)), Some(row(a))), None]
+            } else {
+                [
+                    event(Op::Delete, old_key, Some(row(b)), None),
+                    event(Op::Create, new_key, None, Some(row(a))),
+                ]
+            }
+        }
+        (_, Some(b), None) => [event(Op::Delete, key_of(&b), Some(row(b)), None), None],
+        (_, None, Some(a)) => [event(Op::Create, key_of(&a), None, Some(row(a))), None],
+        _ => [None, None],
+    }
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+#[cfg(test)]
+mod tests;
