@@ -904,6 +904,12 @@ mod tests {
             .as_deref(),
             Some("2-3-4")
         );
+        let mysql = r#"{"op":"u","after":{"id":1},"source":{"gtid":"3E11FA47-71CA-11E1-9E33-C80AA9429562:23"}}"#;
+        assert_eq!(
+            gtid(mysql).as_deref(),
+            Some("3e11fa47-71ca-11e1-9e33-c80aa9429562:23"),
+            "a MySQL GTID"
+        );
         assert_eq!(gtid(r#"{"op":"r","after":{"id":1},"source":{}}"#), None);
         assert_eq!(
             gtid(r#"{"id":1,"source":{"gtid":"0-1-1"}}"#),
