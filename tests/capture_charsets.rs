@@ -319,6 +319,94 @@ async fn every_character_set_reaches_kafka_as_the_server_reads_it() {
     );
 }
 
+/// With `undecodable_text: base64`, text the server stores but that is not
+/// valid in its character set goes out as its raw bytes (base64), with headers
+/// naming the columns, on insert, update and delete; the other columns of the
+/// row, and valid rows, are text as always.
+#[tokio::test(flavor = "multi_thread")]
+async fn undecodable_text_can_go_out_as_raw_bytes_with_a_header() {
+    let mut conn = root_conn().await;
+    let db = create_db(&mut conn, "undecodable").await;
+    conn.query_drop(format!(
+        "CREATE TABLE `{db}`.t (id INT PRIMARY KEY, v VARCHAR(10) CHARACTER SET big5, \
+         c VARCHAR(10) CHARACTER SET latin2)"
+    ))
+    .await
+    .unwrap();
+    let setup = CaptureSetup::new(&db, &gtid_now(&mut conn).await);
+    let yaml = setup
+        .yaml()
+        .replace("server_id:", "undecodable_text: base64, server_id:");
+    assert_ne!(yaml, setup.yaml());
+    let capture = TributaryProcess::start(&["capture"], &write_config(&yaml), &[]);
+    conn.query_drop(format!(
+        "INSERT INTO `{db}`.t VALUES (1, _binary 0xA15A, 'żółw'), (2, '繁體', 'gęś');
+         UPDATE `{db}`.t SET c = 'łoś' WHERE id = 1;
+         DELETE FROM `{db}`.t WHERE id = 1;"
+    ))
+    .await
+    .unwrap();
+    // What the server holds, read back independently (row 1 is gone: its bytes
+    // are those inserted; row 2 as the server converts it).
+    let (v2, c2): (String, String) = conn
+        .query_first(format!(
+            "SELECT CONVERT(v USING utf8mb4), CONVERT(c USING utf8mb4) FROM `{db}`.t WHERE id = 2"
+        ))
+        .await
+        .unwrap()
+        .unwrap();
+    let records = read_raw(&setup.topic("t"), Duration::from_secs(60), |r| r.len() >= 5).await;
+    let events: Vec<(&RawRecord, Json)> = records
+        .iter()
+        .filter(|r| r.value.is_some())
+        .map(|r| (r, r.json()))
+        .collect();
+    assert_eq!(events.len(), 4, "c, c, u, d; log:\n{}", capture.log());
+    for (record, event) in &events {
+        let image = if event["op"] == "d" {
+            &event["before"]
+        } else {
+            &event["after"]
+        };
+        if image["id"] == 2 {
+            assert_eq!(image["v"], v2.as_str());
+            assert_eq!(image["c"], c2.as_str());
+            assert!(record.headers.is_empty(), "{:?}", record.headers);
+            continue;
+        }
+        assert_eq!(
+            hex(&base64_decode(image["v"].as_str().unwrap())),
+            "A15A",
+            "{event}"
+        );
+        assert!(image["c"] == "żółw" || image["c"] == "łoś", "{event}");
+        assert_eq!(
+            record
+                .headers
+                .get("tributary.undecodable.columns")
+                .map(String::as_str),
+            Some("v"),
+            "{event}"
+        );
+        assert_eq!(
+            record
+                .headers
+                .get("tributary.undecodable.encoding")
+                .map(String::as_str),
+            Some("base64")
+        );
+    }
+    let update = events.iter().find(|(_, e)| e["op"] == "u").unwrap();
+    assert_eq!(
+        hex(&base64_decode(update.1["before"]["v"].as_str().unwrap())),
+        "A15A"
+    );
+    assert!(
+        capture.log().contains("published as raw bytes"),
+        "a warning says so"
+    );
+}
+
 /// Every table of `capture/charsets` is what the server itself converts each
 /// byte sequence to: `CONVERT(CONVERT(b USING cs) USING utf8mb4)` over every
 /// sequence of one byte, of two bytes with a lead byte of 0x80 or more, and of

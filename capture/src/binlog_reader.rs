@@ -110,6 +110,7 @@ impl BinlogReader {
                 keys: setup.keys,
                 info: setup.info,
                 pool: setup.pool,
+                undecodable_text: setup.source.undecodable_text,
             },
             from,
         )?;

@@ -189,6 +189,7 @@ impl ChunkReader {
             },
             ts_ms: source.ts_ms,
             transaction: None,
+            undecodable: Vec::new(),
         }
     }
 }

@@ -96,6 +96,25 @@ pub struct SourceConfig {
     /// Heartbeat interval the server sends while idle, in seconds (0 disables).
     #[serde(default = "default_heartbeat_s")]
     pub heartbeat_s: u64,
+    /// What a streamed text value that is not valid in its column's character
+    /// set does: stop capture (the default), or go out as its raw bytes.
+    #[serde(default)]
+    pub undecodable_text: UndecodableText,
+}
+
+/// What capture does with text bytes that are not valid in their column's
+/// character set (or that the server has no Unicode character for).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UndecodableText {
+    /// Stop, naming database, table, column and binlog position: nothing wrong
+    /// is published, and capture resumes there once the data or config is fixed.
+    #[default]
+    Stop,
+    /// Publish the column as its raw bytes (base64 in JSON), with the record
+    /// headers `tributary.undecodable.columns` (the columns, comma-separated) and
+    /// `tributary.undecodable.encoding: base64`.
+    Base64,
 }
 
 /// When capture reads the tables' existing rows.

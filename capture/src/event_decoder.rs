@@ -19,10 +19,11 @@ use mysql_async::binlog::events::{
 };
 use mysql_async::{BinlogStream, Pool};
 use mysql_common::binlog::EventStreamReader;
-use tracing::{debug, info};
+use tracing::{debug, info, warn};
 use tributary_proto::gtid::{Gtid, MySqlSource};
 use tributary_proto::{ChangeEvent, Op, Row, SnapshotMarker, SourceInfo, TransactionInfo, Value};
 
+use crate::config::UndecodableText;
 use crate::error::CaptureError;
 use crate::filter::TableFilter;
 use crate::gtid_state::{GtidSet, GtidState};
@@ -128,6 +129,8 @@ pub struct DecoderSetup {
     pub info: ServerInfo,
     /// Pool for `information_schema` look-ups (TABLE_MAPs without full metadata).
     pub pool: Pool,
+    /// What text that is not valid in its character set does.
+    pub undecodable_text: UndecodableText,
 }
 
 /// Binlog events in, [`ReaderItem`]s out.
@@ -521,10 +524,26 @@ impl EventDecoder {
             event.header().event_type(),
             Ok(EventType::PARTIAL_UPDATE_ROWS_EVENT)
         );
-        let images = RowImages::new(&schema, tme, rows, partial).map_err(decode_error)?;
+        let mut images = RowImages::new(&schema, tme, rows, partial, self.setup.undecodable_text)
+            .map_err(decode_error)?;
         let mut table_order = trx.per_table.get(&table_id).copied().unwrap_or(0);
-        for (row, pair) in images.enumerate() {
+        let mut row = 0;
+        while let Some(pair) = images.next() {
             let (before, after) = pair.map_err(|e| decode_error(format!("row {row}: {e}")))?;
+            let undecodable: Vec<Arc<str>> = images
+                .raw_text_columns()
+                .iter()
+                .map(|&i| schema.columns[i].name.as_str().into())
+                .collect();
+            if !undecodable.is_empty() {
+                warn!(
+                    table = %format!("{}.{}", schema.db, schema.table),
+                    columns = %undecodable.join(","),
+                    position = %format!("{}:{pos}", self.file),
+                    row,
+                    "text not valid in its character set published as raw bytes (undecodable_text: base64)"
+                );
+            }
             let source = SourceInfo {
                 name: self.setup.server_name.clone(),
                 ts_ms,
@@ -555,8 +574,10 @@ impl EventDecoder {
                         total_order: trx.events,
                         data_collection_order: table_order,
                     }),
+                    undecodable: undecodable.clone(),
                 })));
             }
+            row += 1;
         }
         trx.per_table.insert(table_id, table_order);
         Ok(())

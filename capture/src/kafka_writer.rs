@@ -28,6 +28,7 @@ use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::ConsumerGroupMetadata;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord, Producer};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -128,6 +129,19 @@ impl SideTopic {
 
 /// Capture's producer: idempotent, all acknowledgements (the user's
 /// `kafka.producer` map may tune the rest).
+/// Says which columns carry raw bytes instead of text (`source.undecodable_text: base64`).
+fn undecodable_headers(columns: &[std::sync::Arc<str>]) -> OwnedHeaders {
+    OwnedHeaders::new()
+        .insert(Header {
+            key: "tributary.undecodable.columns",
+            value: Some(columns.join(",").as_bytes()),
+        })
+        .insert(Header {
+            key: "tributary.undecodable.encoding",
+            value: Some("base64"),
+        })
+}
+
 fn producer_config(kafka: &KafkaConfig) -> ClientBuilder<'_> {
     let mut producer = kafka.producer("capture");
     producer
@@ -253,6 +267,9 @@ impl KafkaWriter {
             .partition(partition);
         if let Some(key) = &key {
             record = record.key(key.as_slice());
+        }
+        if !event.undecodable.is_empty() {
+            record = record.headers(undecodable_headers(&event.undecodable));
         }
         let delivery = self.produce(record).await?;
         self.queue(Pending::Delivery(delivery)).await?;

@@ -21,6 +21,7 @@ use mysql_async::consts::ColumnType;
 use mysql_common::io::ParseBuf;
 use tributary_proto::Value;
 
+use crate::config::UndecodableText;
 use crate::fast_value;
 use crate::row_decoder::decode_value;
 use crate::schema::{ColumnKind, TableSchema};
@@ -48,6 +49,8 @@ struct Layout<'a> {
     after: bool,
     /// The event is a PARTIAL_UPDATE_ROWS_EVENT: after images start with value options.
     shared_image: bool,
+    /// What text that is not valid in its character set does.
+    undecodable: UndecodableText,
 }
 
 /// Iterator over the row changes of one rows event.
@@ -55,6 +58,8 @@ pub struct RowImages<'a> {
     schema: &'a TableSchema,
     layout: Layout<'a>,
     buf: ParseBuf<'a>,
+    /// Columns of the last row read whose text went out as raw bytes.
+    raw_text: Vec<usize>,
 }
 
 impl<'a> RowImages<'a> {
@@ -64,6 +69,7 @@ impl<'a> RowImages<'a> {
         tme: &'a TableMapEvent<'a>,
         rows: &'a RowsEventData<'a>,
         shared_image: bool,
+        undecodable: UndecodableText,
     ) -> Result<Self, String> {
         let count = rows.num_columns() as usize;
         if count != schema.columns.len() || count != tme.columns_count() as usize {
@@ -115,37 +121,51 @@ impl<'a> RowImages<'a> {
             before: rows.columns_before_image().is_some(),
             after: rows.columns_after_image().is_some(),
             shared_image,
+            undecodable,
         };
         Ok(RowImages {
             schema,
             layout,
             buf: ParseBuf(rows.rows_data()),
+            raw_text: Vec::new(),
         })
+    }
+
+    /// The text columns of the last row read (either image) that are not valid in
+    /// their character set and went out as raw bytes (`undecodable_text: base64`).
+    pub fn raw_text_columns(&self) -> &[usize] {
+        &self.raw_text
     }
 
     fn next_pair(&mut self) -> Result<RowPair, String> {
         let layout = &self.layout;
+        self.raw_text.clear();
+        let raw_text = &mut self.raw_text;
         let before = if layout.before {
-            Some(layout.image(&mut self.buf, self.schema, false)?)
+            Some(layout.image(&mut self.buf, self.schema, false, raw_text)?)
         } else {
             None
         };
         let after = if layout.after {
-            Some(layout.image(&mut self.buf, self.schema, layout.shared_image)?)
+            Some(layout.image(&mut self.buf, self.schema, layout.shared_image, raw_text)?)
         } else {
             None
         };
+        raw_text.sort_unstable();
+        raw_text.dedup();
         Ok((before, after))
     }
 }
 
 impl<'a> Layout<'a> {
-    /// Reads one full image (every column present, as `RowImages::new` checked).
+    /// Reads one full image (every column present, as `RowImages::new` checked);
+    /// text columns read as raw bytes are added to `raw_text`.
     fn image(
         &self,
         buf: &mut ParseBuf<'a>,
         schema: &TableSchema,
         shared_image: bool,
+        raw_text: &mut Vec<usize>,
     ) -> Result<Vec<Value>, String> {
         let truncated = || "row image ends early".to_owned();
         let mut partial_json: &[u8] = &[];
@@ -178,19 +198,49 @@ impl<'a> Layout<'a> {
                     schema_column.name, schema_column.kind
                 )
             };
-            if !is_partial
+            let at = buf.0;
+            let value = if !is_partial
                 && let Some(value) =
                     fast_value::decode(column.column_type, column.meta, &schema_column.kind, buf)
             {
-                values.push(value.map_err(described)?);
-                continue;
-            }
-            let raw: BinlogValue<'_> = buf
-                .parse((column.column_type, column.meta, column.unsigned, is_partial))
-                .map_err(|e| described(e.to_string()))?;
-            values.push(decode_value(&schema_column.kind, Some(raw)).map_err(described)?);
+                value
+            } else {
+                let raw: BinlogValue<'_> = buf
+                    .parse((column.column_type, column.meta, column.unsigned, is_partial))
+                    .map_err(|e| described(e.to_string()))?;
+                decode_value(&schema_column.kind, Some(raw))
+            };
+            let value = match value {
+                Err(_)
+                    if self.undecodable == UndecodableText::Base64
+                        && matches!(schema_column.kind, ColumnKind::Text(_)) =>
+                {
+                    raw_text.push(index);
+                    self.raw_bytes(column, at, buf).map_err(described)?
+                }
+                other => other.map_err(described)?,
+            };
+            values.push(value);
         }
         Ok(values)
+    }
+
+    /// The bytes of the text value at `at`, read again as they are; `buf` goes on after it.
+    fn raw_bytes(
+        &self,
+        column: &BinlogColumn<'a>,
+        at: &'a [u8],
+        buf: &mut ParseBuf<'a>,
+    ) -> Result<Value, String> {
+        let mut again = ParseBuf(at);
+        let raw: BinlogValue<'_> = again
+            .parse((column.column_type, column.meta, column.unsigned, false))
+            .map_err(|e| e.to_string())?;
+        *buf = again;
+        match raw {
+            BinlogValue::Value(mysql_async::Value::Bytes(bytes)) => Ok(Value::Bytes(bytes)),
+            other => Err(format!("expected text bytes, read {other:?}")),
+        }
     }
 }
 

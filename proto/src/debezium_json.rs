@@ -183,6 +183,8 @@ pub fn decode(key: &[u8], value: &[u8]) -> Result<ChangeEvent, CodecError> {
         source,
         ts_ms: field("ts_ms").as_i64().unwrap_or_default(),
         transaction,
+        // Said by a record header, not the JSON.
+        undecodable: Vec::new(),
     })
 }
 
@@ -284,6 +286,7 @@ mod tests {
                 total_order: 3,
                 data_collection_order: 2,
             }),
+            undecodable: Vec::new(),
         }
     }
 

@@ -129,4 +129,8 @@ pub struct ChangeEvent {
     pub ts_ms: i64,
     /// Transaction block.
     pub transaction: Option<TransactionInfo>,
+    /// Text columns whose bytes are not valid in their character set, carried
+    /// as those bytes ([`Value::Bytes`](crate::Value::Bytes)) because capture was
+    /// told to (`source.undecodable_text: base64`); empty otherwise.
+    pub undecodable: Vec<Arc<str>>,
 }

@@ -283,6 +283,7 @@ fn decoder(from: &BinlogPosition) -> EventDecoder {
         },
         // Never connected to: every TABLE_MAP here has full metadata.
         pool: Pool::new("mysql://nobody@127.0.0.1:9/none"),
+        undecodable_text: UndecodableText::Stop,
     };
     EventDecoder::new(setup, from).unwrap()
 }

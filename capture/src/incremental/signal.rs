@@ -138,6 +138,7 @@ mod tests {
             source: SourceInfo::default(),
             ts_ms: 0,
             transaction: None,
+            undecodable: Vec::new(),
         }
     }
 
