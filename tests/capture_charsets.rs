@@ -319,26 +319,53 @@ async fn every_character_set_reaches_kafka_as_the_server_reads_it() {
     );
 }
 
-/// With `undecodable_text: base64`, text the server stores but that is not
-/// valid in its character set goes out as its raw bytes (base64), with headers
-/// naming the columns, on insert, update and delete; the other columns of the
-/// row, and valid rows, are text as always.
+/// Text the server stores but that is not valid in its character set (big5
+/// A15A, which the server itself reads as U+FFFD). By default capture stops,
+/// in a snapshot as in the binlog, naming the column, and publishes nothing for
+/// the table. With `undecodable_text: base64` it goes out as its raw bytes
+/// (base64), with headers naming the columns, in a snapshot read and on insert,
+/// update and delete; the other columns of the row, and valid rows, are text as
+/// always.
 #[tokio::test(flavor = "multi_thread")]
-async fn undecodable_text_can_go_out_as_raw_bytes_with_a_header() {
+async fn undecodable_text_stops_capture_or_goes_out_as_raw_bytes_with_a_header() {
     let mut conn = root_conn().await;
     let db = create_db(&mut conn, "undecodable").await;
     conn.query_drop(format!(
         "CREATE TABLE `{db}`.t (id INT PRIMARY KEY, v VARCHAR(10) CHARACTER SET big5, \
-         c VARCHAR(10) CHARACTER SET latin2)"
+         c VARCHAR(10) CHARACTER SET latin2);
+         INSERT INTO `{db}`.t VALUES (3, _binary 0xA15A, 'ćma');"
     ))
     .await
     .unwrap();
-    let setup = CaptureSetup::new(&db, &gtid_now(&mut conn).await);
+
+    let stopping = CaptureSetup::new(&db, "").with_snapshot(100);
+    let capture = TributaryProcess::start(&["capture"], &write_config(&stopping.yaml()), &[]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let wanted = [
+        format!("snapshot of {db}.t, column `v`"),
+        "bytes A15A are not valid big5".to_owned(),
+    ];
+    while !wanted.iter().all(|w| capture.log().contains(w.as_str())) {
+        assert!(Instant::now() < deadline, "log:\n{}", capture.log());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    drop(capture);
+    let published = read_raw(&stopping.topic("t"), Duration::from_secs(1), |r| {
+        !r.is_empty()
+    })
+    .await;
+    assert!(published.is_empty(), "nothing published: {published:?}");
+
+    let setup = CaptureSetup::new(&db, "").with_snapshot(100);
     let yaml = setup
         .yaml()
         .replace("server_id:", "undecodable_text: base64, server_id:");
     assert_ne!(yaml, setup.yaml());
     let capture = TributaryProcess::start(&["capture"], &write_config(&yaml), &[]);
+    read_raw(&setup.topic("t"), Duration::from_secs(60), |r| {
+        !r.is_empty()
+    })
+    .await;
     conn.query_drop(format!(
         "INSERT INTO `{db}`.t VALUES (1, _binary 0xA15A, 'żółw'), (2, '繁體', 'gęś');
          UPDATE `{db}`.t SET c = 'łoś' WHERE id = 1;
@@ -346,8 +373,13 @@ async fn undecodable_text_can_go_out_as_raw_bytes_with_a_header() {
     ))
     .await
     .unwrap();
-    // What the server holds, read back independently (row 1 is gone: its bytes
-    // are those inserted; row 2 as the server converts it).
+    // What the server holds, read back independently: the bytes of v, and
+    // the text of row 2 as the server converts it.
+    let v3: String = conn
+        .query_first(format!("SELECT HEX(v) FROM `{db}`.t WHERE id = 3"))
+        .await
+        .unwrap()
+        .unwrap();
     let (v2, c2): (String, String) = conn
         .query_first(format!(
             "SELECT CONVERT(v USING utf8mb4), CONVERT(c USING utf8mb4) FROM `{db}`.t WHERE id = 2"
@@ -355,13 +387,13 @@ async fn undecodable_text_can_go_out_as_raw_bytes_with_a_header() {
         .await
         .unwrap()
         .unwrap();
-    let records = read_raw(&setup.topic("t"), Duration::from_secs(60), |r| r.len() >= 5).await;
+    let records = read_raw(&setup.topic("t"), Duration::from_secs(60), |r| r.len() >= 6).await;
     let events: Vec<(&RawRecord, Json)> = records
         .iter()
         .filter(|r| r.value.is_some())
         .map(|r| (r, r.json()))
         .collect();
-    assert_eq!(events.len(), 4, "c, c, u, d; log:\n{}", capture.log());
+    assert_eq!(events.len(), 5, "r, c, c, u, d; log:\n{}", capture.log());
     for (record, event) in &events {
         let image = if event["op"] == "d" {
             &event["before"]
@@ -376,10 +408,13 @@ async fn undecodable_text_can_go_out_as_raw_bytes_with_a_header() {
         }
         assert_eq!(
             hex(&base64_decode(image["v"].as_str().unwrap())),
-            "A15A",
+            v3,
             "{event}"
         );
-        assert!(image["c"] == "żółw" || image["c"] == "łoś", "{event}");
+        assert!(
+            ["żółw", "łoś", "ćma"].contains(&image["c"].as_str().unwrap()),
+            "{event}"
+        );
         assert_eq!(
             record
                 .headers
@@ -396,15 +431,56 @@ async fn undecodable_text_can_go_out_as_raw_bytes_with_a_header() {
             Some("base64")
         );
     }
+    assert!(
+        events
+            .iter()
+            .any(|(_, e)| e["op"] == "r" && e["after"]["id"] == 3)
+    );
     let update = events.iter().find(|(_, e)| e["op"] == "u").unwrap();
     assert_eq!(
         hex(&base64_decode(update.1["before"]["v"].as_str().unwrap())),
-        "A15A"
+        v3
     );
     assert!(
         capture.log().contains("published as raw bytes"),
         "a warning says so"
     );
+}
+
+/// A snapshot pages through a table by its primary key; a text key outside
+/// UTF-8 (here cp932 with its binary collation, not the default one) is compared
+/// as the bytes the table holds: every row is read once, none skipped, even
+/// two keys that are one character (cp932 has NEC and JIS codes for `∵`), which
+/// a key sent back as text would not tell apart.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_snapshot_pages_exactly_through_a_text_key_in_a_legacy_character_set() {
+    let mut conn = root_conn().await;
+    let db = create_db(&mut conn, "sjiskey").await;
+    conn.query_drop(format!(
+        "CREATE TABLE `{db}`.t (k VARCHAR(10) CHARACTER SET cp932 COLLATE cp932_bin PRIMARY KEY, n INT);
+         INSERT INTO `{db}`.t VALUES ('東京', 1), ('大阪', 2), ('ｶﾀｶﾅ', 3), ('カタカナ', 4),
+             ('abc', 5), ('ABC', 6), ('日本語', 7), ('①', 8), ('～', 9),
+             (_binary 0x81E6, 10), (_binary 0x879A, 11);"
+    ))
+    .await
+    .unwrap();
+    let mut expected: Vec<String> = conn
+        .query(format!("SELECT CONVERT(k USING utf8mb4) FROM `{db}`.t"))
+        .await
+        .unwrap();
+    expected.sort();
+    let setup = CaptureSetup::new(&db, "").with_snapshot(2);
+    let capture = TributaryProcess::start(&["capture"], &write_config(&setup.yaml()), &[]);
+    let records = read_raw(&setup.topic("t"), Duration::from_secs(60), |r| {
+        r.iter().any(|r| r.json()["source"]["snapshot"] == "last")
+    })
+    .await;
+    let mut keys: Vec<String> = records
+        .iter()
+        .map(|r| r.json()["after"]["k"].as_str().unwrap().to_owned())
+        .collect();
+    keys.sort();
+    assert_eq!(keys, expected, "log:\n{}", capture.log());
 }
 
 /// Every table of `capture/charsets` is what the server itself converts each

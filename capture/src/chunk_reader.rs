@@ -2,16 +2,20 @@
 //! into `op: r` change events. Shared by the initial snapshot and by on-demand
 //! (incremental) snapshots.
 
+use std::sync::Arc;
+
 use mysql_async::binlog::value::BinlogValue;
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Params};
+use tracing::warn;
 use tributary_proto::{ChangeEvent, Op, Row, SourceInfo, Value};
 
+use crate::config::UndecodableText;
 use crate::error::CaptureError;
 use crate::message_key::MessageKeyColumns;
 use crate::position::BinlogPosition;
-use crate::row_decoder::decode_value;
-use crate::schema::{ColumnKind, InfoColumn, TableSchema};
+use crate::row_decoder::{decode_value, text_value};
+use crate::schema::{Charset, ColumnKind, InfoColumn, TableSchema};
 use crate::source;
 
 /// The queries and schema that read one table.
@@ -19,21 +23,38 @@ pub(crate) struct ChunkReader {
     schema: TableSchema,
     /// Primary-key columns (chunks follow them); empty without a primary key.
     chunk_key: Vec<usize>,
+    /// Per chunk-key column: text outside UTF-8, sent back in hex (a parameter
+    /// is text in the connection's utf8mb4, which other bytes are not).
+    hex_key: Vec<bool>,
     /// Every row, no order (tables without a primary key).
     all: String,
     first: String,
     next: String,
     chunk_rows: usize,
+    undecodable: UndecodableText,
+}
+
+/// One row of a chunk, decoded.
+pub(crate) struct ChunkRow {
+    /// The column values in table order.
+    pub values: Vec<Value>,
+    /// Text columns not valid in their character set, read as raw bytes
+    /// (`source.undecodable_text: base64`).
+    pub undecodable: Vec<Arc<str>>,
 }
 
 /// One chunk of rows, decoded.
 pub(crate) struct Chunk {
-    /// The rows in key order, each its column values in table order.
-    pub rows: Vec<Vec<Value>>,
+    /// The rows in key order.
+    pub rows: Vec<ChunkRow>,
     /// The key of the last row, to read the next chunk after.
     pub last_key: Option<Vec<mysql_async::Value>>,
     /// No rows follow this chunk.
     pub complete: bool,
+}
+
+fn hex_of(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02X}")).collect()
 }
 
 fn quote(name: &str) -> String {
@@ -50,6 +71,7 @@ impl ChunkReader {
         table: &str,
         chunk_rows: usize,
         keys: &MessageKeyColumns,
+        undecodable: UndecodableText,
     ) -> Result<Option<Self>, CaptureError> {
         let columns = source::info_columns_on(conn, db, table).await?;
         if columns.is_empty() {
@@ -73,20 +95,34 @@ impl ChunkReader {
         let first = format!("{all} ORDER BY {} LIMIT {chunk_rows}", key.join(", "));
         // The last key comes back as a parameter; a DECIMAL one is sent as text, which
         // MySQL's rules compare with a DECIMAL as a double (MariaDB compares it
-        // exactly): cast it back to the column's type.
-        let placeholders: Vec<String> = chunk_key
+        // exactly): cast it back to the column's type. Text comes back as the
+        // bytes the table holds: outside UTF-8 they go back in hex, read as the
+        // column's character set and collation, so that the comparison is with
+        // the very key read (two byte sequences can be one character).
+        let (placeholders, hex_key): (Vec<String>, Vec<bool>) = chunk_key
             .iter()
-            .map(|&i| match &schema.columns[i].kind {
-                ColumnKind::Decimal => {
-                    let column_type = &columns[i].column_type;
+            .map(|&i| match (&schema.columns[i].kind, &columns[i]) {
+                (ColumnKind::Decimal, column) => {
+                    let column_type = &column.column_type;
                     let declared = column_type
                         .find(')')
                         .map_or(column_type.as_str(), |end| &column_type[..=end]);
-                    format!("CAST(? AS {declared})")
+                    (format!("CAST(? AS {declared})"), false)
                 }
-                _ => "?".to_owned(),
+                (
+                    ColumnKind::Text(charset),
+                    InfoColumn {
+                        charset: Some(name),
+                        collation: Some(collation),
+                        ..
+                    },
+                ) if *charset != Charset::Utf8 => (
+                    format!("CONVERT(UNHEX(?) USING {name}) COLLATE {collation}"),
+                    true,
+                ),
+                _ => ("?".to_owned(), false),
             })
-            .collect();
+            .unzip();
         let next = format!(
             "{all} WHERE ({}) > ({}) ORDER BY {} LIMIT {chunk_rows}",
             key.join(", "),
@@ -95,11 +131,13 @@ impl ChunkReader {
         );
         Ok(Some(ChunkReader {
             chunk_key,
+            hex_key,
             schema,
             all,
             first,
             next,
             chunk_rows,
+            undecodable,
         }))
     }
 
@@ -142,24 +180,52 @@ impl ChunkReader {
             last_key = Some(
                 self.chunk_key
                     .iter()
-                    .map(|&i| row.as_ref(i).cloned().unwrap_or(mysql_async::Value::NULL))
+                    .zip(&self.hex_key)
+                    .map(|(&i, &hex)| match row.as_ref(i) {
+                        Some(mysql_async::Value::Bytes(bytes)) if hex => {
+                            mysql_async::Value::Bytes(hex_of(bytes).into_bytes())
+                        }
+                        value => value.cloned().unwrap_or(mysql_async::Value::NULL),
+                    })
                     .collect(),
             );
             let mut values = Vec::with_capacity(self.schema.columns.len());
+            let mut undecodable = Vec::new();
             for (i, column) in self.schema.columns.iter().enumerate() {
-                let raw = row.take::<mysql_async::Value, _>(i).map(BinlogValue::Value);
-                values.push(
-                    decode_value(&column.kind, raw).map_err(|e| CaptureError::Decode {
-                        file: position.file.clone(),
-                        pos: position.pos,
-                        detail: format!(
-                            "snapshot of {}.{}, column `{}`: {e}",
-                            self.schema.db, self.schema.table, column.name
-                        ),
-                    })?,
-                );
+                let raw = row.take::<mysql_async::Value, _>(i);
+                let value = match (&column.kind, raw) {
+                    (ColumnKind::Text(charset), Some(mysql_async::Value::Bytes(bytes))) => {
+                        match text_value(charset, &bytes) {
+                            Err(_) if self.undecodable == UndecodableText::Base64 => {
+                                undecodable.push(column.name.as_str().into());
+                                Ok(Value::Bytes(bytes))
+                            }
+                            decoded => decoded,
+                        }
+                    }
+                    (kind, raw) => decode_value(kind, raw.map(BinlogValue::Value)),
+                };
+                values.push(value.map_err(|e| CaptureError::Decode {
+                    file: position.file.clone(),
+                    pos: position.pos,
+                    detail: format!(
+                        "snapshot of {}.{}, column `{}`: {e}",
+                        self.schema.db, self.schema.table, column.name
+                    ),
+                })?);
             }
-            decoded.push(values);
+            decoded.push(ChunkRow {
+                values,
+                undecodable,
+            });
+        }
+        let raw_rows = decoded.iter().filter(|r| !r.undecodable.is_empty()).count();
+        if raw_rows > 0 {
+            warn!(
+                table = %format!("{}.{}", self.schema.db, self.schema.table),
+                rows = raw_rows,
+                "snapshot text not valid in its character set published as raw bytes (undecodable_text: base64)"
+            );
         }
         Ok(Chunk {
             rows: decoded,
@@ -169,8 +235,12 @@ impl ChunkReader {
     }
 
     /// The `op: r` event of one row; `source` gives everything but the table.
-    pub(crate) fn event(&self, values: Vec<Value>, source: &SourceInfo) -> ChangeEvent {
+    pub(crate) fn event(&self, row: ChunkRow, source: &SourceInfo) -> ChangeEvent {
         let schema = &self.schema;
+        let ChunkRow {
+            values,
+            undecodable,
+        } = row;
         ChangeEvent {
             op: Op::Read,
             key: Row {
@@ -189,7 +259,7 @@ impl ChunkReader {
             },
             ts_ms: source.ts_ms,
             transaction: None,
-            undecodable: Vec::new(),
+            undecodable,
         }
     }
 }

@@ -111,6 +111,8 @@ pub struct InfoColumn {
     pub column_type: String,
     /// `CHARACTER_SET_NAME`.
     pub charset: Option<String>,
+    /// `COLLATION_NAME`.
+    pub collation: Option<String>,
     /// Position in the primary key (from 1): `SEQ_IN_INDEX` in the `PRIMARY`
     /// index, or in the unique index the server promoted to primary key.
     pub key_position: Option<u32>,
@@ -320,7 +322,9 @@ impl TableSchema {
     }
 
     /// The schema of a table as `information_schema` describes it now (snapshots).
-    /// Text columns are read in the connection's utf8mb4, whatever their charset.
+    /// Text columns (and ENUM/SET labels) are read as the bytes the table holds
+    /// (the snapshot connection sets `character_set_results = binary`) and
+    /// decoded in their own character set, as in the binlog.
     pub fn from_info_columns(db: &str, table: &str, info: &[InfoColumn]) -> Self {
         let columns = info
             .iter()
@@ -430,8 +434,9 @@ fn column_kind(
 
 impl ColumnKind {
     /// How a column of a snapshot query maps, from its `information_schema.COLUMNS.COLUMN_TYPE`
-    /// (`int(10) unsigned`, `datetime(3)`, `binary(16)`, …). Query results carry text in the
-    /// connection's utf8mb4 and ENUM/SET as their labels, so those are text here.
+    /// (`int(10) unsigned`, `datetime(3)`, `binary(16)`, …) and character set. Query
+    /// results carry text, and ENUM/SET as their labels, in the column's character
+    /// set (no conversion: `character_set_results = binary`), so those are text in it.
     pub fn of_snapshot_column(column_type: &str, charset: Option<&str>) -> ColumnKind {
         let lower = column_type.to_ascii_lowercase();
         let base = lower.split(['(', ' ']).next().unwrap_or_default();
@@ -466,11 +471,11 @@ impl ColumnKind {
             {
                 ColumnKind::Binary { fixed_len: None }
             }
-            "char" | "varchar" | "tinytext" | "text" | "mediumtext" | "longtext" => {
-                ColumnKind::Text(Charset::Utf8)
-            }
             // Query results carry ENUM and SET as their labels.
-            "enum" | "set" => ColumnKind::Text(Charset::Utf8),
+            "char" | "varchar" | "tinytext" | "text" | "mediumtext" | "longtext" | "enum"
+            | "set" => ColumnKind::Text(charset.map_or(Charset::Utf8, |name| {
+                Charset::from_name(name).unwrap_or(Charset::Utf8)
+            })),
             "bit" => ColumnKind::Bit {
                 bits: width().unwrap_or(1) as u16,
             },
@@ -570,7 +575,11 @@ mod tests {
         assert_eq!(kind("enum('s','m')"), ColumnKind::Text(Charset::Utf8));
         assert_eq!(
             ColumnKind::of_snapshot_column("varchar(10)", Some("latin1")),
-            ColumnKind::Text(Charset::Utf8)
+            ColumnKind::Text(Charset::from_name("latin1").unwrap())
+        );
+        assert_eq!(
+            ColumnKind::of_snapshot_column("set('a','b')", Some("cp1251")),
+            ColumnKind::Text(Charset::from_name("cp1251").unwrap())
         );
     }
 }

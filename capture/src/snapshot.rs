@@ -107,6 +107,7 @@ pub async fn run(
             table,
             config.snapshot.chunk_rows,
             &config.message_key_columns,
+            config.source.undecodable_text,
         )
         .await?;
         let Some(reader) = reader else {
@@ -130,10 +131,14 @@ pub async fn run(
     Ok(Some(stream_from))
 }
 
-/// A connection for consistent reads: UTC session, repeatable read.
+/// A connection for consistent reads: UTC session, repeatable read, and text
+/// as the tables hold it (no conversion to the connection's character set,
+/// which would turn bytes the server has no character for into `?` or U+FFFD):
+/// capture decodes it in each column's character set, as in the binlog.
 pub(crate) async fn connect(config: &CaptureConfig) -> Result<Conn, CaptureError> {
     let mut conn = source::connect(&config.source).await?;
-    conn.query_drop("SET time_zone = '+00:00'").await?;
+    conn.query_drop("SET time_zone = '+00:00', character_set_results = binary")
+        .await?;
     conn.query_drop("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
         .await?;
     Ok(conn)
@@ -223,8 +228,8 @@ impl Snapshot<'_> {
             }
             let chunk = reader.read(conn, after.as_deref(), self.position).await?;
             done += chunk.rows.len() as u64;
-            for values in chunk.rows {
-                let event = reader.event(values, &self.source);
+            for row in chunk.rows {
+                let event = reader.event(row, &self.source);
                 if let Some(previous) = self.held.replace(event) {
                     writer.send(&previous).await?;
                 }

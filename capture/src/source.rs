@@ -220,7 +220,7 @@ pub async fn info_columns(
 }
 
 /// `COLUMN_NAME, COLUMN_TYPE, CHARACTER_SET_NAME, COLUMN_KEY`.
-type InfoColumnRow = (String, String, Option<String>, String);
+type InfoColumnRow = (String, String, Option<String>, Option<String>, String);
 
 /// Columns of a table from `information_schema`, on a given connection. Key
 /// positions follow the primary key's index, or, without one, the unique index
@@ -233,7 +233,7 @@ pub async fn info_columns_on(
 ) -> Result<Vec<InfoColumn>, CaptureError> {
     let rows: Vec<InfoColumnRow> = conn
         .exec(
-            "SELECT COLUMN_NAME, COLUMN_TYPE, CHARACTER_SET_NAME, COLUMN_KEY \
+            "SELECT COLUMN_NAME, COLUMN_TYPE, CHARACTER_SET_NAME, COLLATION_NAME, COLUMN_KEY \
              FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? \
              ORDER BY ORDINAL_POSITION",
             (db, table),
@@ -248,7 +248,7 @@ pub async fn info_columns_on(
         .await?;
     let primary: std::collections::BTreeSet<&str> = rows
         .iter()
-        .filter(|r| r.3 == "PRI")
+        .filter(|r| r.4 == "PRI")
         .map(|r| r.0.as_str())
         .collect();
     let key_index = key_index(&unique, &primary);
@@ -260,11 +260,12 @@ pub async fn info_columns_on(
     };
     Ok(rows
         .iter()
-        .map(|(name, column_type, charset, _)| InfoColumn {
+        .map(|(name, column_type, charset, collation, _)| InfoColumn {
             key_position: position(name),
             name: name.clone(),
             column_type: column_type.clone(),
             charset: charset.clone(),
+            collation: collation.clone(),
         })
         .collect())
 }

@@ -325,8 +325,8 @@ impl Incremental {
         let rows = chunk
             .rows
             .into_iter()
-            .map(|values| {
-                let event = reader.event(values, &source);
+            .map(|row| {
+                let event = reader.event(row, &source);
                 (encode_key(&event), event)
             })
             .collect();
@@ -368,7 +368,8 @@ impl Incremental {
             }
             Some((db, table, _)) => {
                 let keys = &self.config.message_key_columns;
-                ChunkReader::new(conn, db, table, chunk_rows, keys).await?
+                let undecodable = self.config.source.undecodable_text;
+                ChunkReader::new(conn, db, table, chunk_rows, keys, undecodable).await?
             }
             None => None,
         };
