@@ -110,6 +110,9 @@ struct TransactionStart {
 struct Payload {
     start: u64,
     end: u64,
+    /// Rows of the payload's events so far: its events share one position,
+    /// so their rows are numbered through the payload.
+    rows: u32,
 }
 
 struct CachedTable {
@@ -255,6 +258,13 @@ impl EventDecoder {
             }
             EventData::GtidEvent(gtid) => self.on_mysql_gtid(&event, &gtid, true),
             EventData::AnonymousGtidEvent(anonymous) => {
+                if self.mysql_set_complete {
+                    // gtid_mode is not ON (any more): no set can say where
+                    // capture is; positions resume by file and offset.
+                    warn!(file = %self.file, "an anonymous (GTID-less) transaction: positions no longer keep a GTID set");
+                    self.mysql_set_complete = false;
+                    self.gtid = GtidState::Empty;
+                }
                 self.on_mysql_gtid(&event, &anonymous.0, false)
             }
             EventData::PreviousGtidsEvent(previous) => self.on_previous_gtids(&previous),
@@ -263,34 +273,42 @@ impl EventDecoder {
                 self.payload = Some(Payload {
                     start,
                     end: u64::from(header.log_pos()),
+                    rows: 0,
                 });
             }
             EventData::QueryEvent(query) => {
                 let sql = query.query();
                 let sql = sql.trim();
-                if sql.eq_ignore_ascii_case("BEGIN") {
-                    match &mut self.trx {
+                match Statement::of(sql) {
+                    Statement::Begin => match &mut self.trx {
                         Some(trx) => trx.standalone = false,
                         None => self.begin(format!("{}:{}", self.file, header.log_pos()), false),
-                    }
-                } else if sql.eq_ignore_ascii_case("COMMIT") {
-                    self.commit(&event);
-                } else {
-                    // DDL: schemas come from the next TABLE_MAP; drop the fallback cache.
-                    self.tables.clear();
-                    let db = query.schema().into_owned();
-                    self.out.push_back(ReaderItem::SchemaChange(SchemaChange {
-                        recorded: self.setup.filter.records_ddl_of(&db),
-                        db,
-                        ddl: sql.to_owned(),
-                        position: self.position_after(&event, true),
-                    }));
-                    if self.trx.as_ref().is_none_or(|t| t.standalone) {
-                        self.commit(&event);
+                    },
+                    Statement::End => self.commit(&event),
+                    Statement::InTransaction => {}
+                    Statement::Ddl { opens_transaction } => {
+                        // Schemas come from the next TABLE_MAP; drop the fallback cache.
+                        self.tables.clear();
+                        let db = query.schema().into_owned();
+                        self.out.push_back(ReaderItem::SchemaChange(SchemaChange {
+                            recorded: self.setup.filter.records_ddl_of(&db),
+                            db,
+                            ddl: sql.to_owned(),
+                            position: self.position_after(&event, true),
+                        }));
+                        match &mut self.trx {
+                            // MySQL 8.0.21+ logs CREATE TABLE … SELECT as one
+                            // transaction: the rows and an XID follow.
+                            Some(trx) if opens_transaction => trx.standalone = false,
+                            Some(trx) if !trx.standalone => {}
+                            _ => self.commit(&event),
+                        }
                     }
                 }
             }
-            EventData::XidEvent(_) => self.commit(&event),
+            // XA: the rows are logged (and published) at XA PREPARE; the
+            // later XA COMMIT or XA ROLLBACK is a transaction of its own.
+            EventData::XidEvent(_) | EventData::XaPrepareLogEvent(_) => self.commit(&event),
             EventData::HeartbeatEvent if self.trx.is_none() => {
                 let position = BinlogPosition {
                     ts_ms: now_ms(),
@@ -347,7 +365,8 @@ impl EventDecoder {
     /// MySQL: a file starts with the set of every transaction before it; read
     /// from its start, it completes a GTID set that was not known.
     fn on_previous_gtids(&mut self, previous: &PreviousGtidsEvent<'_>) {
-        if self.setup.info.is_mariadb || self.mysql_set_complete || !self.from_file_start {
+        let usable = self.setup.info.gtid_mode_on && self.from_file_start;
+        if self.mysql_set_complete || !usable {
             return;
         }
         let mut set = GtidSet::default();
@@ -433,11 +452,11 @@ impl EventDecoder {
         if let (true, Some(gtid)) = (with_pending, &self.pending.gtid) {
             self.advance(&mut state, gtid);
         }
-        let gtid = match &state {
+        let gtid = if state.is_empty() {
             // MySQL with GTIDs on but none executed yet: an empty, complete set.
-            GtidState::Empty if self.mysql_set_complete => Some(String::new()),
-            state if state.is_empty() => None,
-            state => Some(state.to_string()),
+            self.mysql_set_complete.then(String::new)
+        } else {
+            Some(state.to_string())
         };
         BinlogPosition {
             file: self.file.to_string(),
@@ -527,7 +546,13 @@ impl EventDecoder {
         let mut images = RowImages::new(&schema, tme, rows, partial, self.setup.undecodable_text)
             .map_err(decode_error)?;
         let mut table_order = trx.per_table.get(&table_id).copied().unwrap_or(0);
-        let mut row = 0;
+        // Events inside a transaction payload share its position: number their
+        // rows through the payload, so that (file, pos, row) names one row.
+        let inner = event.header().log_pos() == 0;
+        let mut row = match self.payload {
+            Some(payload) if inner => payload.rows,
+            _ => 0,
+        };
         while let Some(pair) = images.next() {
             let (before, after) = pair.map_err(|e| decode_error(format!("row {row}: {e}")))?;
             let undecodable: Vec<Arc<str>> = images
@@ -554,7 +579,7 @@ impl EventDecoder {
                 gtid: gtid.clone(),
                 file: self.file.clone(),
                 pos,
-                row: row as u32,
+                row,
             };
             for change in row_changes(&schema, op, before, after)
                 .into_iter()
@@ -580,7 +605,49 @@ impl EventDecoder {
             row += 1;
         }
         trx.per_table.insert(table_id, table_order);
+        if let Some(payload) = self.payload.as_mut().filter(|_| inner) {
+            payload.rows = row;
+        }
         Ok(())
+    }
+}
+
+/// What a QUERY event's statement is to the transaction around it.
+#[derive(Debug, PartialEq)]
+enum Statement {
+    /// `BEGIN`, `XA START`: a transaction of several statements starts.
+    Begin,
+    /// `COMMIT`, `ROLLBACK`, `XA COMMIT`/`XA ROLLBACK` (of a prepared XA transaction).
+    End,
+    /// `SAVEPOINT`, `ROLLBACK TO`, `RELEASE SAVEPOINT`, `XA END`: nothing to record.
+    InTransaction,
+    /// Anything else is DDL, recorded in the schema history; MySQL 8.0.21+
+    /// ends an atomic `CREATE TABLE … SELECT` with `START TRANSACTION`.
+    Ddl { opens_transaction: bool },
+}
+
+impl Statement {
+    fn of(sql: &str) -> Statement {
+        let words: Vec<String> = sql
+            .split_whitespace()
+            .take(2)
+            .map(str::to_ascii_uppercase)
+            .collect();
+        let words: Vec<&str> = words.iter().map(String::as_str).collect();
+        match words.as_slice() {
+            ["BEGIN"] | ["XA", "START" | "BEGIN"] => Statement::Begin,
+            ["COMMIT" | "ROLLBACK"] | ["XA", "COMMIT" | "ROLLBACK"] => Statement::End,
+            ["SAVEPOINT", _] | ["ROLLBACK", "TO"] | ["RELEASE", "SAVEPOINT"] | ["XA", "END"] => {
+                Statement::InTransaction
+            }
+            _ => Statement::Ddl {
+                opens_transaction: sql
+                    .to_ascii_uppercase()
+                    .trim_end_matches(';')
+                    .trim_end()
+                    .ends_with("START TRANSACTION"),
+            },
+        }
     }
 }
 

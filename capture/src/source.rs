@@ -23,6 +23,9 @@ pub struct ServerInfo {
     pub full_row_metadata: bool,
     /// The server's collation ids and their character sets.
     pub collations: Collations,
+    /// MySQL with `gtid_mode=ON`: every transaction has a GTID, so positions
+    /// can keep the executed GTID set and resume by it.
+    pub gtid_mode_on: bool,
 }
 
 /// Connection options for the source.
@@ -111,12 +114,14 @@ pub async fn preflight(conn: &mut Conn) -> Result<ServerInfo, CaptureError> {
             .into_iter()
             .filter_map(|(id, charset)| Some((id?, charset?))),
     );
+    let gtid_mode_on = !is_mariadb && mysql_gtid_mode_on(conn).await?;
     info!(%version, "source database ready for capture");
     Ok(ServerInfo {
         version,
         is_mariadb,
         full_row_metadata,
         collations,
+        gtid_mode_on,
     })
 }
 
@@ -151,8 +156,7 @@ pub fn missing_grant(err: mysql_async::Error, grant: &'static str) -> CaptureErr
 }
 
 /// The server's current end of binlog, with the GTID state there: MariaDB's
-/// `@@gtid_binlog_pos`, or MySQL's executed GTID set when `gtid_mode` is not
-/// OFF (empty when no GTID transaction has run yet).
+/// `@@gtid_binlog_pos`, or MySQL's executed GTID set when `gtid_mode` is ON.
 pub async fn current_position(
     conn: &mut Conn,
     is_mariadb: bool,
@@ -174,10 +178,13 @@ pub async fn current_position(
         conn.query_first::<String, _>("SELECT @@gtid_binlog_pos")
             .await?
             .filter(|g| !g.is_empty())
+    } else if mysql_gtid_mode_on(conn).await? {
+        // Empty when no GTID transaction has run yet: a complete, empty set.
+        Some(row.get("Executed_Gtid_Set").unwrap_or_default())
     } else {
-        let mode: Option<String> = conn.query_first("SELECT @@GLOBAL.gtid_mode").await?;
-        let executed: Option<String> = row.get("Executed_Gtid_Set");
-        executed.filter(|_| mode.is_some_and(|m| !m.eq_ignore_ascii_case("OFF")))
+        // OFF or one of the permissive modes: some transactions are anonymous,
+        // so no GTID set can say where capture is.
+        None
     };
     Ok(BinlogPosition {
         file,
@@ -186,6 +193,12 @@ pub async fn current_position(
         ts_ms: 0,
         ..Default::default()
     })
+}
+
+/// Whether a MySQL server has `gtid_mode=ON` (not OFF or a permissive mode).
+async fn mysql_gtid_mode_on(conn: &mut Conn) -> Result<bool, CaptureError> {
+    let mode: Option<String> = conn.query_first("SELECT @@GLOBAL.gtid_mode").await?;
+    Ok(mode.is_some_and(|m| m.eq_ignore_ascii_case("ON")))
 }
 
 /// The start of the oldest binlog the server still has.

@@ -280,6 +280,7 @@ fn decoder(from: &BinlogPosition) -> EventDecoder {
             is_mariadb: false,
             full_row_metadata: true,
             collations: Collations::new([(255, "utf8mb4".into()), (8, "latin1".into())]),
+            gtid_mode_on: true,
         },
         // Never connected to: every TABLE_MAP here has full metadata.
         pool: Pool::new("mysql://nobody@127.0.0.1:9/none"),
@@ -385,7 +386,31 @@ async fn mysql_transactions_carry_their_gtids_and_positions_the_executed_set() {
     let ddl = "ALTER TABLE users ADD COLUMN note TEXT";
     binlog.append(code::QUERY, HEADER_TS, &query_body("shop", ddl));
     let ddl_end = binlog.pos;
-    // An anonymous transaction (gtid_mode=ON_PERMISSIVE lets both kinds in).
+    // B:10, compressed (binlog_transaction_compression=ON), two statements.
+    binlog.append(
+        code::GTID,
+        HEADER_TS,
+        &gtid_body(SOURCE_B, 10, ORIGINAL_US, ORIGINAL_US),
+    );
+    let update = users_rows_body(
+        &[
+            users_image(42, ZOE_UTF8, ZURICH_LATIN1),
+            users_image(42, b"Zoe", ZURICH_LATIN1),
+        ],
+        true,
+    );
+    let insert = users_rows_body(&[users_image(43, b"Ann", b"Bern")], false);
+    let inner = [
+        inner_event(code::QUERY, &query_body("shop", "BEGIN")),
+        inner_event(code::TABLE_MAP, &users_table_map()),
+        inner_event(code::UPDATE_ROWS, &update),
+        inner_event(code::WRITE_ROWS, &insert),
+        inner_event(code::XID, &xid_body(1003)),
+    ];
+    let payload_at = binlog.append(code::TRANSACTION_PAYLOAD, HEADER_TS, &payload_body(&inner));
+    let payload_end = binlog.pos;
+    // An anonymous transaction (gtid_mode=ON_PERMISSIVE lets both kinds in):
+    // from here on no GTID set can say where capture is.
     let anonymous_at = binlog.append(
         code::ANONYMOUS_GTID,
         HEADER_TS,
@@ -398,47 +423,10 @@ async fn mysql_transactions_carry_their_gtids_and_positions_the_executed_set() {
     );
     binlog.append(code::QUERY, HEADER_TS, &query_body("shop", "BEGIN"));
     binlog.append(code::TABLE_MAP, HEADER_TS, &users_table_map());
-    binlog.append(
-        code::UPDATE_ROWS,
-        HEADER_TS,
-        &users_rows_body(
-            &[
-                users_image(42, ZOE_UTF8, ZURICH_LATIN1),
-                users_image(42, b"Zoe", ZURICH_LATIN1),
-            ],
-            true,
-        ),
-    );
+    let delete = users_rows_body(&[users_image(42, b"Zoe", ZURICH_LATIN1)], false);
+    binlog.append(code::DELETE_ROWS, HEADER_TS, &delete);
     binlog.append(code::XID, HEADER_TS, &xid_body(1002));
     let anonymous_end = binlog.pos;
-    // B:10, compressed (binlog_transaction_compression=ON).
-    binlog.append(
-        code::GTID,
-        HEADER_TS,
-        &gtid_body(SOURCE_B, 10, ORIGINAL_US, ORIGINAL_US),
-    );
-    let inner = [
-        event(
-            code::QUERY,
-            HEADER_TS,
-            &query_body("shop", "BEGIN"),
-            0,
-            0,
-            false,
-        ),
-        event(code::TABLE_MAP, HEADER_TS, &users_table_map(), 0, 0, false),
-        event(
-            code::DELETE_ROWS,
-            HEADER_TS,
-            &users_rows_body(&[users_image(42, b"Zoe", ZURICH_LATIN1)], false),
-            0,
-            0,
-            false,
-        ),
-        event(code::XID, HEADER_TS, &xid_body(1003), 0, 0, false),
-    ];
-    let payload_at = binlog.append(code::TRANSACTION_PAYLOAD, HEADER_TS, &payload_body(&inner));
-    let payload_end = binlog.pos;
 
     let from = BinlogPosition {
         file: FILE.into(),
@@ -448,7 +436,7 @@ async fn mysql_transactions_carry_their_gtids_and_positions_the_executed_set() {
     let items = decode(&binlog, &from).await.unwrap();
     let a = |n: u64| format!("{SOURCE_A}:{n}");
     let changes = changes(&items);
-    assert_eq!(changes.len(), 3, "{items:#?}");
+    assert_eq!(changes.len(), 4, "{items:#?}");
 
     let insert = changes[0];
     assert_eq!(insert.op, Op::Create);
@@ -471,27 +459,36 @@ async fn mysql_transactions_carry_their_gtids_and_positions_the_executed_set() {
     );
     assert_eq!(column(Some(&insert.key), "id"), &Value::Int(42));
 
-    let update = changes[1];
-    assert_eq!(update.op, Op::Update);
-    assert_eq!(update.source.gtid, None, "anonymous");
+    let b10 = format!("{SOURCE_B}:10");
+    let (update, created) = (changes[1], changes[2]);
+    assert_eq!((update.op, created.op), (Op::Update, Op::Create));
+    for change in [update, created] {
+        assert_eq!(change.source.gtid.as_deref(), Some(b10.as_str()));
+        assert_eq!(&*change.transaction.as_ref().unwrap().id, b10.as_str());
+        assert_eq!(
+            change.source.pos,
+            u64::from(payload_at),
+            "where the payload starts"
+        );
+    }
+    assert_eq!(
+        (update.source.row, created.source.row),
+        (0, 1),
+        "rows numbered through the payload: (file, pos, row) names one row"
+    );
+    assert_eq!(text(column(update.before.as_ref(), "name")), "Zoë ✓");
+    assert_eq!(text(column(update.after.as_ref(), "name")), "Zoe");
+    assert_eq!(text(column(created.after.as_ref(), "city")), "Bern");
+
+    let delete = changes[3];
+    assert_eq!(delete.op, Op::Delete);
+    assert_eq!(delete.source.gtid, None, "anonymous");
     let anonymous_id = format!("{FILE}:{anonymous_at}");
     assert_eq!(
-        &*update.transaction.as_ref().unwrap().id,
+        &*delete.transaction.as_ref().unwrap().id,
         anonymous_id.as_str()
     );
-    assert_eq!(update.source.ts_ms, (IMMEDIATE_US / 1000) as i64);
-    assert_eq!(text(column(update.after.as_ref(), "name")), "Zoe");
-
-    let delete = changes[2];
-    assert_eq!(delete.op, Op::Delete);
-    let b10 = format!("{SOURCE_B}:10");
-    assert_eq!(delete.source.gtid.as_deref(), Some(b10.as_str()));
-    assert_eq!(
-        delete.source.pos,
-        u64::from(payload_at),
-        "where the payload starts"
-    );
-    assert_eq!(text(column(delete.before.as_ref(), "city")), "Zürich");
+    assert_eq!(delete.source.ts_ms, (IMMEDIATE_US / 1000) as i64);
 
     let schema_change = items
         .iter()
@@ -530,18 +527,85 @@ async fn mysql_transactions_carry_their_gtids_and_positions_the_executed_set() {
                 (IMMEDIATE_US / 1000) as i64
             ),
             (
-                u64::from(anonymous_end),
-                Some(after_ddl.as_str()),
-                (IMMEDIATE_US / 1000) as i64
-            ),
-            (
                 u64::from(payload_end),
                 Some(after_payload.as_str()),
                 (ORIGINAL_US / 1000) as i64
             ),
+            (u64::from(anonymous_end), None, (IMMEDIATE_US / 1000) as i64),
         ]
     );
     assert!(commits(&items).iter().all(|p| p.file == FILE));
+}
+
+/// An event inside a transaction payload: no checksum, position 0.
+fn inner_event(type_code: u8, body: &[u8]) -> Vec<u8> {
+    event(type_code, HEADER_TS, body, 0, 0, false)
+}
+
+#[tokio::test]
+async fn an_atomic_create_table_select_commits_once_after_its_rows() {
+    // MySQL 8.0.21+: GTID, `CREATE TABLE … START TRANSACTION`, rows, XID.
+    let mut binlog = Binlog::starting_at(4);
+    binlog.append(
+        code::GTID,
+        HEADER_TS,
+        &gtid_body(SOURCE_A, 41, ORIGINAL_US, ORIGINAL_US),
+    );
+    let ddl = "CREATE TABLE users (id INT PRIMARY KEY, name VARCHAR(20), city VARCHAR(20)) START TRANSACTION";
+    binlog.append(code::QUERY, HEADER_TS, &query_body("shop", ddl));
+    binlog.append(code::TABLE_MAP, HEADER_TS, &users_table_map());
+    let row = users_image(1, b"x", b"y");
+    binlog.append(code::WRITE_ROWS, HEADER_TS, &users_rows_body(&[row], false));
+    binlog.append(code::XID, HEADER_TS, &xid_body(41));
+    let from = BinlogPosition {
+        gtid: Some(format!("{SOURCE_A}:1-40")),
+        ..Default::default()
+    };
+    let items = decode(&binlog, &from).await.unwrap();
+    let kinds: Vec<&str> = items
+        .iter()
+        .map(|i| match i {
+            ReaderItem::SchemaChange(_) => "ddl",
+            ReaderItem::Change(_) => "row",
+            ReaderItem::Commit(_) => "commit",
+            ReaderItem::Heartbeat(_) => "heartbeat",
+        })
+        .collect();
+    assert_eq!(kinds, ["ddl", "row", "commit"]);
+    let a41 = format!("{SOURCE_A}:41");
+    assert_eq!(
+        changes(&items)[0].source.gtid.as_deref(),
+        Some(a41.as_str())
+    );
+    let set = format!("{SOURCE_A}:1-41");
+    assert_eq!(commits(&items)[0].gtid.as_deref(), Some(set.as_str()));
+    assert_eq!(commits(&items)[0].pos, u64::from(binlog.pos));
+}
+
+#[test]
+fn statements_are_told_apart_from_ddl() {
+    let ddl = |opens_transaction| Statement::Ddl { opens_transaction };
+    for (sql, expected) in [
+        ("BEGIN", Statement::Begin),
+        ("XA START 'x'", Statement::Begin),
+        ("COMMIT", Statement::End),
+        ("rollback", Statement::End),
+        ("XA COMMIT 'x'", Statement::End),
+        ("XA COMMIT 'x' ONE PHASE", Statement::End),
+        ("XA ROLLBACK 'x'", Statement::End),
+        ("SAVEPOINT `s1`", Statement::InTransaction),
+        ("ROLLBACK TO `s1`", Statement::InTransaction),
+        ("RELEASE SAVEPOINT s1", Statement::InTransaction),
+        ("XA END 'x'", Statement::InTransaction),
+        ("ALTER TABLE t ADD c INT", ddl(false)),
+        (
+            "CREATE TABLE t2 AS SELECT * FROM t START TRANSACTION",
+            ddl(true),
+        ),
+        ("create table t (i int)", ddl(false)),
+    ] {
+        assert_eq!(Statement::of(sql), expected, "{sql}");
+    }
 }
 
 /// One transaction of `A:number` inserting one row, appended to `binlog`.
