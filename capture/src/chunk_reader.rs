@@ -53,8 +53,14 @@ pub(crate) struct Chunk {
     pub complete: bool,
 }
 
-fn hex_of(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02X}")).collect()
+/// How a text key outside UTF-8 is sent back (and stored in on-demand
+/// snapshot cursors): its bytes in hex, after this mark. A stored cursor
+/// without it was written by an older version, as converted text.
+const HEX_CURSOR: &str = "hex:";
+
+fn hex_cursor(bytes: &[u8]) -> Vec<u8> {
+    let hex: String = bytes.iter().map(|b| format!("{b:02X}")).collect();
+    format!("{HEX_CURSOR}{hex}").into_bytes()
 }
 
 fn quote(name: &str) -> String {
@@ -117,7 +123,10 @@ impl ChunkReader {
                         ..
                     },
                 ) if *charset != Charset::Utf8 => (
-                    format!("CONVERT(UNHEX(?) USING {name}) COLLATE {collation}"),
+                    format!(
+                        "CONVERT(UNHEX(SUBSTRING(?, {})) USING {name}) COLLATE {collation}",
+                        HEX_CURSOR.len() + 1
+                    ),
                     true,
                 ),
                 _ => ("?".to_owned(), false),
@@ -165,6 +174,20 @@ impl ChunkReader {
         after: Option<&[mysql_async::Value]>,
         position: &BinlogPosition,
     ) -> Result<Chunk, CaptureError> {
+        let legacy_cursor = after.is_some_and(|values| {
+            values.iter().zip(&self.hex_key).any(|(value, &hex)| {
+                hex && !matches!(value, mysql_async::Value::Bytes(b) if b.starts_with(HEX_CURSOR.as_bytes()))
+            })
+        });
+        if legacy_cursor {
+            // Converted text cannot be compared as the table's bytes: read the
+            // table again from its start (its rows are upserts of the same rows).
+            warn!(
+                table = %format!("{}.{}", self.schema.db, self.schema.table),
+                "an on-demand snapshot cursor stored by an older version; the table is read again from its first row"
+            );
+        }
+        let after = after.filter(|_| !legacy_cursor);
         let rows: Vec<mysql_async::Row> = match after {
             None if !self.has_primary_key() => conn.exec(&self.all, Params::Empty).await?,
             None => conn.exec(&self.first, Params::Empty).await?,
@@ -183,7 +206,7 @@ impl ChunkReader {
                     .zip(&self.hex_key)
                     .map(|(&i, &hex)| match row.as_ref(i) {
                         Some(mysql_async::Value::Bytes(bytes)) if hex => {
-                            mysql_async::Value::Bytes(hex_of(bytes).into_bytes())
+                            mysql_async::Value::Bytes(hex_cursor(bytes))
                         }
                         value => value.cloned().unwrap_or(mysql_async::Value::NULL),
                     })
