@@ -86,8 +86,9 @@ impl BinlogReader {
                 (request, true)
             }
             // MySQL: COM_BINLOG_DUMP_GTID with the executed set; the server
-            // sends every transaction not in it.
-            (_, Some(GtidState::MySql(set))) if !set.is_empty() => {
+            // sends every transaction not in it (only with gtid_mode=ON: in
+            // other modes it refuses, so the stored file and offset are used).
+            (_, Some(GtidState::MySql(set))) if setup.info.gtid_mode_on && !set.is_empty() => {
                 (request.with_gtid().with_gtid_set(dump_sids(&set)), true)
             }
             _ => (

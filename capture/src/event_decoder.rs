@@ -19,6 +19,7 @@ use mysql_async::binlog::events::{
 };
 use mysql_async::{BinlogStream, Pool};
 use mysql_common::binlog::EventStreamReader;
+use mysql_common::packets::Tag;
 use tracing::{debug, info, warn};
 use tributary_proto::gtid::{Gtid, MySqlSource};
 use tributary_proto::{ChangeEvent, Op, Row, SnapshotMarker, SourceInfo, TransactionInfo, Value};
@@ -167,8 +168,14 @@ impl EventDecoder {
             .transpose()
             .map_err(CaptureError::ServerSetup)?
             .unwrap_or_default();
+        let mysql_set_complete = setup.info.gtid_mode_on && from.gtid.is_some();
+        // A stored MySQL set with gtid_mode no longer ON cannot be kept up.
+        let gtid = match gtid {
+            GtidState::MySql(_) if !mysql_set_complete => GtidState::Empty,
+            gtid => gtid,
+        };
         Ok(EventDecoder {
-            mysql_set_complete: !setup.info.is_mariadb && from.gtid.is_some(),
+            mysql_set_complete,
             setup,
             tables: HashMap::new(),
             file: from.file.as_str().into(),
@@ -371,10 +378,7 @@ impl EventDecoder {
         }
         let mut set = GtidSet::default();
         for sid in previous.sids() {
-            let source = MySqlSource {
-                uuid: uuid::Uuid::from_bytes(sid.uuid()),
-                tag: sid.tag().map(|t| t.as_str().to_ascii_lowercase().into()),
-            };
+            let source = mysql_source(sid.uuid(), sid.tag());
             for interval in sid.intervals() {
                 // MySQL's intervals end before their `end`.
                 set.add_range(&source, interval.start(), interval.end() - 1);
@@ -409,10 +413,7 @@ impl EventDecoder {
     /// A MySQL GTID (`identified`) or ANONYMOUS_GTID event: a transaction starts.
     fn on_mysql_gtid(&mut self, event: &Event, data: &GtidEvent, identified: bool) {
         let gtid = identified.then(|| Gtid::MySql {
-            source: MySqlSource {
-                uuid: uuid::Uuid::from_bytes(data.sid()),
-                tag: data.tag().map(|t| t.as_str().to_ascii_lowercase().into()),
-            },
+            source: mysql_source(data.sid(), data.tag()),
             transaction: data.gno(),
         });
         let id = match &gtid {
@@ -533,7 +534,8 @@ impl EventDecoder {
             events: 0,
             per_table: HashMap::new(),
         });
-        let gtid: Option<Arc<str>> = self.pending.gtid.as_ref().map(|g| g.to_string().into());
+        // A transaction with a GTID has it as its id (no text made per event).
+        let gtid: Option<Arc<str>> = self.pending.gtid.is_some().then(|| trx.id.clone());
         let decode_error = |detail: String| CaptureError::Decode {
             file: self.file.to_string(),
             pos,
@@ -609,6 +611,14 @@ impl EventDecoder {
             payload.rows = row;
         }
         Ok(())
+    }
+}
+
+/// The source of a MySQL GTID (tags compare without case: kept in lower case).
+fn mysql_source(uuid: [u8; 16], tag: Option<&Tag<'_>>) -> MySqlSource {
+    MySqlSource {
+        uuid: uuid::Uuid::from_bytes(uuid),
+        tag: tag.map(|t| t.as_str().to_ascii_lowercase().into()),
     }
 }
 

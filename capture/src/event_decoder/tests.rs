@@ -270,7 +270,7 @@ fn payload_body(inner: &[Vec<u8>]) -> Vec<u8> {
     body
 }
 
-fn decoder(from: &BinlogPosition) -> EventDecoder {
+fn decoder(from: &BinlogPosition, gtid_mode_on: bool) -> EventDecoder {
     let setup = DecoderSetup {
         server_name: "shop-mysql".into(),
         filter: TableFilter::new(&Patterns::default(), &Patterns::default()),
@@ -280,7 +280,7 @@ fn decoder(from: &BinlogPosition) -> EventDecoder {
             is_mariadb: false,
             full_row_metadata: true,
             collations: Collations::new([(255, "utf8mb4".into()), (8, "latin1".into())]),
-            gtid_mode_on: true,
+            gtid_mode_on,
         },
         // Never connected to: every TABLE_MAP here has full metadata.
         pool: Pool::new("mysql://nobody@127.0.0.1:9/none"),
@@ -292,8 +292,17 @@ fn decoder(from: &BinlogPosition) -> EventDecoder {
 /// Feeds the events to a decoder as the replication connection does (a
 /// TRANSACTION_PAYLOAD event, then the events inside it), collecting its output.
 async fn decode(binlog: &Binlog, from: &BinlogPosition) -> Result<Vec<ReaderItem>, CaptureError> {
+    decode_in_mode(binlog, from, true).await
+}
+
+/// [`decode`] from a server whose `gtid_mode` is ON or not.
+async fn decode_in_mode(
+    binlog: &Binlog,
+    from: &BinlogPosition,
+    gtid_mode_on: bool,
+) -> Result<Vec<ReaderItem>, CaptureError> {
     let mut reader = EventStreamReader::new(BinlogVersion::Version4);
-    let mut decoder = decoder(from);
+    let mut decoder = decoder(from, gtid_mode_on);
     let mut items = Vec::new();
     for bytes in &binlog.events {
         let event = reader.read(&bytes[..]).unwrap().unwrap();
@@ -664,6 +673,15 @@ async fn a_start_from_a_gtid_set_adds_to_it() {
     let items = decode(&binlog, &from).await.unwrap();
     let expected = format!("{SOURCE_A}:1-41,{SOURCE_B}:1-3");
     assert_eq!(commits(&items)[0].gtid.as_deref(), Some(expected.as_str()));
+    // gtid_mode no longer ON (a stored set, a server switched to a permissive
+    // mode): no set is kept, so the restart resumes by file and offset.
+    let items = decode_in_mode(&binlog, &from, false).await.unwrap();
+    let a41 = format!("{SOURCE_A}:41");
+    assert_eq!(
+        changes(&items)[0].source.gtid.as_deref(),
+        Some(a41.as_str())
+    );
+    assert_eq!(commits(&items)[0].gtid, None);
     // A MySQL server with GTIDs on and none executed yet: an empty set is
     // complete, and stays stored as such until the first GTID.
     let mut binlog = Binlog::starting_at(4);
