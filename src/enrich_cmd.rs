@@ -53,7 +53,7 @@ pub(crate) async fn run(args: EnrichArgs) -> anyhow::Result<()> {
         .listen_or(tributary_enricher::config::DEFAULT_HTTP_PORT);
     let board =
         status::StatusBoard::register("enrich", loaded.config.metrics.stall_after(), &mut registry);
-    status::spawn_sampler(
+    let sampler = status::spawn_sampler(
         board.clone(),
         {
             let (readiness, metrics) = (readiness.clone(), metrics.clone());
@@ -83,6 +83,7 @@ pub(crate) async fn run(args: EnrichArgs) -> anyhow::Result<()> {
     .await;
     shutdown.cancel();
     server.await.ok();
+    sampler.await.ok();
     let summaries = result.context("enricher stopped")?;
     if bounds.is_some() {
         print_summary(&summaries);

@@ -22,7 +22,7 @@ struct KafkaSection {
 
 /// Reads and validates the `kafka:` section of `path`.
 pub(crate) fn section_of(path: &std::path::Path) -> anyhow::Result<KafkaConfig> {
-    let section: KafkaSection = tributary_proto::config_text::load_yaml(path)
+    let section: KafkaSection = tributary_config::load_yaml(path)
         .with_context(|| format!("reading the kafka section of {}", path.display()))?;
     section
         .kafka

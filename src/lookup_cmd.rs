@@ -201,7 +201,7 @@ fn key_arg(text: &str) -> Json {
 
 fn json_of(value: Option<v1::Value>) -> anyhow::Result<Json> {
     value
-        .map(|v| to_json(&v).map_err(anyhow::Error::msg))
+        .map(|v| to_json(&v).map_err(anyhow::Error::from))
         .transpose()
         .map(Option::unwrap_or_default)
 }

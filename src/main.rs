@@ -1,7 +1,6 @@
 //! `tributary`: the command line. It loads config, builds components and runs them;
 //! the work itself lives in the library crates.
 
-mod bench;
 mod enrich_cmd;
 mod http;
 mod kafka_check;
@@ -57,11 +56,6 @@ enum Command {
     },
     /// Run enrichment jobs: join event streams against tables into enriched topics.
     Enrich(enrich_cmd::EnrichArgs),
-    /// Benchmarks that print a comparison table.
-    Bench {
-        #[command(subcommand)]
-        command: BenchCommand,
-    },
     /// Materialize tables and serve them over the gRPC lookup API (the `grpc:` section).
     Serve {
         /// Tables configuration file (YAML) with a `grpc:` section.
@@ -91,20 +85,6 @@ enum Command {
     Status(status_cmd::StatusArgs),
 }
 
-#[derive(Subcommand)]
-enum BenchCommand {
-    /// Local tables vs MariaDB and Redis lookups; apply rate; restart-to-ready.
-    Tables(bench::tables::TablesBenchArgs),
-    /// Enrichment events/s vs the raw consume → produce throughput of the broker.
-    Enrich(bench::enrich::EnrichBenchArgs),
-    /// A remote table (cache + batching) vs naive per-key SELECTs on MariaDB.
-    Remote(bench::remote::RemoteBenchArgs),
-    /// Capture rows/s vs the broker's ceiling and mariadb-binlog; snapshot rows/s.
-    Capture(bench::capture::CaptureBenchArgs),
-    /// Lookup API Get latency at 1/10/50 clients; BatchGet(100) vs MariaDB selects.
-    Grpc(bench::grpc::GrpcBenchArgs),
-}
-
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
@@ -124,21 +104,6 @@ async fn main() -> anyhow::Result<()> {
         Command::Serve { config } => tables_cmd::materialize(config, true).await,
         Command::Lookup(args) => lookup_cmd::run(args).await,
         Command::Enrich(args) => enrich_cmd::run(args).await,
-        Command::Bench {
-            command: BenchCommand::Tables(args),
-        } => bench::tables::run(args).await,
-        Command::Bench {
-            command: BenchCommand::Enrich(args),
-        } => bench::enrich::run(args).await,
-        Command::Bench {
-            command: BenchCommand::Remote(args),
-        } => bench::remote::run(args).await,
-        Command::Bench {
-            command: BenchCommand::Capture(args),
-        } => bench::capture::run(args).await,
-        Command::Bench {
-            command: BenchCommand::Grpc(args),
-        } => bench::grpc::run(args).await,
         Command::Validate { file, connect } => validate(&file, connect).await,
         Command::Tail(args) => tail::run(args).await,
         Command::Status(args) => status_cmd::run(args).await,
@@ -149,7 +114,7 @@ async fn main() -> anyhow::Result<()> {
 /// top-level keys; with `connect`, reaches its Kafka cluster and samples the
 /// topics of partitioned tables.
 async fn validate(file: &std::path::Path, connect: bool) -> anyhow::Result<()> {
-    let doc: serde_json::Value = tributary_proto::config_text::load_yaml(file)?;
+    let doc: serde_json::Value = tributary_config::load_yaml(file)?;
     let tables = if doc.get("jobs").is_some() {
         let config = tributary_enricher::EnrichConfig::load(file)
             .with_context(|| format!("{} is not a valid job file", file.display()))?;
@@ -194,7 +159,7 @@ async fn capture(path: PathBuf) -> anyhow::Result<()> {
         let metrics = metrics.clone();
         move || metrics.streaming.get() == 1
     };
-    status::spawn_sampler(
+    let sampler = status::spawn_sampler(
         board.clone(),
         {
             let (metrics, name) = (metrics.clone(), config.server_name.clone());
@@ -219,6 +184,7 @@ async fn capture(path: PathBuf) -> anyhow::Result<()> {
     };
     shutdown.cancel();
     server.await.ok();
+    sampler.await.ok();
     result
 }
 

@@ -1,6 +1,6 @@
 //! The status of what a component runs (datastreams, tables, jobs), judged
 //! Burrow-style: observed every few seconds, evaluated over a window
-//! ([`tributary_proto::lag_eval`]), served as JSON on `/status`, exported as
+//! ([`lag_eval`]), served as JSON on `/status`, exported as
 //! `tributary_status{component,kind,name}` (0 OK, 1 WARN, 2 STALLED, 3 STOPPED)
 //! and `tributary_status_lag_seconds`, and drawn by the status page.
 //!
@@ -8,6 +8,9 @@
 //! position that has not moved for `metrics.stall_after_s` makes `/healthz` and
 //! `/readyz` fail (so Kubernetes restarts the pod), logs an ERROR and counts in
 //! `tributary_status_stalls_total`.
+
+mod lag_eval;
+mod watchdog;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::AtomicU64;
@@ -22,8 +25,9 @@ use prometheus_client::registry::Registry;
 use serde_json::{Value as Json, json};
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info};
-use tributary_proto::lag_eval::{LagWindow, Observation};
-use tributary_proto::watchdog::{Verdict, Watchdog};
+
+use lag_eval::{LagWindow, Observation};
+use watchdog::{Verdict, Watchdog};
 
 /// How often components observe themselves.
 pub(crate) const SAMPLE_INTERVAL: Duration = Duration::from_secs(2);
@@ -245,7 +249,7 @@ impl StatusBoard {
     }
 }
 
-fn seconds_behind(unit: Unit, e: &tributary_proto::lag_eval::Evaluation) -> f64 {
+fn seconds_behind(unit: Unit, e: &lag_eval::Evaluation) -> f64 {
     match unit {
         Unit::Records => e.lag_seconds,
         Unit::Milliseconds => e.lag as f64 / 1000.0,
@@ -260,11 +264,12 @@ pub(crate) fn now_ms() -> i64 {
 }
 
 /// Records what `sample` observes every [`SAMPLE_INTERVAL`] until `shutdown`.
+#[must_use = "the sampler is awaited after shutdown"]
 pub(crate) fn spawn_sampler(
     board: Arc<StatusBoard>,
     sample: impl Fn() -> Vec<Sample> + Send + 'static,
     shutdown: CancellationToken,
-) {
+) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut ticks = tokio::time::interval(SAMPLE_INTERVAL);
         loop {
@@ -273,7 +278,7 @@ pub(crate) fn spawn_sampler(
                 _ = ticks.tick() => board.record(sample(), now_ms()),
             }
         }
-    });
+    })
 }
 
 /// Observations of local tables: applied offsets against the topic ends, summed

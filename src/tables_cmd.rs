@@ -126,12 +126,12 @@ pub(crate) async fn materialize(path: PathBuf, require_api: bool) -> anyhow::Res
             let tables = ServedTables {
                 local: materializer.tables().to_vec(),
                 progress: Some(progress.clone()),
-                remote,
+                remote: remote.tables.clone(),
             };
-            Some(
+            let api =
                 tributary_tables::grpc::start(&config, grpc, tables, metrics, shutdown.clone())
-                    .await?,
-            )
+                    .await?;
+            Some((api, remote))
         }
         None => None,
     };
@@ -141,7 +141,7 @@ pub(crate) async fn materialize(path: PathBuf, require_api: bool) -> anyhow::Res
     let has_local = !config.tables.is_empty();
     let board =
         status::StatusBoard::register("tables", config.metrics.stall_after(), &mut registry);
-    status::spawn_sampler(
+    let sampler = status::spawn_sampler(
         board.clone(),
         {
             let progress = progress.clone();
@@ -169,8 +169,10 @@ pub(crate) async fn materialize(path: PathBuf, require_api: bool) -> anyhow::Res
     let result = materializer.join().await;
     shutdown.cancel();
     server.await.ok();
-    if let Some(api) = api {
+    sampler.await.ok();
+    if let Some((api, remote)) = api {
         api.join().await.context("lookup API")?;
+        remote.close().await;
     }
     if let Some(task) = checkpoints {
         task.await.ok();

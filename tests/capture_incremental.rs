@@ -183,8 +183,7 @@ async fn an_interrupted_on_demand_snapshot_resumes_from_its_last_chunk() {
     let (db, setup, yaml) = setup("incrkill", ROWS, 200).await;
     // Positions (with the snapshot's last key) stored every 20 ms: what a crash
     // re-sends is what was sent since, far less than starting over would.
-    let config =
-        write_config(&yaml.replace("checkpoint_interval_ms: 200", "checkpoint_interval_ms: 20"));
+    let config = write_config(&yaml.replace("commit_interval_ms: 200", "commit_interval_ms: 20"));
     let mut capture = TributaryProcess::start(&["capture"], &config, &[]);
     wait_for_log(&capture, "binlog stream opened", Duration::from_secs(60)).await;
     request_snapshot(&config, &db);

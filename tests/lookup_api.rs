@@ -25,12 +25,14 @@ use tributary_proto::grpc::v1::{self, scan_request::Range};
 use tributary_proto::grpc::{from_json, to_json};
 use tributary_tables::grpc::{LookupApi, ServedTables};
 use tributary_tables::materializer::Materializer;
+use tributary_tables::remote::RemoteTables;
 use tributary_tables::{TablesConfig, TablesMetrics};
 
 /// An in-process instance: materialized tables and their lookup API.
 struct Instance {
     materializer: Materializer,
     api: LookupApi,
+    remote: RemoteTables,
     registry: Registry,
     shutdown: CancellationToken,
 }
@@ -50,7 +52,7 @@ impl Instance {
         let served = ServedTables {
             local: materializer.tables().to_vec(),
             progress: Some(materializer.progress()),
-            remote,
+            remote: remote.tables.clone(),
         };
         let grpc = config.grpc.as_ref().unwrap();
         let api = tributary_tables::grpc::start(&config, grpc, served, metrics, shutdown.clone())
@@ -58,6 +60,7 @@ impl Instance {
             .unwrap();
         Instance {
             materializer,
+            remote,
             api,
             registry,
             shutdown,
@@ -86,6 +89,7 @@ impl Instance {
         self.shutdown.cancel();
         self.materializer.join().await.unwrap();
         self.api.join().await.unwrap();
+        self.remote.close().await;
     }
 }
 
@@ -670,6 +674,25 @@ async fn requests_for_partitions_held_elsewhere_are_forwarded_or_name_the_owner(
     );
     let (clean, log) = b.terminate(Duration::from_secs(30));
     assert!(clean, "{log}");
+    // B said goodbye before it exited: its last announcement is a tombstone.
+    let b_address = format!("127.0.0.1:{port_b}").into_bytes();
+    let said_goodbye = {
+        let b_address = b_address.clone();
+        move |r: &RawRecord| r.key.as_deref() == Some(&b_address[..]) && r.value.is_none()
+    };
+    let routing_records = read_raw(
+        &format!("{group}.routing"),
+        Duration::from_secs(20),
+        move |records| records.iter().any(&said_goodbye),
+    )
+    .await;
+    let last_of_b = routing_records
+        .iter()
+        .rfind(|r| r.key.as_deref() == Some(&b_address[..]));
+    assert!(
+        last_of_b.is_some_and(|r| r.value.is_none()),
+        "B's last routing record is not a tombstone: {last_of_b:?}"
+    );
     a.stop().await;
 }
 
@@ -832,6 +855,7 @@ async fn a_remote_table_reads_another_instances_tables_through_the_api() {
             tributary_tables::remote::start_all(&config, &TablesMetrics::default(), &shutdown)
                 .await
                 .unwrap()
+                .tables
                 .remove(0)
         }
     };

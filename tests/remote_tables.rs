@@ -16,7 +16,7 @@ use mysql_async::prelude::Queryable;
 use prometheus_client::registry::Registry;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
-use tributary_tables::remote::RemoteTable;
+use tributary_tables::remote::{RemoteTable, RemoteTables};
 use tributary_tables::{Table, TablesConfig, TablesMetrics};
 
 /// A database with `products(sku, title, price)` of `rows` rows, and a user of
@@ -65,7 +65,7 @@ async fn table(
     user: &str,
     port: u16,
     settings: &str,
-) -> (Arc<RemoteTable>, Registry, CancellationToken) {
+) -> (Arc<RemoteTable>, Registry, RemoteTables) {
     let config = TablesConfig::parse(&format!(
         "data_dir: /unused\nkafka: {{ brokers: '{}' }}\nremote:\n  - name: products\n    mysql: {{ url: 'mysql://{user}:pw@127.0.0.1:{port}', table: {db}.products, key: [sku] }}\n{settings}\n",
         brokers()
@@ -74,10 +74,10 @@ async fn table(
     let mut registry = Registry::default();
     let metrics = TablesMetrics::register(&mut registry);
     let shutdown = CancellationToken::new();
-    let mut tables = tributary_tables::remote::start_all(&config, &metrics, &shutdown)
+    let running = tributary_tables::remote::start_all(&config, &metrics, &shutdown)
         .await
         .unwrap();
-    (tables.pop().unwrap(), registry, shutdown)
+    (running.tables[0].clone(), registry, running)
 }
 
 fn metric(registry: &Registry, name: &str) -> f64 {
@@ -370,8 +370,8 @@ async fn an_http_service_backs_a_remote_table() {
     let table = tributary_tables::remote::start_all(&config, &metrics, &CancellationToken::new())
         .await
         .unwrap()
-        .pop()
-        .unwrap();
+        .tables
+        .remove(0);
     let count = || requests.load(Ordering::SeqCst);
 
     let row = table.get(&json!("SKU 1")).await.unwrap().unwrap();

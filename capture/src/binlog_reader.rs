@@ -9,6 +9,7 @@ use mysql_async::{BinlogStream, BinlogStreamRequest, Pool};
 use mysql_common::packets::{GnoInterval, Sid, Tag};
 use tracing::info;
 
+use crate::change_stream::ChangeStream;
 use crate::error::CaptureError;
 use crate::event_decoder::{DecoderSetup, EventDecoder, ReaderItem};
 use crate::filter::TableFilter;
@@ -76,7 +77,7 @@ impl BinlogReader {
             .as_deref()
             .map(GtidState::parse)
             .transpose()
-            .map_err(CaptureError::ServerSetup)?;
+            .map_err(|e| CaptureError::ServerSetup(e.to_string()))?;
         let request = BinlogStreamRequest::new(setup.source.server_id);
         let (request, by_gtid) = match (&from.gtid, state) {
             (Some(text), Some(_)) if is_mariadb => {
@@ -123,15 +124,17 @@ impl BinlogReader {
             is_mariadb,
         })
     }
+}
 
+impl ChangeStream for BinlogReader {
     /// Ends the replication connection and the look-up pool.
-    pub async fn close(self) {
+    async fn close(self) {
         drop(self.stream);
         self.decoder.close().await;
     }
 
     /// The next change or commit; `None` when the server ends the stream.
-    pub async fn next(&mut self) -> Result<Option<ReaderItem>, CaptureError> {
+    async fn next(&mut self) -> Result<Option<ReaderItem>, CaptureError> {
         loop {
             if let Some(item) = self.decoder.pop() {
                 return Ok(Some(item));

@@ -18,6 +18,35 @@ use std::sync::Arc;
 
 use crate::charset_map::CharsetMap;
 
+/// Text bytes that cannot be read exactly.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TextError {
+    /// Bytes that are not text in the character set.
+    #[error("bytes {bytes} are not valid {charset}")]
+    Invalid {
+        /// The bytes in hexadecimal (the first 32).
+        bytes: String,
+        /// The character set's name.
+        charset: String,
+    },
+    /// A character set that is not decoded yet.
+    #[error(
+        "character set {0} is not decoded yet (docs/types.md lists those that are); \
+         capture stops rather than publish text it cannot read exactly"
+    )]
+    Unsupported(Arc<str>),
+}
+
+impl TextError {
+    /// `bytes` that are not valid in `charset`.
+    pub fn invalid(bytes: &[u8], charset: &str) -> Self {
+        TextError::Invalid {
+            bytes: hex(bytes),
+            charset: charset.to_owned(),
+        }
+    }
+}
+
 /// A character set Tributary can read column bytes in.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Charset {
@@ -55,11 +84,11 @@ impl Charset {
     }
 
     /// The text `bytes` hold in this character set.
-    pub fn decode(&self, bytes: &[u8]) -> Result<String, String> {
+    pub fn decode(&self, bytes: &[u8]) -> Result<String, TextError> {
         if bytes.is_empty() {
             return Ok(String::new());
         }
-        let invalid = || format!("bytes {} are not valid {}", hex(bytes), self.name());
+        let invalid = || TextError::invalid(bytes, self.name());
         match self {
             Charset::Utf8 => std::str::from_utf8(bytes)
                 .map(str::to_owned)
@@ -92,10 +121,7 @@ impl Charset {
                     .ok_or_else(invalid)
             }
             Charset::Mapped(map) => map.decode(bytes).ok_or_else(invalid),
-            Charset::Unsupported(name) => Err(format!(
-                "character set {name} is not decoded yet (docs/types.md lists those that are); \
-                 capture stops rather than publish text it cannot read exactly"
-            )),
+            Charset::Unsupported(name) => Err(TextError::Unsupported(name.clone())),
         }
     }
 
@@ -150,7 +176,10 @@ mod tests {
     use super::*;
 
     fn decode(name: &str, bytes: &[u8]) -> Result<String, String> {
-        Charset::from_name(name).unwrap().decode(bytes)
+        Charset::from_name(name)
+            .unwrap()
+            .decode(bytes)
+            .map_err(|e| e.to_string())
     }
 
     #[test]
@@ -214,11 +243,17 @@ mod tests {
         assert_eq!(collations.charset(8), Charset::from_name("latin1"));
         assert_eq!(collations.charset(63), None);
         let gb18030 = collations.charset(3).unwrap().decode(b"x").unwrap_err();
+        assert_eq!(gb18030, TextError::Unsupported("gb18030".into()));
         assert!(
-            gb18030.contains("character set gb18030 is not decoded yet"),
+            gb18030
+                .to_string()
+                .contains("character set gb18030 is not decoded yet"),
             "{gb18030}"
         );
         let unknown = collations.charset(999).unwrap().decode(b"x").unwrap_err();
-        assert!(unknown.contains("collation id 999"), "{unknown}");
+        assert!(
+            unknown.to_string().contains("collation id 999"),
+            "{unknown}"
+        );
     }
 }

@@ -14,7 +14,7 @@ use crate::config::UndecodableText;
 use crate::error::CaptureError;
 use crate::message_key::MessageKeyColumns;
 use crate::position::BinlogPosition;
-use crate::row_decoder::{decode_value, text_value};
+use crate::row_decoder::{ValueError, decode_value, text_value};
 use crate::schema::{Charset, ColumnKind, InfoColumn, TableSchema};
 use crate::source;
 
@@ -87,7 +87,7 @@ impl ChunkReader {
             .keyed_by(keys)
             .map_err(|problem| CaptureError::Config {
                 field: "message_key_columns".into(),
-                problem,
+                problem: problem.to_string(),
             })?;
         let names: Vec<String> = schema.columns.iter().map(|c| quote(&c.name)).collect();
         let chunk_key = InfoColumn::key_of(&columns);
@@ -219,7 +219,9 @@ impl ChunkReader {
                 let value = match (&column.kind, raw) {
                     (ColumnKind::Text(charset), Some(mysql_async::Value::Bytes(bytes))) => {
                         match text_value(charset, &bytes) {
-                            Err(_) if self.undecodable == UndecodableText::Base64 => {
+                            Err(ValueError::Text(_))
+                                if self.undecodable == UndecodableText::Base64 =>
+                            {
                                 undecodable.push(column.name.as_str().into());
                                 Ok(Value::Bytes(bytes))
                             }

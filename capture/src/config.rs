@@ -16,13 +16,15 @@
 //! ```
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use regex::Regex;
 use serde::Deserialize;
+use tracing::warn;
 pub use tributary_kafka::KafkaConfig;
 
-pub use tributary_proto::config_text::Delivery;
-use tributary_proto::config_text::{self, ConfigError, HttpConfig, Validate};
+pub use tributary_config::Delivery;
+use tributary_config::{ConfigError, HttpConfig, Validate};
 
 use crate::error::CaptureError;
 use crate::message_key::MessageKeyColumns;
@@ -58,9 +60,14 @@ pub struct CaptureConfig {
     /// Delivery guarantee.
     #[serde(default)]
     pub delivery: Delivery,
-    /// Minimum interval between position commits, in milliseconds.
-    #[serde(default = "default_checkpoint_interval_ms")]
-    pub checkpoint_interval_ms: u64,
+    /// Minimum interval between position commits (with `exactly_once`, Kafka
+    /// transaction commits), in milliseconds; 1000 when not given.
+    #[serde(default)]
+    commit_interval_ms: Option<u64>,
+    /// The name `commit_interval_ms` had before: still read, with a warning at
+    /// start ("checkpoint" now means only a RocksDB checkpoint of local tables).
+    #[serde(default)]
+    checkpoint_interval_ms: Option<u64>,
     /// Seconds capture keeps retrying after an error without storing a position
     /// again before it exits non-zero (so its supervisor restarts it, and says so).
     #[serde(default = "default_recovery_timeout_s")]
@@ -211,9 +218,8 @@ impl Default for TopicsConfig {
     }
 }
 
-fn default_checkpoint_interval_ms() -> u64 {
-    1000
-}
+/// Position commits without a `commit_interval_ms`.
+const DEFAULT_COMMIT_INTERVAL: Duration = Duration::from_millis(1000);
 fn default_recovery_timeout_s() -> u64 {
     300
 }
@@ -236,12 +242,28 @@ pub const DEFAULT_HTTP_PORT: u16 = 9100;
 impl CaptureConfig {
     /// Reads, interpolates, parses and validates a configuration file.
     pub fn load(path: &std::path::Path) -> Result<Self, CaptureError> {
-        Ok(config_text::load(path)?)
+        Ok(tributary_config::load::<Self>(path)?.warn_deprecated())
     }
 
     /// Parses and validates configuration text.
     pub fn parse(text: &str) -> Result<Self, CaptureError> {
-        Ok(config_text::parse(text)?)
+        Ok(tributary_config::parse::<Self>(text)?.warn_deprecated())
+    }
+
+    /// Minimum interval between position commits (`commit_interval_ms`).
+    pub fn commit_interval(&self) -> Duration {
+        self.commit_interval_ms
+            .or(self.checkpoint_interval_ms)
+            .map_or(DEFAULT_COMMIT_INTERVAL, Duration::from_millis)
+    }
+
+    fn warn_deprecated(self) -> Self {
+        if self.checkpoint_interval_ms.is_some() {
+            warn!(
+                "checkpoint_interval_ms is the old name of commit_interval_ms: rename it (it is read as commit_interval_ms)"
+            );
+        }
+        self
     }
 }
 
@@ -249,7 +271,7 @@ impl Validate for CaptureConfig {
     /// Checks values serde cannot: names, ranges and patterns.
     fn validate(&self) -> Result<(), ConfigError> {
         let bad = |field: &str, problem: String| Err(ConfigError::new(field, problem));
-        config_text::check_name("server_name", &self.server_name)?;
+        tributary_config::check_name("server_name", &self.server_name)?;
         self.metrics.validate("metrics")?;
         if self.source.host.is_empty() {
             return bad("source.host", "must not be empty".into());
@@ -288,8 +310,16 @@ impl Validate for CaptureConfig {
                 "applies only with snapshot.mode: never (a snapshot starts streaming at its own position)".into(),
             );
         }
-        if self.checkpoint_interval_ms == 0 {
-            return bad("checkpoint_interval_ms", "must be > 0".into());
+        match (self.commit_interval_ms, self.checkpoint_interval_ms) {
+            (Some(_), Some(_)) => {
+                return bad(
+                    "checkpoint_interval_ms",
+                    "is the old name of commit_interval_ms: set only commit_interval_ms".into(),
+                );
+            }
+            (Some(0), None) => return bad("commit_interval_ms", "must be > 0".into()),
+            (None, Some(0)) => return bad("checkpoint_interval_ms", "must be > 0".into()),
+            _ => {}
         }
         if self.recovery_timeout_s < self.kafka.stall_timeout_s {
             return bad(
@@ -346,6 +376,25 @@ kafka: { brokers: '127.0.0.1:19092', producer: { linger.ms: '5' } }
         assert_eq!(c.topics.partitions, 3);
         assert_eq!(c.kafka.producer["linger.ms"], "5");
         assert_eq!(c.source.start, StartPosition::Latest);
+    }
+
+    #[test]
+    fn the_commit_interval_is_read_under_its_old_name_too() {
+        let interval = |text: &str| CaptureConfig::parse(text).unwrap().commit_interval();
+        assert_eq!(interval(GOOD), Duration::from_secs(1));
+        let new = format!("{GOOD}commit_interval_ms: 250\n");
+        assert_eq!(interval(&new), Duration::from_millis(250));
+        let old = format!("{GOOD}checkpoint_interval_ms: 300\n");
+        assert_eq!(interval(&old), Duration::from_millis(300));
+        assert_eq!(
+            field_of(&format!("{new}checkpoint_interval_ms: 300\n")),
+            "checkpoint_interval_ms",
+            "both names at once"
+        );
+        assert_eq!(
+            field_of(&format!("{GOOD}commit_interval_ms: 0\n")),
+            "commit_interval_ms"
+        );
     }
 
     fn field_of(text: &str) -> String {

@@ -88,8 +88,8 @@ pub enum CaptureError {
     },
 }
 
-impl From<tributary_proto::config_text::ConfigError> for CaptureError {
-    fn from(e: tributary_proto::config_text::ConfigError) -> Self {
+impl From<tributary_config::ConfigError> for CaptureError {
+    fn from(e: tributary_config::ConfigError) -> Self {
         CaptureError::Config {
             field: e.field,
             problem: e.problem,

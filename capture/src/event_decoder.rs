@@ -35,7 +35,7 @@ use crate::schema::TableSchema;
 use crate::source::{self, ServerInfo};
 
 /// What the decoder yields.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub enum ReaderItem {
     /// One row change.
     Change(Box<ChangeEvent>),
@@ -166,7 +166,7 @@ impl EventDecoder {
             .as_deref()
             .map(GtidState::parse)
             .transpose()
-            .map_err(CaptureError::ServerSetup)?
+            .map_err(|e| CaptureError::ServerSetup(e.to_string()))?
             .unwrap_or_default();
         let mysql_set_complete = setup.info.gtid_mode_on && from.gtid.is_some();
         // A stored MySQL set with gtid_mode no longer ON cannot be kept up.
@@ -354,7 +354,7 @@ impl EventDecoder {
             let collations = &self.setup.info.collations;
             let schema = TableSchema::from_table_map(tme, fallback.as_deref(), collations)
                 .and_then(|s| s.keyed_by(&self.setup.keys))
-                .map_err(|e| self.decode_error(event, e))?;
+                .map_err(|e| self.decode_error(event, e.to_string()))?;
             Some(Arc::new(schema))
         } else {
             None
@@ -546,7 +546,7 @@ impl EventDecoder {
             Ok(EventType::PARTIAL_UPDATE_ROWS_EVENT)
         );
         let mut images = RowImages::new(&schema, tme, rows, partial, self.setup.undecodable_text)
-            .map_err(decode_error)?;
+            .map_err(|e| decode_error(e.to_string()))?;
         let mut table_order = trx.per_table.get(&table_id).copied().unwrap_or(0);
         // Events inside a transaction payload share its position: number their
         // rows through the payload, so that (file, pos, row) names one row.

@@ -11,7 +11,7 @@ use mysql_async::consts::ColumnType;
 use mysql_common::io::ParseBuf;
 use tributary_proto::Value;
 
-use crate::row_decoder::{Calendar, float_value, text_value};
+use crate::row_decoder::{Calendar, ValueError, float_value, text_value};
 use crate::schema::{Charset, ColumnKind};
 
 /// Decodes one non-NULL value of a column of `column_type` with TABLE_MAP
@@ -21,7 +21,7 @@ pub(crate) fn decode(
     meta: &[u8],
     kind: &ColumnKind,
     buf: &mut ParseBuf<'_>,
-) -> Option<Result<Value, String>> {
+) -> Option<Result<Value, ValueError>> {
     use ColumnType::*;
     let value = match (column_type, kind) {
         (MYSQL_TYPE_TINY, ColumnKind::Int { unsigned, bytes: 1 }) => int(buf, 1, *unsigned),
@@ -83,12 +83,12 @@ pub(crate) fn decode(
         }
         _ => return None,
     };
-    Some(value.ok_or_else(|| "row image ends early".to_owned()))
+    Some(value.ok_or(ValueError::Truncated))
 }
 
 /// A length-prefixed text value in `charset`.
-fn text_of(buf: &mut ParseBuf<'_>, long: bool, charset: &Charset) -> Result<Value, String> {
-    let bytes = text(buf, long).ok_or_else(|| "row image ends early".to_owned())?;
+fn text_of(buf: &mut ParseBuf<'_>, long: bool, charset: &Charset) -> Result<Value, ValueError> {
+    let bytes = text(buf, long).ok_or(ValueError::Truncated)?;
     text_value(charset, bytes)
 }
 
@@ -473,6 +473,6 @@ mod tests {
             },
             &mut short,
         );
-        assert_eq!(truncated, Some(Err("row image ends early".to_owned())));
+        assert_eq!(truncated, Some(Err(ValueError::Truncated)));
     }
 }

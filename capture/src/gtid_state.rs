@@ -19,10 +19,26 @@ pub enum GtidState {
     MySql(GtidSet),
 }
 
+/// Text that is not a GTID state.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GtidStateError {
+    /// A part of a MariaDB state that is not a MariaDB GTID.
+    #[error("{0:?} is not a MariaDB GTID (domain-server-sequence)")]
+    MariaDb(String),
+    /// A part of a MySQL GTID set that cannot be read.
+    #[error("{part:?} is not part of a MySQL GTID set: {problem}")]
+    MySql {
+        /// The source and its intervals, as written.
+        part: String,
+        /// What is wrong with it.
+        problem: String,
+    },
+}
+
 impl GtidState {
     /// Parses `domain-server-seq[,…]` (MariaDB) or a MySQL GTID set
     /// (`uuid:1-5:7[,uuid2:tag:1-3…]`); empty text is the empty state.
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub fn parse(text: &str) -> Result<Self, GtidStateError> {
         if text.trim().is_empty() {
             Ok(GtidState::Empty)
         } else if text
@@ -71,7 +87,7 @@ impl GtidState {
     }
 }
 
-fn parse_mariadb(text: &str) -> Result<BTreeMap<u32, (u32, u64)>, String> {
+fn parse_mariadb(text: &str) -> Result<BTreeMap<u32, (u32, u64)>, GtidStateError> {
     let mut domains = BTreeMap::new();
     for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         match part.parse::<Gtid>() {
@@ -82,11 +98,7 @@ fn parse_mariadb(text: &str) -> Result<BTreeMap<u32, (u32, u64)>, String> {
             }) => {
                 domains.insert(domain, (server, sequence));
             }
-            _ => {
-                return Err(format!(
-                    "{part:?} is not a MariaDB GTID (domain-server-sequence)"
-                ));
-            }
+            _ => return Err(GtidStateError::MariaDb(part.to_owned())),
         }
     }
     Ok(domains)
@@ -120,22 +132,31 @@ impl GtidSet {
     /// by `:`-separated intervals (`1-5`, `7`), where a tag (MySQL 8.4+) applies
     /// to the intervals after it (`uuid:1-5:batch:1-3`). Whitespace and line
     /// breaks (as `@@gtid_executed` prints long sets) are ignored.
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub fn parse(text: &str) -> Result<Self, GtidStateError> {
         let compact: String = text.chars().filter(|c| !c.is_whitespace()).collect();
         let mut set = GtidSet::default();
         for part in compact.split(',').filter(|p| !p.is_empty()) {
-            let bad = |why: String| format!("{part:?} is not part of a MySQL GTID set: {why}");
+            let bad = |problem: String| GtidStateError::MySql {
+                part: part.to_owned(),
+                problem,
+            };
             let mut fields = part.split(':');
             let uuid = fields.next().unwrap_or_default();
-            let mut source = MySqlSource::parse(uuid, None).map_err(bad)?;
+            let mut source = MySqlSource::parse(uuid, None).map_err(|e| bad(e.to_string()))?;
             let mut intervals = 0;
             for field in fields {
                 if field.starts_with(|c: char| c.is_ascii_digit()) {
-                    let (start, end) = parse_interval(field).map_err(bad)?;
+                    let (start, end) = parse_interval(field).ok_or_else(|| {
+                        bad(format!(
+                            "{field:?} is not an interval of transaction numbers \
+                             (N or N-M, from 1, ascending)"
+                        ))
+                    })?;
                     set.add_range(&source, start, end);
                     intervals += 1;
                 } else {
-                    source = MySqlSource::parse(uuid, Some(field)).map_err(bad)?;
+                    source =
+                        MySqlSource::parse(uuid, Some(field)).map_err(|e| bad(e.to_string()))?;
                 }
             }
             if intervals == 0 {
@@ -179,21 +200,14 @@ impl GtidSet {
     }
 }
 
-fn parse_interval(text: &str) -> Result<(u64, u64), String> {
-    let number = |n: &str| {
-        n.parse::<u64>()
-            .ok()
-            .filter(|&n| n > 0)
-            .ok_or_else(|| format!("{n:?} is not a transaction number (1 or more)"))
-    };
+/// `N` or `N-M`: transaction numbers from 1, in ascending order.
+fn parse_interval(text: &str) -> Option<(u64, u64)> {
+    let number = |n: &str| n.parse::<u64>().ok().filter(|&n| n > 0);
     let (start, end) = match text.split_once('-') {
         Some((start, end)) => (number(start)?, number(end)?),
         None => (number(text)?, number(text)?),
     };
-    if start > end {
-        return Err(format!("interval {text:?} ends before it starts"));
-    }
-    Ok((start, end))
+    (start <= end).then_some((start, end))
 }
 
 impl fmt::Display for GtidSet {
@@ -235,7 +249,10 @@ mod tests {
         s.advance(&gtid("0-3-6"));
         assert_eq!(s.to_string(), "0-3-6,1-2-30");
         assert!(GtidState::parse("").unwrap().is_empty());
-        assert!(GtidState::parse("0-1").unwrap_err().contains("0-1"));
+        assert_eq!(
+            GtidState::parse("0-1"),
+            Err(GtidStateError::MariaDb("0-1".into()))
+        );
         let mut empty = GtidState::Empty;
         empty.advance(&gtid("2-1-9"));
         assert_eq!(empty.to_string(), "2-1-9");
@@ -261,7 +278,7 @@ mod tests {
             format!("{A}:9tag:1"),
             "nope:1-3".to_owned(),
         ] {
-            let err = GtidState::parse(&bad).unwrap_err();
+            let err = GtidState::parse(&bad).unwrap_err().to_string();
             assert!(err.contains("MySQL GTID set"), "{bad:?}: {err}");
         }
     }

@@ -13,7 +13,7 @@
 //! With `delivery: exactly_once` the events of every binlog transaction read
 //! since the last commit, the position they reach and the consumer-group offset
 //! that marks it committed (see [`crate::position_store`]) go into one Kafka
-//! transaction, committed every `checkpoint_interval_ms` at a binlog transaction
+//! transaction, committed every `commit_interval_ms` at a binlog transaction
 //! boundary, never in the middle of one.
 //!
 //! Every wait on the broker is bounded by `kafka.stall_timeout_s`; past it the
@@ -45,6 +45,7 @@ use crate::error::CaptureError;
 use crate::metrics::{CaptureMetrics, TableLabel};
 use crate::position::BinlogPosition;
 use crate::position_store::{PositionStore, offsets_topic};
+use crate::sink::ChangeSink;
 
 /// How many deliveries/positions may wait for acknowledgement.
 const PENDING_CAPACITY: usize = 100_000;
@@ -181,7 +182,7 @@ impl KafkaWriter {
             Some(Transactions {
                 open: false,
                 last_commit: Instant::now(),
-                interval: Duration::from_millis(config.checkpoint_interval_ms),
+                interval: config.commit_interval(),
                 position: None,
                 past_position: false,
                 group: Arc::new(store.group_metadata()?),
@@ -202,7 +203,7 @@ impl KafkaWriter {
             acker: tokio::spawn(acknowledge(
                 rx,
                 store.clone(),
-                Duration::from_millis(config.checkpoint_interval_ms),
+                config.commit_interval(),
                 stall_timeout,
                 metrics.clone(),
             )),
@@ -216,98 +217,6 @@ impl KafkaWriter {
             .ensure_topic(&offsets_topic(&config.server_name), 1, "compact")
             .await?;
         Ok(writer)
-    }
-
-    /// The stored position, if any.
-    pub async fn stored_position(&self) -> Result<Option<BinlogPosition>, CaptureError> {
-        self.store.load(self.transactions.is_some()).await
-    }
-
-    /// How often the open transaction should be looked at for a due commit
-    /// ([`KafkaWriter::commit_if_due`]); `None` without transactions.
-    pub fn commit_interval(&self) -> Option<Duration> {
-        self.transactions.as_ref().map(|txn| txn.interval)
-    }
-
-    /// Queues one change event (and a tombstone after a delete).
-    pub async fn send(&mut self, event: &ChangeEvent) -> Result<(), CaptureError> {
-        self.begin_transaction()?;
-        let (db, table) = (&*event.source.db, &*event.source.table);
-        let keyed = !event.key.values.is_empty();
-        if !self
-            .topics
-            .get(db)
-            .is_some_and(|tables| tables.contains_key(table))
-        {
-            let name = topic_name(&self.server_name, db, table);
-            let cleanup = if keyed { "compact" } else { "delete" };
-            let partitions = self
-                .ensure_topic(&name, self.topics_cfg.partitions, cleanup)
-                .await?;
-            let label = TableLabel {
-                table: format!("{db}.{table}"),
-            };
-            self.topics.entry(db.to_owned()).or_default().insert(
-                table.to_owned(),
-                TopicInfo {
-                    name,
-                    partitions,
-                    label,
-                },
-            );
-        }
-        let topic = &self.topics[db][table];
-        let key = keyed.then(|| encode_key(event));
-        let value = encode_value(event);
-        let partition = key
-            .as_ref()
-            .map_or(0, |key| partition_for_key(key, topic.partitions));
-        let mut record = FutureRecord::<[u8], [u8]>::to(&topic.name)
-            .payload(value.as_slice())
-            .partition(partition);
-        if let Some(key) = &key {
-            record = record.key(key.as_slice());
-        }
-        if !event.undecodable.is_empty() {
-            record = record.headers(undecodable_headers(&event.undecodable));
-        }
-        let delivery = self.produce(record).await?;
-        self.queue(Pending::Delivery(delivery)).await?;
-        if let Some(key) = key.as_ref().filter(|_| event.op == Op::Delete) {
-            let tombstone = FutureRecord::<[u8], [u8]>::to(&topic.name)
-                .key(key.as_slice())
-                .partition(partition);
-            let delivery = self.produce(tombstone).await?;
-            self.queue(Pending::Delivery(delivery)).await?;
-        }
-        self.metrics.events.get_or_create(&topic.label).inc();
-        self.sent_past_position();
-        Ok(())
-    }
-
-    /// Appends a DDL statement to `<server_name>.schema-history` (kept forever, one partition).
-    pub async fn send_schema_change(&mut self, change: &SchemaChange) -> Result<(), CaptureError> {
-        let value = serde_json::json!({
-            "source": { "server": self.server_name },
-            "position": { "file": change.position.file, "pos": change.position.pos, "gtid": change.position.gtid },
-            "ts_ms": change.position.ts_ms,
-            "databaseName": change.db,
-            "ddl": change.ddl,
-        });
-        self.send_to_side_topic(SideTopic::SchemaHistory, &value)
-            .await
-    }
-
-    /// Writes a heartbeat (`<server_name>.heartbeat`) and commits its position, so an idle
-    /// source still advances the stored position and consumers see capture is alive.
-    pub async fn send_heartbeat(&mut self, position: BinlogPosition) -> Result<(), CaptureError> {
-        let value = serde_json::json!({
-            "ts_ms": position.ts_ms,
-            "position": { "file": position.file, "pos": position.pos, "gtid": position.gtid },
-        });
-        self.send_to_side_topic(SideTopic::Heartbeat, &value)
-            .await?;
-        self.commit(position).await
     }
 
     async fn send_to_side_topic(
@@ -338,45 +247,6 @@ impl KafkaWriter {
         if let Some(txn) = &mut self.transactions {
             txn.past_position = true;
         }
-    }
-
-    /// Marks a committed transaction: `position` is stored once everything before it is acknowledged.
-    pub async fn commit(&mut self, position: BinlogPosition) -> Result<(), CaptureError> {
-        let Some(txn) = &mut self.transactions else {
-            return self.queue(Pending::Commit(position)).await;
-        };
-        // Exactly once: the position goes into the same transaction as its events.
-        txn.position = Some(position);
-        txn.past_position = false;
-        self.begin_transaction()?;
-        self.commit_if_due().await
-    }
-
-    /// Commits the open transaction if it ends at a binlog transaction boundary
-    /// and `checkpoint_interval_ms` has passed since the last commit.
-    pub async fn commit_if_due(&mut self) -> Result<(), CaptureError> {
-        let due = self.transactions.as_ref().is_some_and(|txn| {
-            txn.open
-                && txn.position.is_some()
-                && !txn.past_position
-                && txn.last_commit.elapsed() >= txn.interval
-        });
-        if due {
-            self.commit_transaction().await?;
-        }
-        Ok(())
-    }
-
-    /// Stores `position` right away, before anything else is sent (snapshot start markers).
-    pub async fn store_now(&mut self, position: &BinlogPosition) -> Result<(), CaptureError> {
-        let Some(txn) = &mut self.transactions else {
-            let offset = self.store.save(position).await?;
-            return self.store.mark_and_wait(offset).await;
-        };
-        txn.position = Some(position.clone());
-        txn.past_position = false;
-        self.begin_transaction()?;
-        self.commit_transaction().await
     }
 
     fn begin_transaction(&mut self) -> Result<(), CaptureError> {
@@ -433,35 +303,6 @@ impl KafkaWriter {
         txn.past_position = false;
         let producer = self.producer.clone();
         blocking(move || producer.abort_transaction(TRANSACTION_TIMEOUT)).await
-    }
-
-    /// Waits (up to `timeout`) for outstanding deliveries and stores the last safe
-    /// position. With transactions, the open one is committed if it ends at a
-    /// binlog transaction boundary and `failed` is false, and aborted otherwise.
-    pub async fn close(mut self, timeout: Duration, failed: bool) -> Result<(), CaptureError> {
-        let at_boundary = self
-            .transactions
-            .as_ref()
-            .is_some_and(|txn| txn.position.is_some() && !txn.past_position);
-        let committed = if at_boundary && !failed {
-            self.commit_transaction().await
-        } else {
-            self.abort_transaction().await
-        };
-        drop(self.pending);
-        let mut acker = self.acker;
-        let acknowledged = match tokio::time::timeout(timeout, &mut acker).await {
-            Ok(result) => result.expect("acknowledger does not panic"),
-            Err(_) => {
-                acker.abort();
-                warn!(
-                    ?timeout,
-                    "deliveries still outstanding at close; the next start re-reads them"
-                );
-                Ok(())
-            }
-        };
-        committed.and(acknowledged)
     }
 
     /// Hands a record to the producer, waiting (at most `kafka.stall_timeout_s`)
@@ -561,6 +402,168 @@ impl KafkaWriter {
         })
         .await
         .expect("metadata fetch does not panic")
+    }
+}
+
+impl ChangeSink for KafkaWriter {
+    /// The stored position, if any.
+    async fn stored_position(&self) -> Result<Option<BinlogPosition>, CaptureError> {
+        self.store.load(self.transactions.is_some()).await
+    }
+
+    /// How often the open transaction should be looked at for a due commit
+    /// ([`ChangeSink::commit_if_due`]); `None` without transactions.
+    fn commit_interval(&self) -> Option<Duration> {
+        self.transactions.as_ref().map(|txn| txn.interval)
+    }
+
+    /// Queues one change event (and a tombstone after a delete).
+    async fn send(&mut self, event: &ChangeEvent) -> Result<(), CaptureError> {
+        self.begin_transaction()?;
+        let (db, table) = (&*event.source.db, &*event.source.table);
+        let keyed = !event.key.values.is_empty();
+        if !self
+            .topics
+            .get(db)
+            .is_some_and(|tables| tables.contains_key(table))
+        {
+            let name = topic_name(&self.server_name, db, table);
+            let cleanup = if keyed { "compact" } else { "delete" };
+            let partitions = self
+                .ensure_topic(&name, self.topics_cfg.partitions, cleanup)
+                .await?;
+            let label = TableLabel {
+                table: format!("{db}.{table}"),
+            };
+            self.topics.entry(db.to_owned()).or_default().insert(
+                table.to_owned(),
+                TopicInfo {
+                    name,
+                    partitions,
+                    label,
+                },
+            );
+        }
+        let topic = &self.topics[db][table];
+        let key = keyed.then(|| encode_key(event));
+        let value = encode_value(event);
+        let partition = key
+            .as_ref()
+            .map_or(0, |key| partition_for_key(key, topic.partitions));
+        let mut record = FutureRecord::<[u8], [u8]>::to(&topic.name)
+            .payload(value.as_slice())
+            .partition(partition);
+        if let Some(key) = &key {
+            record = record.key(key.as_slice());
+        }
+        if !event.undecodable.is_empty() {
+            record = record.headers(undecodable_headers(&event.undecodable));
+        }
+        let delivery = self.produce(record).await?;
+        self.queue(Pending::Delivery(delivery)).await?;
+        if let Some(key) = key.as_ref().filter(|_| event.op == Op::Delete) {
+            let tombstone = FutureRecord::<[u8], [u8]>::to(&topic.name)
+                .key(key.as_slice())
+                .partition(partition);
+            let delivery = self.produce(tombstone).await?;
+            self.queue(Pending::Delivery(delivery)).await?;
+        }
+        self.metrics.events.get_or_create(&topic.label).inc();
+        self.sent_past_position();
+        Ok(())
+    }
+
+    /// Appends a DDL statement to `<server_name>.schema-history` (kept forever, one partition).
+    async fn send_schema_change(&mut self, change: &SchemaChange) -> Result<(), CaptureError> {
+        let value = serde_json::json!({
+            "source": { "server": self.server_name },
+            "position": { "file": change.position.file, "pos": change.position.pos, "gtid": change.position.gtid },
+            "ts_ms": change.position.ts_ms,
+            "databaseName": change.db,
+            "ddl": change.ddl,
+        });
+        self.send_to_side_topic(SideTopic::SchemaHistory, &value)
+            .await
+    }
+
+    /// Writes a heartbeat (`<server_name>.heartbeat`) and commits its position, so an idle
+    /// source still advances the stored position and consumers see capture is alive.
+    async fn send_heartbeat(&mut self, position: BinlogPosition) -> Result<(), CaptureError> {
+        let value = serde_json::json!({
+            "ts_ms": position.ts_ms,
+            "position": { "file": position.file, "pos": position.pos, "gtid": position.gtid },
+        });
+        self.send_to_side_topic(SideTopic::Heartbeat, &value)
+            .await?;
+        self.commit(position).await
+    }
+
+    /// Marks a committed transaction: `position` is stored once everything before it is acknowledged.
+    async fn commit(&mut self, position: BinlogPosition) -> Result<(), CaptureError> {
+        let Some(txn) = &mut self.transactions else {
+            return self.queue(Pending::Commit(position)).await;
+        };
+        // Exactly once: the position goes into the same transaction as its events.
+        txn.position = Some(position);
+        txn.past_position = false;
+        self.begin_transaction()?;
+        self.commit_if_due().await
+    }
+
+    /// Commits the open transaction if it ends at a binlog transaction boundary
+    /// and `commit_interval_ms` has passed since the last commit.
+    async fn commit_if_due(&mut self) -> Result<(), CaptureError> {
+        let due = self.transactions.as_ref().is_some_and(|txn| {
+            txn.open
+                && txn.position.is_some()
+                && !txn.past_position
+                && txn.last_commit.elapsed() >= txn.interval
+        });
+        if due {
+            self.commit_transaction().await?;
+        }
+        Ok(())
+    }
+
+    /// Stores `position` right away, before anything else is sent (snapshot start markers).
+    async fn store_now(&mut self, position: &BinlogPosition) -> Result<(), CaptureError> {
+        let Some(txn) = &mut self.transactions else {
+            let offset = self.store.save(position).await?;
+            return self.store.mark_and_wait(offset).await;
+        };
+        txn.position = Some(position.clone());
+        txn.past_position = false;
+        self.begin_transaction()?;
+        self.commit_transaction().await
+    }
+
+    /// Waits (up to `timeout`) for outstanding deliveries and stores the last safe
+    /// position. With transactions, the open one is committed if it ends at a
+    /// binlog transaction boundary and `failed` is false, and aborted otherwise.
+    async fn close(mut self, timeout: Duration, failed: bool) -> Result<(), CaptureError> {
+        let at_boundary = self
+            .transactions
+            .as_ref()
+            .is_some_and(|txn| txn.position.is_some() && !txn.past_position);
+        let committed = if at_boundary && !failed {
+            self.commit_transaction().await
+        } else {
+            self.abort_transaction().await
+        };
+        drop(self.pending);
+        let mut acker = self.acker;
+        let acknowledged = match tokio::time::timeout(timeout, &mut acker).await {
+            Ok(result) => result.expect("acknowledger does not panic"),
+            Err(_) => {
+                acker.abort();
+                warn!(
+                    ?timeout,
+                    "deliveries still outstanding at close; the next start re-reads them"
+                );
+                Ok(())
+            }
+        };
+        committed.and(acknowledged)
     }
 }
 

@@ -7,14 +7,20 @@
 //! → [`position_store`] (compacted `<server_name>.offsets`). While streaming,
 //! [`incremental`] snapshots requested tables chunk by chunk, merged with the stream.
 //!
+//! The streaming phase reads a [`change_stream::ChangeStream`], writes to a
+//! [`sink::ChangeSink`] and reads chunks from a [`chunk_source::ChunkSource`]:
+//! the binlog, Kafka and MySQL in production, [`memory`]'s doubles in tests.
+//!
 //! [`run`] ties them together and reconnects with backoff on transient errors,
 //! until `recovery_timeout_s` passes without a position stored: then it fails,
 //! so the process exits non-zero rather than retrying silently forever.
 
 pub mod binlog_reader;
+pub mod change_stream;
 pub mod charset;
 pub mod charset_map;
 mod chunk_reader;
+pub mod chunk_source;
 pub mod config;
 pub mod error;
 pub mod event_decoder;
@@ -22,7 +28,9 @@ mod fast_value;
 pub mod filter;
 pub mod gtid_state;
 pub mod incremental;
+pub mod incremental_state;
 pub mod kafka_writer;
+pub mod memory;
 pub mod message_key;
 pub mod metrics;
 pub mod position;
@@ -30,9 +38,11 @@ pub mod position_store;
 pub mod row_decoder;
 pub mod row_image;
 pub mod schema;
+pub mod sink;
 pub mod snapshot;
 mod snapshot_progress;
 pub mod source;
+mod streaming;
 
 use std::time::{Duration, Instant};
 
@@ -44,11 +54,15 @@ pub use error::CaptureError;
 pub use metrics::CaptureMetrics;
 
 use binlog_reader::{BinlogReader, ReaderSetup};
+use change_stream::ChangeStream;
 use config::SnapshotMode;
-use event_decoder::ReaderItem;
 use incremental::Incremental;
+use incremental::mysql_chunks::MySqlChunks;
 use kafka_writer::KafkaWriter;
+use metrics::Snapshotting;
 use position::{BinlogPosition, StartPosition};
+use sink::ChangeSink;
+use streaming::Stream;
 
 /// How long shutdown waits for outstanding deliveries.
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -161,8 +175,8 @@ async fn run_once(
             position
         }
     };
-    let mut incremental =
-        Incremental::new(config, info.is_mariadb, metrics, from.incremental.clone());
+    let chunks = MySqlChunks::new(config, info.is_mariadb);
+    let mut incremental = Incremental::new(config, chunks, metrics, from.incremental.clone());
     let mut reader = BinlogReader::open(ReaderSetup::of(config, info), &from).await?;
     metrics.streaming.set(1);
     let mut stream = Stream {
@@ -179,139 +193,6 @@ async fn run_once(
     reader.close().await;
     // A failed acknowledger makes `stream` fail with a bare cancellation; its own error says why.
     closed.and(result)
-}
-
-/// The streaming phase: binlog items to the writer, with on-demand snapshots merged in.
-struct Stream<'a> {
-    reader: &'a mut BinlogReader,
-    writer: &'a mut KafkaWriter,
-    incremental: &'a mut Incremental,
-    metrics: &'a CaptureMetrics,
-    /// The position the stream has reached (the last commit or heartbeat).
-    at: BinlogPosition,
-    /// A transaction's changes have been read but not its commit.
-    in_transaction: bool,
-}
-
-impl Stream<'_> {
-    async fn run(
-        &mut self,
-        shutdown: &CancellationToken,
-        progressed: &mut bool,
-    ) -> Result<(), CaptureError> {
-        // Exactly once: an open transaction is committed when due even if the source is quiet.
-        let mut commit_ticks = self.writer.commit_interval().map(tokio::time::interval);
-        loop {
-            // On-demand snapshot chunks are read and sent only between transactions.
-            while !self.in_transaction {
-                let snapshotting = Snapshotting::start(self.metrics);
-                if !self.incremental.step(&self.at, self.writer).await? {
-                    break;
-                }
-                drop(snapshotting);
-                if shutdown.is_cancelled() {
-                    return Ok(());
-                }
-            }
-            let Some(item) = self.next_item(shutdown, &mut commit_ticks).await? else {
-                return Ok(());
-            };
-            match item {
-                Some(ReaderItem::Change(event)) if self.incremental.is_signal(&event) => {
-                    self.in_transaction = true;
-                    self.incremental.on_signal(&event);
-                }
-                Some(ReaderItem::Change(event)) => {
-                    self.in_transaction = true;
-                    self.incremental.observe(&event);
-                    self.writer.send(&event).await?;
-                    let lag = (event.ts_ms - event.source.ts_ms).max(0) as f64 / 1000.0;
-                    self.metrics.last_event_lag_seconds.set(lag);
-                }
-                Some(ReaderItem::SchemaChange(change)) => {
-                    // Any DDL, whichever default database it ran in, may change a table being snapshotted.
-                    self.incremental.on_schema_change();
-                    if change.recorded {
-                        self.writer.send_schema_change(&change).await?;
-                    }
-                }
-                Some(ReaderItem::Heartbeat(position)) => {
-                    self.metrics.read_up_to(&position);
-                    self.at = position.clone();
-                    let position = self.incremental.stamp(position);
-                    self.writer.send_heartbeat(position).await?;
-                }
-                Some(ReaderItem::Commit(position)) => {
-                    self.metrics.read_up_to(&position);
-                    self.in_transaction = false;
-                    self.incremental.on_commit(&position, self.writer).await?;
-                    self.at = position.clone();
-                    let position = self.incremental.stamp(position);
-                    self.writer.commit(position).await?;
-                    *progressed = true;
-                }
-                None => {
-                    return Err(CaptureError::Database(mysql_async::Error::Io(
-                        mysql_async::IoError::Io(std::io::Error::new(
-                            std::io::ErrorKind::UnexpectedEof,
-                            "the server ended the binlog stream",
-                        )),
-                    )));
-                }
-            }
-        }
-    }
-
-    /// The next binlog item, or `None` on shutdown. While it is awaited, a due
-    /// transaction is committed if the stream is between binlog transactions; the
-    /// read itself is never cancelled half way (an event would be lost).
-    async fn next_item(
-        &mut self,
-        shutdown: &CancellationToken,
-        commit_ticks: &mut Option<tokio::time::Interval>,
-    ) -> Result<Option<Option<ReaderItem>>, CaptureError> {
-        let Stream {
-            reader,
-            writer,
-            in_transaction,
-            ..
-        } = self;
-        let mut next = std::pin::pin!(reader.next());
-        loop {
-            tokio::select! {
-                biased;
-                _ = shutdown.cancelled() => return Ok(None),
-                _ = tick(commit_ticks), if !*in_transaction => writer.commit_if_due().await?,
-                item = &mut next => return Ok(Some(item?)),
-            }
-        }
-    }
-}
-
-/// The next tick of `ticks`, or never without them.
-async fn tick(ticks: &mut Option<tokio::time::Interval>) {
-    match ticks {
-        Some(ticks) => {
-            ticks.tick().await;
-        }
-        None => std::future::pending().await,
-    }
-}
-
-/// Marks a snapshot being read (the watchdog does not judge capture meanwhile).
-struct Snapshotting<'a>(&'a CaptureMetrics);
-
-impl<'a> Snapshotting<'a> {
-    fn start(metrics: &'a CaptureMetrics) -> Self {
-        metrics.snapshotting.set(1);
-        Snapshotting(metrics)
-    }
-}
-
-impl Drop for Snapshotting<'_> {
-    fn drop(&mut self) {
-        self.0.snapshotting.set(0);
-    }
 }
 
 async fn start_position(

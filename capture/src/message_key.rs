@@ -12,6 +12,25 @@
 
 use regex::Regex;
 
+/// An entry of `message_key_columns` that cannot be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MessageKeyError {
+    /// An entry without `:`.
+    #[error("{0:?} must be <db>.<table>:<column>[,<column>…]")]
+    Form(String),
+    /// A table part that is not a regular expression.
+    #[error("{pattern:?} is not a regular expression: {problem}")]
+    Pattern {
+        /// The table part.
+        pattern: String,
+        /// The regex crate's error.
+        problem: String,
+    },
+    /// An entry with no column after `:`.
+    #[error("{0:?} names no key column")]
+    NoColumn(String),
+}
+
 /// Key columns chosen per table by configuration.
 #[derive(Debug, Clone, Default)]
 pub struct MessageKeyColumns {
@@ -19,23 +38,27 @@ pub struct MessageKeyColumns {
 }
 
 impl TryFrom<String> for MessageKeyColumns {
-    type Error = String;
+    type Error = MessageKeyError;
 
-    fn try_from(text: String) -> Result<Self, String> {
+    fn try_from(text: String) -> Result<Self, MessageKeyError> {
         let mut entries = Vec::new();
         for entry in text.split(';').map(str::trim).filter(|e| !e.is_empty()) {
             let (table, columns) = entry
                 .split_once(':')
-                .ok_or_else(|| format!("{entry:?} must be <db>.<table>:<column>[,<column>…]"))?;
-            let pattern = Regex::new(&format!("^(?:{})$", table.trim()))
-                .map_err(|e| format!("{:?} is not a regular expression: {e}", table.trim()))?;
+                .ok_or_else(|| MessageKeyError::Form(entry.to_owned()))?;
+            let pattern = Regex::new(&format!("^(?:{})$", table.trim())).map_err(|e| {
+                MessageKeyError::Pattern {
+                    pattern: table.trim().to_owned(),
+                    problem: e.to_string(),
+                }
+            })?;
             let columns: Vec<String> = columns
                 .split(',')
                 .map(|c| c.trim().to_owned())
                 .filter(|c| !c.is_empty())
                 .collect();
             if columns.is_empty() {
-                return Err(format!("{entry:?} names no key column"));
+                return Err(MessageKeyError::NoColumn(entry.to_owned()));
             }
             entries.push((pattern, columns));
         }
@@ -65,7 +88,7 @@ impl MessageKeyColumns {
 mod tests {
     use super::*;
 
-    fn parse(text: &str) -> Result<MessageKeyColumns, String> {
+    fn parse(text: &str) -> Result<MessageKeyColumns, MessageKeyError> {
         MessageKeyColumns::try_from(text.to_owned())
     }
 
@@ -93,16 +116,17 @@ mod tests {
 
     #[test]
     fn malformed_entries_are_named() {
-        assert!(
-            parse("shop.events")
-                .unwrap_err()
-                .contains("\"shop.events\"")
+        assert_eq!(
+            parse("shop.events").unwrap_err(),
+            MessageKeyError::Form("shop.events".into())
         );
-        assert!(parse("shop.events:").unwrap_err().contains("names no key"));
-        assert!(
-            parse("shop.(:id")
-                .unwrap_err()
-                .contains("regular expression")
+        assert_eq!(
+            parse("shop.events:").unwrap_err().to_string(),
+            "\"shop.events:\" names no key column"
         );
+        assert!(matches!(
+            parse("shop.(:id"),
+            Err(MessageKeyError::Pattern { pattern, .. }) if pattern == "shop.("
+        ));
     }
 }

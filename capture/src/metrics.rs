@@ -118,3 +118,19 @@ impl CaptureMetrics {
             .inc();
     }
 }
+
+/// Marks a snapshot being read (the watchdog does not judge capture meanwhile).
+pub(crate) struct Snapshotting<'a>(&'a CaptureMetrics);
+
+impl<'a> Snapshotting<'a> {
+    pub(crate) fn start(metrics: &'a CaptureMetrics) -> Self {
+        metrics.snapshotting.set(1);
+        Snapshotting(metrics)
+    }
+}
+
+impl Drop for Snapshotting<'_> {
+    fn drop(&mut self) {
+        self.0.snapshotting.set(0);
+    }
+}

@@ -4,8 +4,8 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::gtid_state::GtidState;
-use crate::incremental::IncrementalState;
+use crate::gtid_state::{GtidState, GtidStateError};
+use crate::incremental_state::IncrementalState;
 
 /// A position in the source's binlog, recorded after a committed transaction.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -124,17 +124,28 @@ struct BinlogStart {
     pos: u64,
 }
 
-impl TryFrom<StartRepr> for StartPosition {
-    type Error = String;
+/// A `source.start` that names no start.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StartError {
+    /// A word other than `latest` or `earliest`.
+    #[error(
+        "unknown start {0:?}: use latest, earliest, {{gtid: D-S-N}} (MySQL: {{gtid: \"UUID:1-N\"}}) or {{binlog: {{file: F, pos: N}}}}"
+    )]
+    Unknown(String),
+    /// A GTID state that cannot be read.
+    #[error(transparent)]
+    Gtid(#[from] GtidStateError),
+}
 
-    fn try_from(repr: StartRepr) -> Result<Self, String> {
+impl TryFrom<StartRepr> for StartPosition {
+    type Error = StartError;
+
+    fn try_from(repr: StartRepr) -> Result<Self, StartError> {
         match repr {
             StartRepr::Named(name) => match name.as_str() {
                 "latest" => Ok(StartPosition::Latest),
                 "earliest" => Ok(StartPosition::Earliest),
-                other => Err(format!(
-                    "unknown start {other:?}: use latest, earliest, {{gtid: D-S-N}} (MySQL: {{gtid: \"UUID:1-N\"}}) or {{binlog: {{file: F, pos: N}}}}"
-                )),
+                _ => Err(StartError::Unknown(name)),
             },
             StartRepr::Gtid { gtid } => {
                 GtidState::parse(&gtid)?;
@@ -184,13 +195,12 @@ mod tests {
 
     #[test]
     fn start_position_from_yaml() {
-        let p: StartPosition = tributary_proto::config_text::parse_yaml("latest").unwrap();
+        let p: StartPosition = tributary_config::parse_yaml("latest").unwrap();
         assert_eq!(p, StartPosition::Latest);
-        let p: StartPosition = tributary_proto::config_text::parse_yaml("gtid: 0-1-9").unwrap();
+        let p: StartPosition = tributary_config::parse_yaml("gtid: 0-1-9").unwrap();
         assert_eq!(p, StartPosition::Gtid("0-1-9".into()));
         let p: StartPosition =
-            tributary_proto::config_text::parse_yaml("binlog: { file: binlog.000002, pos: 4 }")
-                .unwrap();
+            tributary_config::parse_yaml("binlog: { file: binlog.000002, pos: 4 }").unwrap();
         assert_eq!(
             p,
             StartPosition::Binlog {
@@ -198,14 +208,13 @@ mod tests {
                 pos: 4
             }
         );
-        let err = tributary_proto::config_text::parse_yaml::<StartPosition>("newest").unwrap_err();
+        let err = tributary_config::parse_yaml::<StartPosition>("newest").unwrap_err();
         assert!(err.to_string().contains("unknown start"), "{err}");
-        assert!(tributary_proto::config_text::parse_yaml::<StartPosition>("gtid: 0-1").is_err());
+        assert!(tributary_config::parse_yaml::<StartPosition>("gtid: 0-1").is_err());
         let mysql = "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-42";
-        let p: StartPosition =
-            tributary_proto::config_text::parse_yaml(&format!("gtid: \"{mysql}\"")).unwrap();
+        let p: StartPosition = tributary_config::parse_yaml(&format!("gtid: \"{mysql}\"")).unwrap();
         assert_eq!(p, StartPosition::Gtid(mysql.into()));
         let bad = "gtid: \"3e11fa47-71ca-11e1-9e33-c80aa9429562:0\"";
-        assert!(tributary_proto::config_text::parse_yaml::<StartPosition>(bad).is_err());
+        assert!(tributary_config::parse_yaml::<StartPosition>(bad).is_err());
     }
 }

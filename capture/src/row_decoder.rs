@@ -9,24 +9,57 @@ use mysql_async::Value as MyValue;
 use mysql_async::binlog::value::BinlogValue;
 use tributary_proto::Value;
 
+use crate::charset::TextError;
 use crate::schema::{Charset, ColumnKind};
 
+/// Why a column value cannot be decoded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ValueError {
+    /// Text that cannot be read exactly in its character set.
+    #[error(transparent)]
+    Text(#[from] TextError),
+    /// A binary JSON document that has no JSON text.
+    #[error("JSON document: {0}")]
+    Json(String),
+    /// A partial JSON update, which capture cannot apply to a whole document.
+    #[error("partial JSON update (binlog_row_value_options=PARTIAL_JSON) is not supported")]
+    PartialJson,
+    /// A YEAR or TIMESTAMP the server wrote as text that is not a number.
+    #[error("{column_type} {text:?} is not a number")]
+    NotANumber {
+        /// `YEAR` or `TIMESTAMP`.
+        column_type: &'static str,
+        /// The text.
+        text: String,
+    },
+    /// A value of another type than the column's.
+    #[error("unexpected binlog value {value} for a {kind} column")]
+    Unexpected {
+        /// The value, as read.
+        value: String,
+        /// The column's kind.
+        kind: String,
+    },
+    /// The row image ends inside the value.
+    #[error("row image ends early")]
+    Truncated,
+    /// The binlog's value parser failed.
+    #[error("{0}")]
+    Binlog(String),
+}
+
 /// Decodes one column value.
-pub fn decode_value(kind: &ColumnKind, raw: Option<BinlogValue<'_>>) -> Result<Value, String> {
+pub fn decode_value(kind: &ColumnKind, raw: Option<BinlogValue<'_>>) -> Result<Value, ValueError> {
     let raw = match raw {
         // No value (a snapshot row without the column) or NULL.
         None | Some(BinlogValue::Value(MyValue::NULL)) => return Ok(Value::Null),
         Some(BinlogValue::Value(v)) => v,
         Some(BinlogValue::Jsonb(j)) => {
-            let json = serde_json::Value::try_from(j).map_err(|e| e.to_string())?;
+            let json =
+                serde_json::Value::try_from(j).map_err(|e| ValueError::Json(e.to_string()))?;
             return Ok(Value::String(json.to_string()));
         }
-        Some(BinlogValue::JsonDiff(_)) => {
-            return Err(
-                "partial JSON update (binlog_row_value_options=PARTIAL_JSON) is not supported"
-                    .into(),
-            );
-        }
+        Some(BinlogValue::JsonDiff(_)) => return Err(ValueError::PartialJson),
     };
     Ok(match (kind, raw) {
         (ColumnKind::Int { unsigned, bytes }, MyValue::Int(i)) => integer(i, *unsigned, *bytes),
@@ -37,7 +70,11 @@ pub fn decode_value(kind: &ColumnKind, raw: Option<BinlogValue<'_>>) -> Result<V
         (ColumnKind::Float | ColumnKind::Double, MyValue::Double(d)) => Value::Float(d),
         (ColumnKind::Decimal, MyValue::Bytes(b)) => Value::String(utf8(b)?),
         (ColumnKind::Year, MyValue::Bytes(b)) => {
-            let year: i64 = utf8(b)?.parse().map_err(|_| "YEAR is not a number")?;
+            let text = utf8(b)?;
+            let year: i64 = text.parse().map_err(|_| ValueError::NotANumber {
+                column_type: "YEAR",
+                text,
+            })?;
             // YEAR 0000 is stored as 0, which the decoder renders as 1900 (not a valid YEAR).
             Value::Int(if year == 1900 { 0 } else { year })
         }
@@ -65,7 +102,10 @@ pub fn decode_value(kind: &ColumnKind, raw: Option<BinlogValue<'_>>) -> Result<V
                 Some((s, us)) => (s.parse(), us.parse().unwrap_or(0)),
                 None => (text.parse(), 0),
             };
-            let secs: i64 = secs.map_err(|_| format!("bad TIMESTAMP {text:?}"))?;
+            let secs: i64 = secs.map_err(|_| ValueError::NotANumber {
+                column_type: "TIMESTAMP",
+                text: text.clone(),
+            })?;
             // An unsigned 32-bit count (to 2106 on MariaDB 11.5+) that mysql_common reads as signed.
             timestamp_value(if secs < 0 { secs + (1 << 32) } else { secs }, micros, *fsp)
         }
@@ -119,9 +159,10 @@ pub fn decode_value(kind: &ColumnKind, raw: Option<BinlogValue<'_>>) -> Result<V
             }
         }
         (kind, other) => {
-            return Err(format!(
-                "unexpected binlog value {other:?} for a {kind:?} column"
-            ));
+            return Err(ValueError::Unexpected {
+                value: format!("{other:?}"),
+                kind: format!("{kind:?}"),
+            });
         }
     })
 }
@@ -151,8 +192,8 @@ pub(crate) fn float_value(f: f32) -> Value {
 }
 
 /// Text in `charset`, exactly, or the reason it is not valid there.
-pub(crate) fn text_value(charset: &Charset, bytes: &[u8]) -> Result<Value, String> {
-    charset.decode(bytes).map(Value::String)
+pub(crate) fn text_value(charset: &Charset, bytes: &[u8]) -> Result<Value, ValueError> {
+    Ok(Value::String(charset.decode(bytes)?))
 }
 
 /// TIMESTAMP(fsp): Debezium's ZonedTimestamp string.
@@ -216,16 +257,8 @@ impl Calendar {
 }
 
 /// Text the server writes in UTF-8 (JSON documents, TIMESTAMP text).
-fn utf8(bytes: Vec<u8>) -> Result<String, String> {
-    String::from_utf8(bytes).map_err(|e| {
-        let shown: Vec<String> = e
-            .as_bytes()
-            .iter()
-            .take(32)
-            .map(|b| format!("{b:02X}"))
-            .collect();
-        format!("bytes {} are not valid UTF-8", shown.concat())
-    })
+fn utf8(bytes: Vec<u8>) -> Result<String, TextError> {
+    String::from_utf8(bytes).map_err(|e| TextError::invalid(e.as_bytes(), "UTF-8"))
 }
 
 /// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's `days_from_civil`).
@@ -322,6 +355,9 @@ mod tests {
             &ColumnKind::Text(Charset::Utf8),
             Some(BinlogValue::Value(MyValue::Bytes(vec![0x61, 0xff]))),
         );
-        assert_eq!(bad, Err("bytes 61FF are not valid UTF-8".into()));
+        assert_eq!(
+            bad.unwrap_err().to_string(),
+            "bytes 61FF are not valid UTF-8"
+        );
     }
 }

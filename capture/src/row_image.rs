@@ -23,11 +23,55 @@ use tributary_proto::Value;
 
 use crate::config::UndecodableText;
 use crate::fast_value;
-use crate::row_decoder::decode_value;
+use crate::row_decoder::{ValueError, decode_value};
 use crate::schema::{ColumnKind, TableSchema};
 
 /// `binlog_row_value_options` bit: JSON columns of the after image may be diffs.
 const PARTIAL_JSON_UPDATES: u64 = 1;
+
+/// Why a rows event's images cannot be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RowsError {
+    /// The event, its TABLE_MAP and the schema disagree on the columns.
+    #[error("rows event has {rows} columns, its TABLE_MAP {table_map} and the schema {schema}")]
+    ColumnCount {
+        /// Columns of the rows event.
+        rows: usize,
+        /// Columns of the TABLE_MAP.
+        table_map: u64,
+        /// Columns of the schema.
+        schema: usize,
+    },
+    /// The TABLE_MAP gives no usable type for a column.
+    #[error("column {index}: {problem}")]
+    ColumnType {
+        /// The column's position.
+        index: usize,
+        /// What is wrong with its type.
+        problem: String,
+    },
+    /// A column missing from a row image (`binlog_row_image` other than FULL).
+    #[error(
+        "column `{0}` is not in the row image: the change was logged with \
+         binlog_row_image other than FULL (a session can set it), and capture \
+         needs full images; set binlog_row_image=FULL globally and for every \
+         writing session"
+    )]
+    NotFull(String),
+    /// The image ends before its NULL bitmap or value options.
+    #[error("row image ends early")]
+    Truncated,
+    /// A value that cannot be decoded.
+    #[error("column `{column}` ({kind}): {problem}")]
+    Value {
+        /// The column's name.
+        column: String,
+        /// The column's kind.
+        kind: String,
+        /// Why its value cannot be decoded.
+        problem: ValueError,
+    },
+}
 
 /// A row change: the before and after images, each in table order.
 pub type RowPair = (Option<Vec<Value>>, Option<Vec<Value>>);
@@ -70,24 +114,25 @@ impl<'a> RowImages<'a> {
         rows: &'a RowsEventData<'a>,
         shared_image: bool,
         undecodable: UndecodableText,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, RowsError> {
         let count = rows.num_columns() as usize;
         if count != schema.columns.len() || count != tme.columns_count() as usize {
-            return Err(format!(
-                "rows event has {count} columns, its TABLE_MAP {} and the schema {}",
-                tme.columns_count(),
-                schema.columns.len()
-            ));
+            return Err(RowsError::ColumnCount {
+                rows: count,
+                table_map: tme.columns_count(),
+                schema: schema.columns.len(),
+            });
         }
         let columns = schema
             .columns
             .iter()
             .enumerate()
             .map(|(i, column)| {
+                let problem = |problem: String| RowsError::ColumnType { index: i, problem };
                 let column_type = match tme.get_column_type(i) {
                     Ok(Some(t)) => t,
-                    Ok(None) => return Err(format!("column {i}: no type in TABLE_MAP")),
-                    Err(e) => return Err(format!("column {i}: {e}")),
+                    Ok(None) => return Err(problem("no type in TABLE_MAP".into())),
+                    Err(e) => return Err(problem(e.to_string())),
                 };
                 Ok(BinlogColumn {
                     column_type,
@@ -95,7 +140,7 @@ impl<'a> RowImages<'a> {
                     unsigned: matches!(column.kind, ColumnKind::Int { unsigned: true, .. }),
                 })
             })
-            .collect::<Result<Vec<_>, String>>()?;
+            .collect::<Result<Vec<_>, RowsError>>()?;
         let json_columns = columns
             .iter()
             .filter(|c| c.column_type == ColumnType::MYSQL_TYPE_JSON)
@@ -106,13 +151,7 @@ impl<'a> RowImages<'a> {
         {
             if let Some(missing) = image.iter().position(|present| !*present) {
                 // Read as NULL, it would overwrite the column's real value downstream.
-                return Err(format!(
-                    "column `{}` is not in the row image: the change was logged with \
-                     binlog_row_image other than FULL (a session can set it), and capture \
-                     needs full images; set binlog_row_image=FULL globally and for every \
-                     writing session",
-                    schema.columns[missing].name
-                ));
+                return Err(RowsError::NotFull(schema.columns[missing].name.clone()));
             }
         }
         let layout = Layout {
@@ -137,7 +176,7 @@ impl<'a> RowImages<'a> {
         &self.raw_text
     }
 
-    fn next_pair(&mut self) -> Result<RowPair, String> {
+    fn next_pair(&mut self) -> Result<RowPair, RowsError> {
         let layout = &self.layout;
         self.raw_text.clear();
         let raw_text = &mut self.raw_text;
@@ -166,20 +205,19 @@ impl<'a> Layout<'a> {
         schema: &TableSchema,
         shared_image: bool,
         raw_text: &mut Vec<usize>,
-    ) -> Result<Vec<Value>, String> {
-        let truncated = || "row image ends early".to_owned();
+    ) -> Result<Vec<Value>, RowsError> {
         let mut partial_json: &[u8] = &[];
         if shared_image {
-            let options = buf.checked_eat_lenenc_int().ok_or_else(truncated)?;
+            let options = buf.checked_eat_lenenc_int().ok_or(RowsError::Truncated)?;
             if options & PARTIAL_JSON_UPDATES != 0 {
                 partial_json = buf
                     .checked_eat(self.json_columns.div_ceil(8))
-                    .ok_or_else(truncated)?;
+                    .ok_or(RowsError::Truncated)?;
             }
         }
         let nulls = buf
             .checked_eat(self.columns.len().div_ceil(8))
-            .ok_or_else(truncated)?;
+            .ok_or(RowsError::Truncated)?;
         let mut values = Vec::with_capacity(self.columns.len());
         let mut json_index = 0;
         for (index, (column, schema_column)) in self.columns.iter().zip(&schema.columns).enumerate()
@@ -192,11 +230,10 @@ impl<'a> Layout<'a> {
                 values.push(Value::Null);
                 continue;
             }
-            let described = |e: String| {
-                format!(
-                    "column `{}` ({:?}): {e}",
-                    schema_column.name, schema_column.kind
-                )
+            let described = |problem: ValueError| RowsError::Value {
+                column: schema_column.name.clone(),
+                kind: format!("{:?}", schema_column.kind),
+                problem,
             };
             let at = buf.0;
             let value = if !is_partial
@@ -207,11 +244,11 @@ impl<'a> Layout<'a> {
             } else {
                 let raw: BinlogValue<'_> = buf
                     .parse((column.column_type, column.meta, column.unsigned, is_partial))
-                    .map_err(|e| described(e.to_string()))?;
+                    .map_err(|e| described(ValueError::Binlog(e.to_string())))?;
                 decode_value(&schema_column.kind, Some(raw))
             };
             let value = match value {
-                Err(_)
+                Err(ValueError::Text(_))
                     if self.undecodable == UndecodableText::Base64
                         && matches!(schema_column.kind, ColumnKind::Text(_)) =>
                 {
@@ -231,21 +268,24 @@ impl<'a> Layout<'a> {
         column: &BinlogColumn<'a>,
         at: &'a [u8],
         buf: &mut ParseBuf<'a>,
-    ) -> Result<Value, String> {
+    ) -> Result<Value, ValueError> {
         let mut again = ParseBuf(at);
         let raw: BinlogValue<'_> = again
             .parse((column.column_type, column.meta, column.unsigned, false))
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| ValueError::Binlog(e.to_string()))?;
         *buf = again;
         match raw {
             BinlogValue::Value(mysql_async::Value::Bytes(bytes)) => Ok(Value::Bytes(bytes)),
-            other => Err(format!("expected text bytes, read {other:?}")),
+            other => Err(ValueError::Unexpected {
+                value: format!("{other:?}"),
+                kind: "text (read as raw bytes)".into(),
+            }),
         }
     }
 }
 
 impl Iterator for RowImages<'_> {
-    type Item = Result<RowPair, String>;
+    type Item = Result<RowPair, RowsError>;
 
     fn next(&mut self) -> Option<Self::Item> {
         if self.buf.is_empty() {

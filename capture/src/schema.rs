@@ -72,7 +72,7 @@ pub enum ColumnKind {
 }
 
 pub use crate::charset::Charset;
-use crate::charset::Collations;
+use crate::charset::{Collations, TextError};
 
 /// One column.
 #[derive(Debug, Clone, PartialEq)]
@@ -147,14 +147,67 @@ struct OptionalMeta {
     primary_key: Vec<usize>,
 }
 
+/// Why a table's schema cannot be worked out.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SchemaError {
+    /// The TABLE_MAP gives no usable type for a column.
+    #[error("column {index}: {problem}")]
+    ColumnType {
+        /// The column's position.
+        index: usize,
+        /// What is wrong with its type.
+        problem: String,
+    },
+    /// The TABLE_MAP's optional metadata cannot be read.
+    #[error("optional metadata: {0}")]
+    OptionalMetadata(String),
+    /// `information_schema` lists another number of columns than the binlog.
+    #[error(
+        "{table}: the binlog has {binlog} columns but information_schema lists {listed} \
+         (the table changed since); set binlog_row_metadata=FULL on the server"
+    )]
+    ColumnsChanged {
+        /// `db.table`.
+        table: String,
+        /// Columns in the binlog.
+        binlog: usize,
+        /// Columns `information_schema` lists.
+        listed: usize,
+    },
+    /// Neither the TABLE_MAP nor `information_schema` names the columns.
+    #[error("{0}: TABLE_MAP has no column names and no fallback was given")]
+    NoColumnNames(String),
+    /// ENUM or SET labels that are not text in their character set.
+    #[error("{table}: column `{column}`: ENUM/SET labels: {problem}")]
+    Labels {
+        /// `db.table`.
+        table: String,
+        /// The column.
+        column: String,
+        /// Why a label cannot be read.
+        problem: TextError,
+    },
+    /// `message_key_columns` names a column the table does not have.
+    #[error("message_key_columns: {table} has no column `{column}` (its columns: {columns})")]
+    NoKeyColumn {
+        /// `db.table`.
+        table: String,
+        /// The column named.
+        column: String,
+        /// The table's columns, comma-separated.
+        columns: String,
+    },
+}
+
 impl OptionalMeta {
-    fn read(tme: &TableMapEvent<'_>, columns: &[ColumnType]) -> Result<Self, String> {
+    fn read(tme: &TableMapEvent<'_>, columns: &[ColumnType]) -> Result<Self, SchemaError> {
+        let bad = |e: std::io::Error| SchemaError::OptionalMetadata(e.to_string());
         let mut meta = OptionalMeta::default();
         for field in tme.iter_optional_meta() {
-            match field.map_err(|e| format!("optional metadata: {e}"))? {
+            match field.map_err(bad)? {
                 OptionalMetadataField::EnumStrValue(values) => {
                     for labels in values.iter_values() {
-                        let labels = labels.map_err(|e| e.to_string())?;
+                        let labels = labels.map_err(bad)?;
                         meta.enum_labels.push(
                             labels
                                 .values()
@@ -166,7 +219,7 @@ impl OptionalMeta {
                 }
                 OptionalMetadataField::SetStrValue(values) => {
                     for labels in values.iter_values() {
-                        let labels = labels.map_err(|e| e.to_string())?;
+                        let labels = labels.map_err(bad)?;
                         meta.set_labels.push(
                             labels
                                 .values()
@@ -179,25 +232,21 @@ impl OptionalMeta {
                 _ => {}
             }
         }
-        let extractor =
-            OptionalMetaExtractor::new(tme.iter_optional_meta()).map_err(|e| e.to_string())?;
+        let extractor = OptionalMetaExtractor::new(tme.iter_optional_meta()).map_err(bad)?;
         for name in extractor.iter_column_name() {
-            meta.names
-                .push(name.map_err(|e| e.to_string())?.name().into_owned());
+            meta.names.push(name.map_err(bad)?.name().into_owned());
         }
         meta.unsigned = extractor.iter_signedness().collect();
         let text_columns = columns.iter().filter(|t| t.is_character_type()).count();
         for charset in extractor.iter_charset().take(text_columns) {
-            meta.charsets.push(charset.map_err(|e| e.to_string())?);
+            meta.charsets.push(charset.map_err(bad)?);
         }
         let enum_set_columns = columns.iter().filter(|t| t.is_enum_or_set_type()).count();
         for charset in extractor.iter_enum_and_set_charset().take(enum_set_columns) {
-            meta.enum_set_charsets
-                .push(charset.map_err(|e| e.to_string())?);
+            meta.enum_set_charsets.push(charset.map_err(bad)?);
         }
         for index in extractor.iter_primary_key() {
-            meta.primary_key
-                .push(index.map_err(|e| e.to_string())? as usize);
+            meta.primary_key.push(index.map_err(bad)? as usize);
         }
         Ok(meta)
     }
@@ -217,14 +266,15 @@ impl TableSchema {
         tme: &TableMapEvent<'_>,
         fallback: Option<&[InfoColumn]>,
         collations: &Collations,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, SchemaError> {
         let count = tme.columns_count() as usize;
         let mut types = Vec::with_capacity(count);
-        for i in 0..count {
-            match tme.get_column_type(i) {
+        for index in 0..count {
+            let problem = |problem: String| SchemaError::ColumnType { index, problem };
+            match tme.get_column_type(index) {
                 Ok(Some(t)) => types.push(t),
-                Ok(None) => return Err(format!("column {i}: no type in TABLE_MAP")),
-                Err(e) => return Err(format!("column {i}: {e}")),
+                Ok(None) => return Err(problem("no type in TABLE_MAP".into())),
+                Err(e) => return Err(problem(e.to_string())),
             }
         }
         let meta = OptionalMeta::read(tme, &types)?;
@@ -232,18 +282,16 @@ impl TableSchema {
         let table = tme.table_name().into_owned();
         let fallback = match fallback {
             Some(cols) if cols.len() != count => {
-                return Err(format!(
-                    "{db}.{table}: the binlog has {count} columns but information_schema lists {} \
-                     (the table changed since); set binlog_row_metadata=FULL on the server",
-                    cols.len()
-                ));
+                return Err(SchemaError::ColumnsChanged {
+                    table: format!("{db}.{table}"),
+                    binlog: count,
+                    listed: cols.len(),
+                });
             }
             other => other,
         };
         if meta.names.len() != count && fallback.is_none() {
-            return Err(format!(
-                "{db}.{table}: TABLE_MAP has no column names and no fallback was given"
-            ));
+            return Err(SchemaError::NoColumnNames(format!("{db}.{table}")));
         }
 
         let (mut numeric, mut text, mut enums, mut sets, mut enum_sets) = (0, 0, 0, 0, 0);
@@ -289,11 +337,12 @@ impl TableSchema {
                             Some(&id) => collations.charset(id).unwrap_or(Charset::Utf8),
                             None => Charset::Utf8,
                         };
-                        let labels: Result<Arc<[String]>, String> =
+                        let labels: Result<Arc<[String]>, TextError> =
                             raw.iter().map(|label| charset.decode(label)).collect();
-                        Some(labels.map_err(|e| {
-                            let column = meta.names.get(i).map_or("?", String::as_str);
-                            format!("{db}.{table}: column `{column}`: ENUM/SET labels: {e}")
+                        Some(labels.map_err(|problem| SchemaError::Labels {
+                            table: format!("{db}.{table}"),
+                            column: meta.names.get(i).map_or("?", String::as_str).to_owned(),
+                            problem,
                         })?)
                     }
                     None => info.map(|c| labels_of(&c.column_type)),
@@ -343,23 +392,23 @@ impl TableSchema {
 
     /// The schema with the key columns `message_key_columns` names for its table,
     /// if it names it ([`crate::message_key`]).
-    pub fn keyed_by(mut self, keys: &MessageKeyColumns) -> Result<Self, String> {
+    pub fn keyed_by(mut self, keys: &MessageKeyColumns) -> Result<Self, SchemaError> {
         let Some(columns) = keys.for_table(&self.db, &self.table) else {
             return Ok(self);
         };
         let key = columns
             .iter()
             .map(|c| {
-                self.names.iter().position(|n| n == c).ok_or_else(|| {
-                    format!(
-                        "message_key_columns: {}.{} has no column `{c}` (its columns: {})",
-                        self.db,
-                        self.table,
-                        self.names.join(", ")
-                    )
-                })
+                self.names
+                    .iter()
+                    .position(|n| n == c)
+                    .ok_or_else(|| SchemaError::NoKeyColumn {
+                        table: format!("{}.{}", self.db, self.table),
+                        column: c.clone(),
+                        columns: self.names.join(", "),
+                    })
             })
-            .collect::<Result<Vec<usize>, String>>()?;
+            .collect::<Result<Vec<usize>, SchemaError>>()?;
         self.key_names = key.iter().map(|&i| self.names[i].clone()).collect();
         self.key = key;
         Ok(self)

@@ -23,9 +23,9 @@ use crate::chunk_reader::ChunkReader;
 use crate::config::CaptureConfig;
 use crate::error::CaptureError;
 use crate::filter::TableFilter;
-use crate::kafka_writer::KafkaWriter;
 use crate::metrics::{CaptureMetrics, TableLabel};
 use crate::position::BinlogPosition;
+use crate::sink::ChangeSink;
 use crate::snapshot_progress::SnapshotProgress;
 use crate::source::{self, ServerInfo};
 
@@ -36,7 +36,7 @@ use crate::source::{self, ServerInfo};
 pub async fn run(
     config: &CaptureConfig,
     info: &ServerInfo,
-    writer: &mut KafkaWriter,
+    writer: &mut impl ChangeSink,
     metrics: &CaptureMetrics,
     shutdown: &CancellationToken,
     interrupted: Option<BinlogPosition>,
@@ -214,7 +214,7 @@ impl Snapshot<'_> {
         &mut self,
         conn: &mut Conn,
         reader: &ChunkReader,
-        writer: &mut KafkaWriter,
+        writer: &mut impl ChangeSink,
         label: &TableLabel,
         estimate: u64,
         shutdown: &CancellationToken,
@@ -248,7 +248,7 @@ impl Snapshot<'_> {
         Ok(true)
     }
 
-    async fn finish(&mut self, writer: &mut KafkaWriter) -> Result<(), CaptureError> {
+    async fn finish(&mut self, writer: &mut impl ChangeSink) -> Result<(), CaptureError> {
         if let Some(mut last) = self.held.take() {
             last.source.snapshot = SnapshotMarker::Last;
             writer.send(&last).await?;

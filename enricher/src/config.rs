@@ -21,9 +21,9 @@ use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
+pub use tributary_config::Delivery;
+use tributary_config::{ConfigError, HttpConfig, Validate};
 pub use tributary_kafka::KafkaConfig;
-pub use tributary_proto::config_text::Delivery;
-use tributary_proto::config_text::{self, ConfigError, HttpConfig, Validate};
 use tributary_tables::TablesConfig;
 use tributary_tables::config::TableMode;
 
@@ -263,7 +263,7 @@ impl EnrichConfig {
     /// Reads and validates a job file and the tables config it names; every join
     /// must name a table of that config.
     pub fn load(path: &Path) -> Result<Loaded, ConfigError> {
-        let config: EnrichConfig = config_text::load(path)?;
+        let config: EnrichConfig = tributary_config::load(path)?;
         let tables = match &config.tables {
             None => None,
             Some(file) => {
@@ -282,7 +282,7 @@ impl EnrichConfig {
 
     /// Parses and validates text, with the tables config given directly.
     pub fn parse(text: &str, tables: Option<&TablesConfig>) -> Result<Self, ConfigError> {
-        let config: EnrichConfig = config_text::parse(text)?;
+        let config: EnrichConfig = tributary_config::parse(text)?;
         config.check_tables(tables)?;
         Ok(config)
     }
@@ -332,7 +332,7 @@ fn check_paths(field: &str, key: &KeyFields) -> Result<(), ConfigError> {
                 KeyFields::One(_) => field.to_owned(),
                 KeyFields::Many(_) => format!("{field}[{i}]"),
             };
-            ConfigError::new(field, problem)
+            ConfigError::new(field, problem.to_string())
         })?;
     }
     Ok(())
@@ -357,7 +357,7 @@ impl Validate for EnrichConfig {
         let mut names = HashSet::new();
         for (j, job) in self.jobs.iter().enumerate() {
             let at = |field: &str| format!("jobs[{j}].{field}");
-            config_text::check_name(at("name"), &job.name)?;
+            tributary_config::check_name(at("name"), &job.name)?;
             if !names.insert(&job.name) {
                 return Err(ConfigError::new(
                     at("name"),

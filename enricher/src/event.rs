@@ -30,9 +30,20 @@ pub struct Event<'a> {
     added_json: Vec<u8>,
 }
 
+/// Why a record value is not an event.
+#[derive(Debug, thiserror::Error)]
+pub enum NotAnEvent {
+    /// Not JSON.
+    #[error("value is not JSON: {0}")]
+    NotJson(serde_json::Error),
+    /// JSON of another type than an object.
+    #[error("event is not a JSON object")]
+    NotAnObject,
+}
+
 impl<'a> Event<'a> {
     /// Indexes the JSON object in `text`; the error is the reason it is not one.
-    pub fn parse(text: &'a str) -> Result<Self, String> {
+    pub fn parse(text: &'a str) -> Result<Self, NotAnEvent> {
         let mut parser = serde_json::Deserializer::from_str(text);
         let fields = match parser
             .deserialize_map(Fields)
@@ -41,9 +52,9 @@ impl<'a> Event<'a> {
             Ok(fields) => fields,
             // Valid JSON, but another type than an object.
             Err(_) if serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok() => {
-                return Err("event is not a JSON object".into());
+                return Err(NotAnEvent::NotAnObject);
             }
-            Err(e) => return Err(format!("value is not JSON: {e}")),
+            Err(e) => return Err(NotAnEvent::NotJson(e)),
         };
         Ok(Event {
             text: text.trim(),
@@ -244,20 +255,14 @@ mod tests {
 
     #[test]
     fn says_why_text_is_not_an_event() {
+        let reason = |text| Event::parse(text).err().map(|e| e.to_string());
+        assert!(reason("{oops").unwrap().starts_with("value is not JSON"));
         assert!(
-            Event::parse("{oops")
-                .unwrap_err()
+            reason(r#"{"a": 1} x"#)
+                .unwrap()
                 .starts_with("value is not JSON")
         );
-        assert!(
-            Event::parse(r#"{"a": 1} x"#)
-                .unwrap_err()
-                .starts_with("value is not JSON")
-        );
-        assert_eq!(
-            Event::parse("[1, 2]").unwrap_err(),
-            "event is not a JSON object"
-        );
-        assert_eq!(Event::parse("3").unwrap_err(), "event is not a JSON object");
+        assert_eq!(reason("[1, 2]").unwrap(), "event is not a JSON object");
+        assert_eq!(reason("3").unwrap(), "event is not a JSON object");
     }
 }

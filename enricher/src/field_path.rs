@@ -3,6 +3,27 @@
 
 use serde_json::Value;
 
+/// Text that is not a field path.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not a field path (fields separated by single dots)")]
+pub struct NotAPath(pub String);
+
+/// Why an event gives no lookup key.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KeyFieldError {
+    /// A key field the event lacks.
+    #[error("missing key field `{0}`")]
+    Missing(String),
+    /// A key field whose value is an object or an array.
+    #[error("key field `{field}` is {kind}, not a string, number or boolean")]
+    NotScalar {
+        /// The field's path.
+        field: String,
+        /// `an object` or `an array`.
+        kind: &'static str,
+    },
+}
+
 /// A dotted path of object fields.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FieldPath {
@@ -12,12 +33,10 @@ pub struct FieldPath {
 
 impl FieldPath {
     /// Parses `a.b.c`; every segment must be non-empty.
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub fn parse(text: &str) -> Result<Self, NotAPath> {
         let segments: Vec<String> = text.split('.').map(str::to_owned).collect();
         if segments.iter().any(String::is_empty) {
-            return Err(format!(
-                "{text:?} is not a field path (fields separated by single dots)"
-            ));
+            return Err(NotAPath(text.to_owned()));
         }
         Ok(FieldPath {
             text: text.to_owned(),
@@ -53,11 +72,11 @@ impl FieldPath {
 pub fn key_of(
     paths: &[FieldPath],
     get: impl Fn(&FieldPath) -> Option<Value>,
-) -> Result<Option<Value>, String> {
+) -> Result<Option<Value>, KeyFieldError> {
     let mut values = Vec::with_capacity(paths.len());
     for path in paths {
         let Some(value) = get(path) else {
-            return Err(format!("missing key field `{}`", path.as_str()));
+            return Err(KeyFieldError::Missing(path.as_str().to_owned()));
         };
         match value {
             Value::Null => return Ok(None),
@@ -67,10 +86,10 @@ pub fn key_of(
                 } else {
                     "an array"
                 };
-                return Err(format!(
-                    "key field `{}` is {kind}, not a string, number or boolean",
-                    path.as_str()
-                ));
+                return Err(KeyFieldError::NotScalar {
+                    field: path.as_str().to_owned(),
+                    kind,
+                });
             }
             scalar => values.push(scalar),
         }
@@ -100,7 +119,7 @@ mod tests {
         assert!(FieldPath::parse(".a").is_err());
     }
 
-    fn key_in(event: &Value, texts: &[&str]) -> Result<Option<Value>, String> {
+    fn key_in(event: &Value, texts: &[&str]) -> Result<Option<Value>, KeyFieldError> {
         key_of(&paths(texts), |p| {
             FieldPath::descend(event.clone(), &p.segments)
         })
@@ -117,13 +136,22 @@ mod tests {
         assert_eq!(key_in(&event, &["gone"]), Ok(None));
         assert_eq!(
             key_in(&event, &["line.price"]),
-            Err("missing key field `line.price`".into())
+            Err(KeyFieldError::Missing("line.price".into()))
         );
-        assert!(key_in(&event, &["tags"]).unwrap_err().contains("an array"));
-        assert!(key_in(&event, &["line"]).unwrap_err().contains("an object"));
+        assert_eq!(
+            key_in(&event, &["tags"]).unwrap_err().to_string(),
+            "key field `tags` is an array, not a string, number or boolean"
+        );
+        assert!(matches!(
+            key_in(&event, &["line"]),
+            Err(KeyFieldError::NotScalar {
+                kind: "an object",
+                ..
+            })
+        ));
         assert_eq!(
             key_in(&json!([1]), &["a"]),
-            Err("missing key field `a`".into())
+            Err(KeyFieldError::Missing("a".into()))
         );
     }
 }

@@ -36,9 +36,11 @@ use tributary_tables::progress::Progress;
 use crate::bounds::{self, Bounds, Tracker};
 use crate::config::{Delivery, JobConfig, KafkaConfig};
 use crate::error::EnrichError;
+use crate::headers;
 use crate::metrics::{EnrichMetrics, InputLabel, JobLabel, JobMetrics};
-use crate::pipeline::{Outcome, Pipeline, Skip};
+use crate::pipeline::{Outcome, Pipeline};
 use crate::retry::{self, Delays};
+use crate::skip::Skip;
 use crate::transactions::Transactions;
 
 /// Most outputs awaiting acknowledgement before the job stops reading.
@@ -47,20 +49,6 @@ const MAX_UNACKED: usize = 20_000;
 /// Most events one enriching task takes: a task per batch of what the consumer
 /// has at hand spreads the JSON work over the cores without a spawn per event.
 const MAX_BATCH: usize = 64;
-
-/// Header names of outputs and dead letters.
-pub mod headers {
-    /// Input topic of the event.
-    pub const SOURCE_TOPIC: &str = "tributary.source.topic";
-    /// Input partition of the event.
-    pub const SOURCE_PARTITION: &str = "tributary.source.partition";
-    /// Input offset of the event.
-    pub const SOURCE_OFFSET: &str = "tributary.source.offset";
-    /// Job that wrote the record.
-    pub const JOB: &str = "tributary.job";
-    /// Why a dead letter could not be enriched.
-    pub const ERROR: &str = "tributary.error";
-}
 
 /// What a finished (bounded or stopped) job did.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]

@@ -7,6 +7,8 @@
 //! - [`pipeline`]: what a job does to one record (joins, projection, dead letters).
 //! - [`job`]: the consume → enrich → produce loop of one job, at-least-once.
 //! - [`retry`]: the retry topic of `on_miss: retry`.
+//! - [`headers`]: the headers of outputs, dead letters and retries; [`skip`]: why
+//!   an event produced nothing.
 //! - [`transactions`]: exactly-once delivery through Kafka transactions.
 //! - [`bounds`]: bounded runs (`--from` / `--until`) that stop by themselves.
 //! - [`recovery`]: a job started again after broker errors, from its committed offsets.
@@ -21,11 +23,13 @@ pub mod config;
 pub mod error;
 pub mod event;
 pub mod field_path;
+pub mod headers;
 pub mod job;
 pub mod metrics;
 pub mod pipeline;
 pub mod recovery;
 pub mod retry;
+pub mod skip;
 pub mod transactions;
 
 use std::collections::HashMap;
@@ -42,7 +46,7 @@ use tributary_tables::config::TableMode;
 use tributary_tables::grpc::ServedTables;
 use tributary_tables::materializer::Materializer;
 use tributary_tables::progress::Progress;
-use tributary_tables::remote::RemoteTable;
+use tributary_tables::remote::{RemoteTable, RemoteTables};
 use tributary_tables::{Follower, Table, TablesMetrics};
 
 pub use bounds::Bounds;
@@ -102,7 +106,7 @@ pub async fn run(
         Some(tables) => {
             tributary_tables::remote::start_all(tables, &table_metrics, &tables_stop).await?
         }
-        None => Vec::new(),
+        None => RemoteTables::default(),
     };
     // The lookup API over the same tables, when the tables file configures one.
     let api = match (&tables, tables.as_ref().and_then(|t| t.grpc.as_ref())) {
@@ -113,7 +117,7 @@ pub async fn run(
                     .map(|m| m.tables().to_vec())
                     .unwrap_or_default(),
                 progress: materializer.as_ref().map(Materializer::progress),
-                remote: remote.clone(),
+                remote: remote.tables.clone(),
             };
             let api = tributary_tables::grpc::start(
                 config,
@@ -133,17 +137,23 @@ pub async fn run(
     let running = RunningTables {
         config: tables.as_ref(),
         materializer: materializer.as_ref(),
-        remote: &remote,
+        remote: &remote.tables,
         follower: &follower,
     };
     let result = run_jobs(&config, &running, bounds, &metrics, shutdown).await;
     tables_stop.cancel();
-    if let Some(materializer) = materializer {
-        materializer.join().await?;
-    }
-    if let Some(api) = api {
-        api.join().await?;
-    }
+    // Every table task is waited for, whichever failed.
+    let materialized = match materializer {
+        Some(materializer) => materializer.join().await,
+        None => Ok(()),
+    };
+    let served = match api {
+        Some(api) => api.join().await,
+        None => Ok(()),
+    };
+    remote.close().await;
+    materialized?;
+    served?;
     result
 }
 

@@ -7,7 +7,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use crate::pipeline::Skip;
+use crate::skip::Skip;
 
 /// Label: a job.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]

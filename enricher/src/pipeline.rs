@@ -13,27 +13,9 @@ use tributary_tables::{Columns, Table, TableError};
 
 use crate::config::{InputFormat, JobConfig, JoinType, MissPolicy};
 use crate::event::Event;
-use crate::field_path::{FieldPath, key_of};
+use crate::field_path::{FieldPath, KeyFieldError, key_of};
 use crate::metrics::EnrichMetrics;
-
-/// Why an event produces no output.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Skip {
-    /// A delete (or tombstone) in a change stream.
-    Deleted,
-    /// An inner join with `on_miss: drop` found no row.
-    Missed,
-}
-
-impl Skip {
-    /// The metric label.
-    pub fn label(self) -> &'static str {
-        match self {
-            Skip::Deleted => "deleted",
-            Skip::Missed => "missed",
-        }
-    }
-}
+use crate::skip::Skip;
 
 /// What to write for one input record.
 #[derive(Debug, Clone, PartialEq)]
@@ -318,13 +300,13 @@ impl Pipeline {
                 }
             }
         };
-        let mut event = Event::parse(text).map_err(dead)?;
+        let mut event = Event::parse(text).map_err(|e| dead(e.to_string()))?;
         for join in &self.joins {
             join.apply(&mut event).await?;
         }
         let key = match &self.output_key {
             None => key.map(<[u8]>::to_vec),
-            Some(paths) => Some(output_key(&event, paths).map_err(dead)?),
+            Some(paths) => Some(output_key(&event, paths).map_err(|e| dead(e.to_string()))?),
         };
         // Room for the event and what the joins added, without regrowing.
         let mut out = Vec::with_capacity(value.len() + 256);
@@ -333,15 +315,25 @@ impl Pipeline {
     }
 }
 
+/// Why an enriched event has no output key.
+#[derive(Debug, thiserror::Error)]
+enum OutputKeyError {
+    /// A key field that is null.
+    #[error("output key field `{0}` is null")]
+    Null(String),
+    /// A key field that is missing or not a scalar.
+    #[error("output {0}")]
+    Field(#[from] KeyFieldError),
+}
+
 /// The output record key: a JSON object of the key fields (named by their last
 /// path segment), like the keys of change topics, so outputs can feed tables.
-fn output_key(event: &Event<'_>, paths: &[FieldPath]) -> Result<Vec<u8>, String> {
+fn output_key(event: &Event<'_>, paths: &[FieldPath]) -> Result<Vec<u8>, OutputKeyError> {
     let mut key = Map::new();
     for path in paths {
-        let value = match key_of(std::slice::from_ref(path), |p| event.get(p)) {
-            Ok(Some(value)) => value,
-            Ok(None) => return Err(format!("output key field `{}` is null", path.as_str())),
-            Err(reason) => return Err(format!("output {reason}")),
+        let value = match key_of(std::slice::from_ref(path), |p| event.get(p))? {
+            Some(value) => value,
+            None => return Err(OutputKeyError::Null(path.as_str().to_owned())),
         };
         let name = path.as_str().rsplit('.').next().unwrap_or(path.as_str());
         key.insert(name.to_owned(), value);

@@ -12,7 +12,7 @@ use rdkafka::error::KafkaError;
 use rdkafka::message::{Headers as _, OwnedMessage};
 use rdkafka::{Message, Offset, TopicPartitionList};
 
-use crate::job::headers;
+use crate::headers;
 
 /// Header: attempts made so far, counting the one that wrote the record.
 pub const ATTEMPT: &str = "tributary.attempt";

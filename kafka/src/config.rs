@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde::Deserialize;
-use tributary_proto::config_text::ConfigError;
+use tributary_config::ConfigError;
 
 use crate::security::SecurityConfig;
 

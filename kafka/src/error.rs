@@ -1,6 +1,6 @@
 //! What can go wrong building a Kafka client or reaching the cluster.
 
-use tributary_proto::config_text::ConfigError;
+use tributary_config::ConfigError;
 
 /// A Kafka client could not be built, or the cluster could not be reached.
 #[derive(Debug, thiserror::Error)]

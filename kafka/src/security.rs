@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
-use tributary_proto::config_text::ConfigError;
+use tributary_config::ConfigError;
 
 use crate::error::ClientError;
 

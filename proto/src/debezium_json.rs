@@ -122,7 +122,7 @@ pub fn encode_value(event: &ChangeEvent) -> Vec<u8> {
 /// delete or a JSON `null` (tombstone), and a plain JSON object without `op` as
 /// itself (topics of plain upserts). Debezium's `{"schema", "payload"}` wrapper
 /// is unwrapped. The error says what is wrong with the record.
-pub fn row_after(value: serde_json::Value) -> Result<Option<serde_json::Value>, String> {
+pub fn row_after(value: serde_json::Value) -> Result<Option<serde_json::Value>, CodecError> {
     use serde_json::Value;
     let mut value = match value {
         Value::Object(mut map) if map.contains_key("schema") && map.contains_key("payload") => {
@@ -136,13 +136,19 @@ pub fn row_after(value: serde_json::Value) -> Result<Option<serde_json::Value>, 
             Some("d") => Ok(None),
             Some("c" | "r" | "u") => match map.remove("after") {
                 Some(after @ Value::Object(_)) => Ok(Some(after)),
-                _ => Err("change event without an `after` object".into()),
+                _ => Err(CodecError::field(
+                    "after",
+                    "a change event needs an `after` object",
+                )),
             },
-            Some(other) => Err(format!("unknown op {other:?}")),
-            None if map.contains_key("op") => Err("`op` is not a string".into()),
+            Some(other) => Err(CodecError::field("op", format!("unknown op {other:?}"))),
+            None if map.contains_key("op") => Err(CodecError::field("op", "is not a string")),
             None => Ok(Some(value)),
         },
-        _ => Err("value is neither a JSON object nor null".into()),
+        _ => Err(CodecError::field(
+            "value",
+            "is neither a JSON object nor null",
+        )),
     }
 }
 

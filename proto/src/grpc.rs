@@ -49,20 +49,34 @@ pub fn from_json(json: &Json) -> v1::Value {
     v1::Value { kind: Some(kind) }
 }
 
+/// An API value that has no JSON form, and where in the value it is.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{at}: {problem}")]
+pub struct NotJson {
+    /// Its path, from `$` (the whole value): `$.items[2].price`.
+    pub at: String,
+    /// Why it has no JSON form.
+    pub problem: String,
+}
+
 /// An API value as JSON; the error says what cannot be JSON and where.
-pub fn to_json(value: &v1::Value) -> Result<Json, String> {
+pub fn to_json(value: &v1::Value) -> Result<Json, NotJson> {
     to_json_at(value, "$")
 }
 
-fn to_json_at(value: &v1::Value, at: &str) -> Result<Json, String> {
+fn to_json_at(value: &v1::Value, at: &str) -> Result<Json, NotJson> {
+    let not_json = |problem: String| NotJson {
+        at: at.to_owned(),
+        problem,
+    };
     Ok(match &value.kind {
-        None => return Err(format!("{at}: a value must set one of its kinds")),
+        None => return Err(not_json("a value must set one of its kinds".into())),
         Some(Kind::NullValue(_)) => Json::Null,
         Some(Kind::BoolValue(b)) => Json::Bool(*b),
         Some(Kind::IntValue(i)) => Json::from(*i),
         Some(Kind::UintValue(u)) => Json::from(*u),
         Some(Kind::DoubleValue(d)) => Json::Number(
-            Number::from_f64(*d).ok_or_else(|| format!("{at}: {d} is not a JSON number"))?,
+            Number::from_f64(*d).ok_or_else(|| not_json(format!("{d} is not a JSON number")))?,
         ),
         Some(Kind::StringValue(s)) => Json::String(s.clone()),
         Some(Kind::ListValue(list)) => Json::Array(
@@ -76,10 +90,10 @@ fn to_json_at(value: &v1::Value, at: &str) -> Result<Json, String> {
             let mut map = Map::new();
             for field in &s.fields {
                 let at = format!("{at}.{}", field.name);
-                let value = field
-                    .value
-                    .as_ref()
-                    .ok_or_else(|| format!("{at}: a field needs a value"))?;
+                let value = field.value.as_ref().ok_or_else(|| NotJson {
+                    at: at.clone(),
+                    problem: "a field needs a value".into(),
+                })?;
                 map.insert(field.name.clone(), to_json_at(value, &at)?);
             }
             Json::Object(map)
@@ -125,8 +139,13 @@ mod tests {
                 values: vec![from_json(&Json::Null), nan],
             })),
         };
-        assert!(to_json(&list).unwrap_err().starts_with("$[1]"));
+        assert_eq!(to_json(&list).unwrap_err().at, "$[1]");
         let empty = v1::Value { kind: None };
-        assert!(to_json(&empty).unwrap_err().contains("one of its kinds"));
+        assert!(
+            to_json(&empty)
+                .unwrap_err()
+                .problem
+                .contains("one of its kinds")
+        );
     }
 }

@@ -48,9 +48,8 @@ pub struct MySqlSource {
 
 impl MySqlSource {
     /// A source from a UUID's text and an optional tag's text.
-    pub fn parse(uuid: &str, tag: Option<&str>) -> Result<Self, String> {
-        let uuid =
-            Uuid::try_parse(uuid.trim()).map_err(|_| format!("{uuid:?} is not a server UUID"))?;
+    pub fn parse(uuid: &str, tag: Option<&str>) -> Result<Self, GtidError> {
+        let uuid = Uuid::try_parse(uuid.trim()).map_err(|_| GtidError::Uuid(uuid.to_owned()))?;
         let tag = tag.map(parse_tag).transpose()?;
         Ok(MySqlSource { uuid, tag })
     }
@@ -58,7 +57,7 @@ impl MySqlSource {
 
 /// A MySQL GTID tag: 1 to 32 letters, digits or underscores, not starting
 /// with a digit; compared without case, so kept in lower case.
-fn parse_tag(text: &str) -> Result<Arc<str>, String> {
+fn parse_tag(text: &str) -> Result<Arc<str>, GtidError> {
     let valid_start = text
         .chars()
         .next()
@@ -67,9 +66,7 @@ fn parse_tag(text: &str) -> Result<Arc<str>, String> {
     if valid_start && valid_rest && text.len() <= 32 {
         Ok(text.to_ascii_lowercase().into())
     } else {
-        Err(format!(
-            "{text:?} is not a GTID tag (1 to 32 letters, digits or _, not starting with a digit)"
-        ))
+        Err(GtidError::Tag(text.to_owned()))
     }
 }
 
@@ -110,24 +107,47 @@ impl Gtid {
     }
 }
 
+/// Text that is not a GTID.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GtidError {
+    /// Neither of the forms GTIDs are written in.
+    #[error(
+        "{0:?} is not a GTID: MariaDB's are domain-server-sequence (e.g. 0-1-42), \
+         MySQL's source_uuid:transaction (e.g. 3e11fa47-71ca-11e1-9e33-c80aa9429562:23) \
+         or source_uuid:tag:transaction"
+    )]
+    Form(String),
+    /// A MySQL GTID whose source is not a UUID with an optional tag.
+    #[error("{text:?} is not a GTID: {source}")]
+    Source {
+        /// The whole text.
+        text: String,
+        /// What is wrong with its source.
+        source: Box<GtidError>,
+    },
+    /// Not a server UUID.
+    #[error("{0:?} is not a server UUID")]
+    Uuid(String),
+    /// Not a GTID tag.
+    #[error("{0:?} is not a GTID tag (1 to 32 letters, digits or _, not starting with a digit)")]
+    Tag(String),
+}
+
 impl FromStr for Gtid {
-    type Err = String;
+    type Err = GtidError;
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
         let text = text.trim();
-        let bad = || {
-            format!(
-                "{text:?} is not a GTID: MariaDB's are domain-server-sequence (e.g. 0-1-42), \
-                 MySQL's source_uuid:transaction (e.g. 3e11fa47-71ca-11e1-9e33-c80aa9429562:23) \
-                 or source_uuid:tag:transaction"
-            )
-        };
+        let bad = || GtidError::Form(text.to_owned());
         if let Some((source, transaction)) = text.rsplit_once(':') {
             let (uuid, tag) = match source.split_once(':') {
                 Some((uuid, tag)) => (uuid, Some(tag)),
                 None => (source, None),
             };
-            let source = MySqlSource::parse(uuid, tag).map_err(|e| format!("{}: {e}", bad()))?;
+            let source = MySqlSource::parse(uuid, tag).map_err(|e| GtidError::Source {
+                text: text.to_owned(),
+                source: Box::new(e),
+            })?;
             let transaction = transaction
                 .parse()
                 .ok()
@@ -209,7 +229,7 @@ impl AppliedGtids {
     }
 
     /// Parses what [`AppliedGtids::to_strings`] wrote.
-    pub fn from_strings<S: AsRef<str>>(texts: &[S]) -> Result<Self, String> {
+    pub fn from_strings<S: AsRef<str>>(texts: &[S]) -> Result<Self, GtidError> {
         let mut applied = AppliedGtids::default();
         for text in texts {
             applied.apply(&text.as_ref().parse()?);
@@ -281,7 +301,7 @@ mod tests {
             "3e11fa47-71ca:5".to_owned(),
             format!("{UUID}:1-5"),
         ] {
-            let err = bad.parse::<Gtid>().unwrap_err();
+            let err = bad.parse::<Gtid>().unwrap_err().to_string();
             assert!(err.contains("is not a GTID"), "{bad:?}: {err}");
         }
     }

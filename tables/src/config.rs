@@ -13,15 +13,17 @@
 //!     key_format: json         # how it writes keys: json | json_spaced | json_with_schema
 //! ```
 
+pub mod grpc;
+
 use std::collections::HashSet;
 use std::path::PathBuf;
 
 use serde::Deserialize;
+use tributary_config::{ConfigError, HttpConfig, Validate};
 pub use tributary_kafka::KafkaConfig;
-use tributary_proto::config_text::{self, ConfigError, HttpConfig, Validate};
 
-use crate::grpc::config::GrpcConfig;
 pub use crate::record_key::KeyFormat;
+use grpc::GrpcConfig;
 pub use tributary_proto::partition::Partitioner;
 
 /// The whole file.
@@ -444,7 +446,7 @@ impl RemoteTableConfig {
 
     fn validate(&self, i: usize) -> Result<(), ConfigError> {
         let at = |field: &str| format!("remote[{i}].{field}");
-        config_text::check_name(at("name"), &self.name)?;
+        tributary_config::check_name(at("name"), &self.name)?;
         match self.backend() {
             Some(BackendConfig::MySql(_)) => {}
             Some(BackendConfig::Tributary(t)) => {
@@ -539,7 +541,7 @@ impl RemoteTableConfig {
 impl TablesConfig {
     /// Reads, interpolates, parses and validates a file.
     pub fn load(path: &std::path::Path) -> Result<Self, ConfigError> {
-        config_text::load(path)
+        tributary_config::load(path)
     }
 
     /// Whether anything here reads Kafka: local tables, or a remote table
@@ -550,7 +552,7 @@ impl TablesConfig {
 
     /// Parses and validates text.
     pub fn parse(text: &str) -> Result<Self, ConfigError> {
-        config_text::parse(text)
+        tributary_config::parse(text)
     }
 }
 
@@ -579,7 +581,7 @@ impl Validate for TablesConfig {
             }
         }
         for (i, t) in self.tables.iter().enumerate() {
-            config_text::check_name(format!("tables[{i}].name"), &t.name)?;
+            tributary_config::check_name(format!("tables[{i}].name"), &t.name)?;
             if !names.insert(&t.name) {
                 return Err(ConfigError::new(
                     format!("tables[{i}].name"),

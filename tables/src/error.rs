@@ -5,7 +5,7 @@
 pub enum TableError {
     /// The configuration is invalid.
     #[error(transparent)]
-    Config(#[from] tributary_proto::config_text::ConfigError),
+    Config(#[from] tributary_config::ConfigError),
     /// RocksDB failed.
     #[error("rocksdb: {0}")]
     Storage(#[from] rocksdb::Error),

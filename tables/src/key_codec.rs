@@ -25,8 +25,31 @@ const INT: u8 = 0x04;
 const FLOAT: u8 = 0x05;
 const STRING: u8 = 0x06;
 
+/// Why key values cannot be encoded, or bytes cannot be decoded as a key.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KeyCodecError {
+    /// An array or object as a key value.
+    #[error("key columns must be scalars, not arrays or objects")]
+    NotScalar,
+    /// A JSON number that is neither a 64-bit integer nor a double.
+    #[error("number out of range")]
+    NumberOutOfRange,
+    /// Encoded bytes that end inside a value.
+    #[error("truncated {0}")]
+    Truncated(&'static str),
+    /// An encoded integer beyond `i64::MIN..=u64::MAX`.
+    #[error("integer out of range")]
+    IntegerOutOfRange,
+    /// An encoded string that is not UTF-8.
+    #[error("string is not UTF-8: {0}")]
+    NotUtf8(#[from] std::string::FromUtf8Error),
+    /// A byte that starts no value.
+    #[error("unknown key tag {0:#04x}")]
+    UnknownTag(u8),
+}
+
 /// Encodes key column values, in key order.
-pub fn encode<'a>(values: impl IntoIterator<Item = &'a Value>) -> Result<Vec<u8>, String> {
+pub fn encode<'a>(values: impl IntoIterator<Item = &'a Value>) -> Result<Vec<u8>, KeyCodecError> {
     let mut out = Vec::with_capacity(32);
     for value in values {
         encode_value(value, &mut out)?;
@@ -34,7 +57,7 @@ pub fn encode<'a>(values: impl IntoIterator<Item = &'a Value>) -> Result<Vec<u8>
     Ok(out)
 }
 
-fn encode_value(value: &Value, out: &mut Vec<u8>) -> Result<(), String> {
+fn encode_value(value: &Value, out: &mut Vec<u8>) -> Result<(), KeyCodecError> {
     match value {
         Value::Null => out.push(NULL),
         Value::Bool(false) => out.push(FALSE),
@@ -48,7 +71,7 @@ fn encode_value(value: &Value, out: &mut Vec<u8>) -> Result<(), String> {
                 out.push(INT);
                 out.extend_from_slice(&((i as u128) ^ (1 << 127)).to_be_bytes());
             } else {
-                let f = n.as_f64().ok_or("number out of range")?;
+                let f = n.as_f64().ok_or(KeyCodecError::NumberOutOfRange)?;
                 let bits = f.to_bits();
                 let ordered = if f.is_sign_negative() {
                     !bits
@@ -70,14 +93,14 @@ fn encode_value(value: &Value, out: &mut Vec<u8>) -> Result<(), String> {
             out.extend_from_slice(&[0, 1]);
         }
         Value::Array(_) | Value::Object(_) => {
-            return Err("key columns must be scalars, not arrays or objects".into());
+            return Err(KeyCodecError::NotScalar);
         }
     }
     Ok(())
 }
 
 /// Decodes an encoded key back into its column values.
-pub fn decode(mut bytes: &[u8]) -> Result<Vec<Value>, String> {
+pub fn decode(mut bytes: &[u8]) -> Result<Vec<Value>, KeyCodecError> {
     let mut values = Vec::new();
     while let Some((&tag, rest)) = bytes.split_first() {
         bytes = rest;
@@ -86,18 +109,22 @@ pub fn decode(mut bytes: &[u8]) -> Result<Vec<Value>, String> {
             FALSE => Value::Bool(false),
             TRUE => Value::Bool(true),
             INT => {
-                let (raw, rest) = bytes.split_at_checked(16).ok_or("truncated integer")?;
+                let (raw, rest) = bytes
+                    .split_at_checked(16)
+                    .ok_or(KeyCodecError::Truncated("integer"))?;
                 bytes = rest;
                 let i =
                     (u128::from_be_bytes(raw.try_into().expect("16 bytes")) ^ (1 << 127)) as i128;
                 if let Ok(i) = i64::try_from(i) {
                     Value::from(i)
                 } else {
-                    Value::from(u64::try_from(i).map_err(|_| "integer out of range")?)
+                    Value::from(u64::try_from(i).map_err(|_| KeyCodecError::IntegerOutOfRange)?)
                 }
             }
             FLOAT => {
-                let (raw, rest) = bytes.split_at_checked(8).ok_or("truncated float")?;
+                let (raw, rest) = bytes
+                    .split_at_checked(8)
+                    .ok_or(KeyCodecError::Truncated("float"))?;
                 bytes = rest;
                 let ordered = u64::from_be_bytes(raw.try_into().expect("8 bytes"));
                 let bits = if ordered & (1 << 63) != 0 {
@@ -123,12 +150,12 @@ pub fn decode(mut bytes: &[u8]) -> Result<Vec<Value>, String> {
                             s.push(*b);
                             bytes = rest;
                         }
-                        [] => return Err("unterminated string".into()),
+                        [] => return Err(KeyCodecError::Truncated("string")),
                     }
                 }
-                Value::String(String::from_utf8(s).map_err(|e| e.to_string())?)
+                Value::String(String::from_utf8(s)?)
             }
-            other => return Err(format!("unknown key tag {other:#04x}")),
+            other => return Err(KeyCodecError::UnknownTag(other)),
         };
         values.push(value);
     }
@@ -198,7 +225,15 @@ mod tests {
 
     #[test]
     fn rejects_nested_values() {
-        assert!(encode(&[json!([1])]).is_err());
-        assert!(decode(&[0x09]).is_err());
+        assert_eq!(encode(&[json!([1])]), Err(KeyCodecError::NotScalar));
+        assert_eq!(decode(&[0x09]), Err(KeyCodecError::UnknownTag(0x09)));
+        assert_eq!(
+            decode(&[INT, 0, 0]),
+            Err(KeyCodecError::Truncated("integer"))
+        );
+        assert_eq!(
+            decode(&[STRING, b'a']),
+            Err(KeyCodecError::Truncated("string"))
+        );
     }
 }

@@ -18,8 +18,9 @@
 //!
 //! - [`grpc`]: the gRPC lookup API over local and remote tables (routing between
 //!   instances, read-your-position, TLS and tokens).
-//! - [`remote`]: remote tables (MySQL/MariaDB) behind a cache, batching, a rate
-//!   limit, timeouts, retries and a circuit breaker, with CDC invalidation.
+//! - [`remote`]: remote tables (MySQL/MariaDB, HTTP JSON, another instance's
+//!   lookup API) behind a cache, batching, a rate limit, timeouts, retries and
+//!   a circuit breaker, with CDC invalidation.
 
 pub mod checkpoint;
 pub mod config;

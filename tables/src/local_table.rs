@@ -239,8 +239,8 @@ impl LocalTable {
             return Ok(None); // nothing materialized yet
         };
         let values = self.key_values(&shape.columns, key, true)?;
-        let encoded =
-            key_codec::encode(values.iter().map(AsRef::as_ref)).map_err(|e| self.bad_key(e))?;
+        let encoded = key_codec::encode(values.iter().map(AsRef::as_ref))
+            .map_err(|e| self.bad_key(e.to_string()))?;
         let row = match self.placement_of(&shape, &values) {
             Placement::Anywhere => self
                 .store
@@ -301,7 +301,7 @@ impl LocalTable {
             return Ok(Vec::new());
         };
         let values = self.key_values(&shape.columns, key, true)?;
-        key_codec::encode(values.iter().map(AsRef::as_ref)).map_err(|e| self.bad_key(e))
+        key_codec::encode(values.iter().map(AsRef::as_ref)).map_err(|e| self.bad_key(e.to_string()))
     }
 
     fn parse_row(&self, raw: &[u8]) -> Result<Value, TableError> {
@@ -348,7 +348,8 @@ impl Table for LocalTable {
         let columns = &shape.columns;
         let encode = |bound: &Value| -> Result<Vec<u8>, TableError> {
             let values = self.key_values(columns, bound, false)?;
-            key_codec::encode(values.iter().map(AsRef::as_ref)).map_err(|e| self.bad_key(e))
+            key_codec::encode(values.iter().map(AsRef::as_ref))
+                .map_err(|e| self.bad_key(e.to_string()))
         };
         let bounds = match range {
             KeyRange::Prefix(prefix) => ScanBounds {
@@ -381,7 +382,7 @@ impl Table for LocalTable {
             .map(|(key, raw)| {
                 let key_values = key_codec::decode(&key).map_err(|e| TableError::Corrupt {
                     table: self.name.clone(),
-                    problem: e,
+                    problem: e.to_string(),
                 })?;
                 let key: Map<String, Value> = columns.iter().cloned().zip(key_values).collect();
                 Ok((Value::Object(key), self.parse_row(&raw)?))

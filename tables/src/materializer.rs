@@ -737,6 +737,29 @@ struct Applied {
     superseded: bool,
 }
 
+/// Why a record cannot be applied (it is skipped and counted).
+#[derive(Debug, thiserror::Error)]
+enum Unapplicable {
+    /// No key at all.
+    #[error(
+        "record has no key (a table captured without a primary key has null keys; \
+         give it key columns with capture's message_key_columns)"
+    )]
+    NoKey,
+    /// A key that is not a table key.
+    #[error(transparent)]
+    Key(#[from] record_key::RecordKeyError),
+    /// Key values that cannot be encoded.
+    #[error("key: {0}")]
+    KeyValues(#[from] key_codec::KeyCodecError),
+    /// A value that is not JSON.
+    #[error("value is not JSON: {0}")]
+    NotJson(#[from] serde_json::Error),
+    /// JSON that is neither a change event nor a row.
+    #[error(transparent)]
+    Value(#[from] tributary_proto::CodecError),
+}
+
 /// Adds one record to the batch. The outer error is a storage failure (fatal);
 /// the inner one a record that cannot be applied (skipped).
 fn apply_record(
@@ -746,18 +769,14 @@ fn apply_record(
     table: &str,
     layout: Layout,
     msg: &BorrowedMessage<'_>,
-) -> Result<Result<Applied, String>, TableError> {
+) -> Result<Result<Applied, Unapplicable>, TableError> {
     let partition = msg.partition();
     let Some(raw_key) = msg.key() else {
-        return Ok(Err(
-            "record has no key (a table captured without a primary key has null keys; \
-             give it key columns with capture's message_key_columns)"
-                .into(),
-        ));
+        return Ok(Err(Unapplicable::NoKey));
     };
     let key = match record_key::parse(raw_key) {
         Ok(key) => key,
-        Err(reason) => return Ok(Err(reason)),
+        Err(reason) => return Ok(Err(reason.into())),
     };
     let known = known_shapes.get(table).and_then(|t| t.get(&partition));
     // Members in another order are the same key: the table keeps its column
@@ -778,7 +797,7 @@ fn apply_record(
     }
     let encoded = match key_codec::encode(&key.values) {
         Ok(encoded) => encoded,
-        Err(e) => return Ok(Err(format!("key: {e}"))),
+        Err(e) => return Ok(Err(e.into())),
     };
     let mut applied = Applied::default();
     let row = match msg.payload() {
@@ -824,9 +843,8 @@ struct RowChange {
 }
 
 /// The row a record value stores and the GTID it comes from.
-fn row_of(payload: &[u8]) -> Result<RowChange, String> {
-    let value: Value =
-        serde_json::from_slice(payload).map_err(|e| format!("value is not JSON: {e}"))?;
+fn row_of(payload: &[u8]) -> Result<RowChange, Unapplicable> {
+    let value: Value = serde_json::from_slice(payload)?;
     // Neither a change event nor one wrapped with its schema.
     let plain = value.as_object().is_some_and(|m| {
         let wrapped = m.contains_key("schema") && m.contains_key("payload");
@@ -884,10 +902,15 @@ mod tests {
             br#"{"id":5,"name":"plain"}"#
         );
         assert_eq!(row("null").unwrap(), None);
-        assert!(row(r#"{"op":"x"}"#).unwrap_err().contains("unknown op"));
+        assert!(
+            row(r#"{"op":"x"}"#)
+                .unwrap_err()
+                .to_string()
+                .contains("unknown op")
+        );
         assert!(row(r#"{"op":"c","after":null}"#).is_err());
         assert!(row("[1]").is_err());
-        assert!(row("{oops").unwrap_err().contains("not JSON"));
+        assert!(matches!(row("{oops"), Err(Unapplicable::NotJson(_))));
     }
 
     #[test]

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::{Message, Offset, TopicPartitionList};
-use tributary_proto::config_text::ConfigError;
+use tributary_config::ConfigError;
 use tributary_proto::partition::Partitioner;
 
 use crate::config::{KeyFormat, LocalTableConfig, TableMode, TablesConfig};

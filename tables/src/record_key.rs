@@ -79,9 +79,26 @@ pub struct RecordKey {
     pub shape: KeyShape,
 }
 
+/// Why a record's key cannot be a table key.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordKeyError {
+    /// Not JSON.
+    #[error("key is not JSON: {0}")]
+    NotJson(#[from] serde_json::Error),
+    /// JSON `null`.
+    #[error("key is JSON null")]
+    Null,
+    /// `{}`.
+    #[error("key is an empty object")]
+    Empty,
+    /// A key column whose value is an array or an object.
+    #[error("key column `{0}` is not a scalar (arrays and objects cannot be keys)")]
+    NotScalar(String),
+}
+
 /// Parses a record's key bytes.
-pub fn parse(raw: &[u8]) -> Result<RecordKey, String> {
-    let key: Value = serde_json::from_slice(raw).map_err(|e| format!("key is not JSON: {e}"))?;
+pub fn parse(raw: &[u8]) -> Result<RecordKey, RecordKeyError> {
+    let key: Value = serde_json::from_slice(raw)?;
     let (key, schema) = match key {
         Value::Object(mut map)
             if map.len() == 2 && map.contains_key("schema") && map.contains_key("payload") =>
@@ -93,11 +110,11 @@ pub fn parse(raw: &[u8]) -> Result<RecordKey, String> {
     };
     let (pairs, scalar): (Vec<(String, Value)>, bool) = match key {
         Value::Object(map) => (map.into_iter().collect(), false),
-        Value::Null => return Err("key is JSON null".into()),
+        Value::Null => return Err(RecordKeyError::Null),
         scalar => (vec![("key".to_owned(), scalar)], true),
     };
     if pairs.is_empty() {
-        return Err("key is an empty object".into());
+        return Err(RecordKeyError::Empty);
     }
     let mut shape = KeyShape {
         columns: Vec::with_capacity(pairs.len()),
@@ -108,9 +125,7 @@ pub fn parse(raw: &[u8]) -> Result<RecordKey, String> {
     let mut values = Vec::with_capacity(pairs.len());
     for (column, value) in pairs {
         if value.is_array() || value.is_object() {
-            return Err(format!(
-                "key column `{column}` is not a scalar (arrays and objects cannot be keys)"
-            ));
+            return Err(RecordKeyError::NotScalar(column));
         }
         let (value, was_quoted) = match integer_in(&value) {
             Some(n) => (n, true),
@@ -290,10 +305,10 @@ mod tests {
 
     #[test]
     fn bad_keys_are_named() {
-        assert!(parse(b"{oops").unwrap_err().contains("not JSON"));
-        assert!(parse(b"null").unwrap_err().contains("null"));
-        assert!(parse(b"{}").unwrap_err().contains("empty"));
-        assert!(parse(br#"{"id":[1]}"#).unwrap_err().contains("`id`"));
+        assert!(matches!(parse(b"{oops"), Err(RecordKeyError::NotJson(_))));
+        assert!(matches!(parse(b"null"), Err(RecordKeyError::Null)));
+        assert!(matches!(parse(b"{}"), Err(RecordKeyError::Empty)));
+        assert!(matches!(parse(br#"{"id":[1]}"#), Err(RecordKeyError::NotScalar(c)) if c == "id"));
     }
 
     #[test]

@@ -291,7 +291,7 @@ impl Store {
         };
         let texts: Vec<String> =
             serde_json::from_slice(&raw).map_err(|e| corrupt(e.to_string()))?;
-        AppliedGtids::from_strings(&texts).map_err(corrupt)
+        AppliedGtids::from_strings(&texts).map_err(|e| corrupt(e.to_string()))
     }
 
     /// How the table's keys are written, as recorded by the materializer.

@@ -170,7 +170,7 @@ impl CaptureSetup {
              include: {{ databases: ['{}'] }}\n\
              kafka: {{ brokers: '{}' }}\n\
              topics: {{ partitions: 3 }}\n\
-             checkpoint_interval_ms: 200\n\
+             commit_interval_ms: 200\n\
              metrics: {{ listen: '127.0.0.1:{}' }}\n{}",
             self.server_name,
             self.server_id,

@@ -4,9 +4,8 @@
 //!
 //! One chunk at a time, between two transactions of the stream: the next
 //! `snapshot.incremental_chunk_rows` rows of the table, by primary key, are read
-//! in a consistent transaction whose exact binlog read point the server gives
-//! (MariaDB: `Binlog_snapshot_position`, no lock; MySQL: the position under a
-//! `FLUSH TABLES WITH READ LOCK` held only while the transaction starts). If the
+//! in a consistent read whose exact position in the stream the source gives
+//! ([`ChunkSource`]; MySQL/MariaDB: [`mysql_chunks`]). If the
 //! stream has already passed that point (a server can send a transaction to
 //! replicas a moment before its commit is visible to readers), the chunk is
 //! read again after the stream's next item. The stream goes on; keys of the
@@ -20,40 +19,26 @@
 //! stored with every committed position, so a restart goes on with the chunk
 //! after the last one acknowledged. Requests arrive as [`signal`] rows.
 
+pub(crate) mod mysql_chunks;
 pub mod signal;
-mod state;
 
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use mysql_async::Conn;
-use mysql_async::prelude::Queryable;
 use tracing::{info, warn};
 use tributary_proto::debezium_json::encode_key;
 use tributary_proto::{ChangeEvent, SnapshotMarker, SourceInfo};
 
-pub use state::{CursorValue, IncrementalState, KeyCursor};
-
-use crate::chunk_reader::ChunkReader;
+use crate::chunk_source::{Begun, ChunkRead, ChunkSource, OpenedTable};
 use crate::config::CaptureConfig;
 use crate::error::CaptureError;
 use crate::filter::TableFilter;
-use crate::kafka_writer::KafkaWriter;
+use crate::incremental_state::{IncrementalState, KeyCursor};
 use crate::metrics::{CaptureMetrics, TableLabel};
 use crate::position::BinlogPosition;
-use crate::snapshot;
+use crate::sink::ChangeSink;
 use crate::snapshot_progress::SnapshotProgress;
-
-/// MySQL error: the table does not exist.
-const ER_NO_SUCH_TABLE: u16 = 1146;
-/// MySQL errors: unknown column; table definition changed during the transaction.
-const ER_BAD_FIELD: u16 = 1054;
-const ER_TABLE_DEF_CHANGED: u16 = 1412;
-/// MySQL error: lock wait timeout exceeded.
-const ER_LOCK_WAIT_TIMEOUT: u16 = 1205;
-/// Seconds a chunk's read lock (MySQL) may wait.
-const LOCK_WAIT_S: u32 = 5;
 
 /// What an attempt to read a chunk came to.
 enum Chunked {
@@ -66,16 +51,15 @@ enum Chunked {
     Skipped,
 }
 
-/// Runs the on-demand snapshots of one capture's stream.
-pub(crate) struct Incremental {
-    config: CaptureConfig,
-    is_mariadb: bool,
+/// Runs the on-demand snapshots of one capture's stream, reading chunks from `C`.
+pub(crate) struct Incremental<C> {
+    server_name: Arc<str>,
     filter: TableFilter,
     metrics: CaptureMetrics,
-    conn: Option<Conn>,
+    chunks: C,
     state: IncrementalState,
-    /// The first table's reader; dropped after a DDL so the next chunk sees the new columns.
-    reader: Option<ChunkReader>,
+    /// The first table, opened; closed after a DDL so the next chunk sees the new columns.
+    opened: Option<OpenedTable>,
     progress: Option<TableProgress>,
     window: Option<Window>,
 }
@@ -93,23 +77,22 @@ struct Window {
     table: Arc<str>,
     /// The columns the chunk was read with.
     columns: Arc<[String]>,
-    /// Its key columns, in key order.
-    key_columns: Arc<[String]>,
     /// Each row's Kafka key and event, in key order.
     rows: Vec<(Vec<u8>, ChangeEvent)>,
     /// Keys changed by transactions that committed after `point`.
     superseded: HashSet<Vec<u8>>,
     /// Keys of the table changed by the transaction being streamed.
     open_transaction: Vec<Vec<u8>>,
-    last_key: Option<Vec<mysql_async::Value>>,
+    last_key: Option<KeyCursor>,
     complete: bool,
 }
 
-impl Incremental {
-    /// Continues `resumed` (stored with the start position), if any.
+impl<C: ChunkSource> Incremental<C> {
+    /// Continues `resumed` (stored with the start position), if any, reading
+    /// chunks from `chunks`.
     pub(crate) fn new(
         config: &CaptureConfig,
-        is_mariadb: bool,
+        chunks: C,
         metrics: &CaptureMetrics,
         resumed: Option<IncrementalState>,
     ) -> Self {
@@ -118,13 +101,12 @@ impl Incremental {
             info!(%table, remaining = state.tables.len(), "resuming the on-demand snapshot");
         }
         Incremental {
-            config: config.clone(),
-            is_mariadb,
+            server_name: config.server_name.as_str().into(),
             filter: TableFilter::of(config),
             metrics: metrics.clone(),
-            conn: None,
+            chunks,
             state,
-            reader: None,
+            opened: None,
             progress: None,
             window: None,
         }
@@ -184,7 +166,7 @@ impl Incremental {
         if self.window.take().is_some() {
             info!("schema change during an on-demand snapshot: its current chunk is read again");
         }
-        self.reader = None;
+        self.close_table();
     }
 
     /// A transaction committed at `position`, whose events have been sent: the
@@ -193,7 +175,7 @@ impl Incremental {
     pub(crate) async fn on_commit(
         &mut self,
         position: &BinlogPosition,
-        writer: &mut KafkaWriter,
+        writer: &mut impl ChangeSink,
     ) -> Result<(), CaptureError> {
         let Some(w) = &mut self.window else {
             return Ok(());
@@ -215,7 +197,7 @@ impl Incremental {
     pub(crate) async fn step(
         &mut self,
         at: &BinlogPosition,
-        writer: &mut KafkaWriter,
+        writer: &mut impl ChangeSink,
     ) -> Result<bool, CaptureError> {
         match &self.window {
             None if self.state.tables.is_empty() => return Ok(false),
@@ -240,79 +222,28 @@ impl Incremental {
         position
     }
 
-    async fn connection(&mut self) -> Result<&mut Conn, CaptureError> {
-        if self.conn.is_none() {
-            let mut conn = snapshot::connect(&self.config).await?;
-            if !self.is_mariadb {
-                // The read lock of each chunk's start waits for running statements
-                // while blocking writes: give up soon and try again later.
-                conn.query_drop(format!("SET SESSION lock_wait_timeout = {LOCK_WAIT_S}"))
-                    .await?;
-            }
-            self.conn = Some(conn);
-        }
-        Ok(self.conn.as_mut().expect("connected above"))
-    }
-
     /// Reads the first table's next chunk into a window, the stream being at `at`.
     async fn read_chunk(&mut self, at: &BinlogPosition) -> Result<Chunked, CaptureError> {
         let name = self.state.tables[0].clone();
-        if self.reader.is_none() && !self.open_table(&name).await? {
+        if self.opened.is_none() && !self.open_table(&name).await? {
             self.finish_table();
             return Ok(Chunked::Skipped);
         }
-        let is_mariadb = self.is_mariadb;
-        let conn = self.conn.as_mut().expect("opened with the table");
-        let point = match snapshot::begin(conn, is_mariadb).await {
-            Ok(point) => point,
-            Err(CaptureError::MissingGrant { grant, detail }) => {
-                warn!(table = %name, %grant, %detail, "the capture user may not take the read lock an on-demand snapshot chunk needs on this server; skipped");
+        let point = match self.chunks.begin().await? {
+            Begun::At(point) => point,
+            Begun::Retry => return Ok(Chunked::Retry),
+            Begun::Skip => {
                 self.finish_table();
                 return Ok(Chunked::Skipped);
             }
-            Err(CaptureError::Database(mysql_async::Error::Server(e)))
-                if e.code == ER_LOCK_WAIT_TIMEOUT =>
-            {
-                warn!(table = %name, "the read lock for an on-demand snapshot chunk timed out; trying again");
-                return Ok(Chunked::Retry);
-            }
-            Err(e) => return Err(e),
         };
         if at.is_after(&point) && !at.same_transactions(&point) {
             // The stream sent a transaction this read cannot see yet.
-            conn.query_drop("ROLLBACK").await?;
+            self.chunks.abort().await?;
             return Ok(Chunked::Retry);
         }
-        let reader = self.reader.as_ref().expect("opened above");
-        let after: Option<Vec<mysql_async::Value>> = self
-            .state
-            .after
-            .as_ref()
-            .map(|key| key.values.iter().map(mysql_async::Value::from).collect());
-        let chunk = match reader.read(conn, after.as_deref(), &point).await {
-            Ok(chunk) => chunk,
-            // Dropped or altered since its columns were read: capture goes on.
-            Err(CaptureError::Database(mysql_async::Error::Server(e)))
-                if matches!(
-                    e.code,
-                    ER_NO_SUCH_TABLE | ER_BAD_FIELD | ER_TABLE_DEF_CHANGED
-                ) =>
-            {
-                conn.query_drop("ROLLBACK").await?;
-                if e.code == ER_NO_SUCH_TABLE {
-                    warn!(table = %name, "the table was dropped during its on-demand snapshot; skipped");
-                    self.finish_table();
-                    return Ok(Chunked::Skipped);
-                }
-                info!(table = %name, "the table changed while a chunk was read: the chunk is read again");
-                self.reader = None;
-                return Ok(Chunked::Retry);
-            }
-            Err(e) => return Err(e),
-        };
-        conn.query_drop("COMMIT").await?;
         let source = SourceInfo {
-            name: self.config.server_name.as_str().into(),
+            name: self.server_name.clone(),
             ts_ms: SystemTime::now()
                 .duration_since(UNIX_EPOCH)
                 .map_or(0, |d| d.as_millis() as i64),
@@ -322,77 +253,59 @@ impl Incremental {
             pos: point.pos,
             ..SourceInfo::default()
         };
-        let rows = chunk
-            .rows
-            .into_iter()
-            .map(|row| {
-                let event = reader.event(row, &source);
-                (encode_key(&event), event)
-            })
-            .collect();
-        let schema = reader.schema();
+        let (rows, last_key, complete) = match self
+            .chunks
+            .read(self.state.after.as_ref(), &point, &source)
+            .await?
+        {
+            ChunkRead::Chunk {
+                rows,
+                last_key,
+                complete,
+            } => (rows, last_key, complete),
+            ChunkRead::Changed => {
+                self.close_table();
+                return Ok(Chunked::Retry);
+            }
+            ChunkRead::Dropped => {
+                self.finish_table();
+                return Ok(Chunked::Skipped);
+            }
+        };
+        let opened = self.opened.as_ref().expect("opened above");
         self.window = Some(Window {
             point,
-            db: schema.db.clone(),
-            table: schema.table.clone(),
-            columns: schema.names.clone(),
-            key_columns: schema.key_names.clone(),
-            rows,
+            db: opened.db.clone(),
+            table: opened.table.clone(),
+            columns: opened.columns.clone(),
+            rows: rows
+                .into_iter()
+                .map(|event| (encode_key(&event), event))
+                .collect(),
             superseded: HashSet::new(),
             open_transaction: Vec::new(),
-            last_key: chunk.last_key,
-            complete: chunk.complete,
+            last_key,
+            complete,
         });
         Ok(Chunked::Read)
     }
 
-    /// Prepares to read `name` (under the server's spelling of its names); false
-    /// when it cannot be snapshotted.
+    /// Opens `name` for chunked reads; false when it cannot be snapshotted.
     async fn open_table(&mut self, name: &str) -> Result<bool, CaptureError> {
-        let (db, table) = name.split_once('.').expect("checked when requested");
-        let chunk_rows = self.config.snapshot.incremental_chunk_rows;
-        self.connection().await?;
-        let (conn, filter) = (self.conn.as_mut().expect("connected"), &self.filter);
-        let found: Option<(String, String, u64)> = conn
-            .exec_first(
-                "SELECT TABLE_SCHEMA, TABLE_NAME, COALESCE(TABLE_ROWS, 0) FROM information_schema.TABLES \
-                 WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?",
-                (db, table),
-            )
-            .await?;
-        let reader = match &found {
-            // The request was checked as typed; check the server's spelling too.
-            Some((db, table, _)) if !filter.captures(db, table) => {
-                warn!(table = %name, "snapshot requested for a table this capture does not capture; skipped");
-                return Ok(false);
-            }
-            Some((db, table, _)) => {
-                let keys = &self.config.message_key_columns;
-                let undecodable = self.config.source.undecodable_text;
-                ChunkReader::new(conn, db, table, chunk_rows, keys, undecodable).await?
-            }
-            None => None,
-        };
-        let Some(reader) = reader else {
-            warn!(table = %name, "on-demand snapshot of a table that does not exist; skipped");
+        let Some(opened) = self.chunks.open(name).await? else {
             return Ok(false);
         };
-        if !reader.keyed_by_primary_key() {
-            warn!(table = %name, "a table without a primary key cannot be snapshotted while streaming, nor one whose events message_key_columns keys by other columns (its rows cannot be matched with the stream by a unique key); skipped");
-            return Ok(false);
-        }
         if self.progress.is_none() {
             let label = TableLabel {
                 table: name.to_owned(),
             };
-            let estimate = found.map_or(0, |(_, _, rows)| rows);
             self.metrics
                 .snapshot_rows_estimated
                 .get_or_create(&label)
-                .set(estimate as i64);
-            info!(table = %name, estimate, after = ?self.state.after, "on-demand snapshot of the table starts");
+                .set(opened.estimate as i64);
+            info!(table = %name, estimate = opened.estimate, after = ?self.state.after, "on-demand snapshot of the table starts");
             self.progress = Some(TableProgress {
-                bar: SnapshotProgress::new(name, estimate),
+                bar: SnapshotProgress::new(name, opened.estimate),
                 label,
                 done: 0,
             });
@@ -401,17 +314,17 @@ impl Incremental {
             .state
             .after
             .as_ref()
-            .is_some_and(|after| *after.columns != *reader.schema().key_names)
+            .is_some_and(|after| *after.columns != *opened.key_columns)
         {
             warn!(table = %name, "the primary key changed during the on-demand snapshot; reading the table again from the start");
             self.state.after = None;
         }
-        self.reader = Some(reader);
+        self.opened = Some(opened);
         Ok(true)
     }
 
     /// Sends the window's rows that the stream did not supersede.
-    async fn send_chunk(&mut self, writer: &mut KafkaWriter) -> Result<(), CaptureError> {
+    async fn send_chunk(&mut self, writer: &mut impl ChangeSink) -> Result<(), CaptureError> {
         let w = self.window.take().expect("a window is open");
         let read = w.rows.len() as u64;
         for (key, event) in &w.rows {
@@ -430,18 +343,20 @@ impl Incremental {
         if w.complete {
             self.finish_table();
         } else if let Some(key) = w.last_key {
-            self.state.after = Some(KeyCursor {
-                columns: w.key_columns.to_vec(),
-                values: key.iter().map(CursorValue::from).collect(),
-            });
+            self.state.after = Some(key);
         }
         Ok(())
+    }
+
+    fn close_table(&mut self) {
+        self.opened = None;
+        self.chunks.close_table();
     }
 
     fn finish_table(&mut self) {
         self.state.tables.remove(0);
         self.state.after = None;
-        self.reader = None;
+        self.close_table();
         if let Some(p) = self.progress.take() {
             p.bar.finish(p.done);
         }

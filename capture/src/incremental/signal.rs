@@ -16,13 +16,33 @@ use crate::source;
 /// The signal type that asks for snapshots.
 const EXECUTE_SNAPSHOT: &str = "execute-snapshot";
 
+/// Why a signal row is not a request capture can act on.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum BadSignal {
+    /// A column the signal table must have, as text.
+    #[error("the signal row has no text column `{0}`")]
+    NoColumn(&'static str),
+    /// A `type` other than `execute-snapshot`.
+    #[error("unknown signal type {0:?} (expected {EXECUTE_SNAPSHOT:?})")]
+    Type(String),
+    /// A `data` column that is not JSON.
+    #[error("`data` is not JSON: {0}")]
+    Data(#[from] serde_json::Error),
+    /// A snapshot type other than incremental.
+    #[error("snapshot type {0:?} is not supported (only \"incremental\")")]
+    SnapshotType(String),
+    /// No tables to snapshot.
+    #[error("`data` has no \"data-collections\" list of tables")]
+    NoTables,
+}
+
 /// The tables a signal row asks to snapshot (`Ok(empty)` for changes that are
 /// not new signals); `Err` says why a row is not a valid request.
-pub(crate) fn requested_tables(event: &ChangeEvent) -> Result<Vec<String>, String> {
+pub(crate) fn requested_tables(event: &ChangeEvent) -> Result<Vec<String>, BadSignal> {
     let (Op::Create, Some(row)) = (event.op, &event.after) else {
         return Ok(Vec::new());
     };
-    let text = |name: &str| {
+    let text = |name: &'static str| {
         row.columns
             .iter()
             .position(|c| c == name)
@@ -30,22 +50,17 @@ pub(crate) fn requested_tables(event: &ChangeEvent) -> Result<Vec<String>, Strin
                 Value::String(s) => Some(s.as_str()),
                 _ => None,
             })
-            .ok_or_else(|| format!("the signal row has no text column `{name}`"))
+            .ok_or(BadSignal::NoColumn(name))
     };
     let kind = text("type")?;
     if kind != EXECUTE_SNAPSHOT {
-        return Err(format!(
-            "unknown signal type {kind:?} (expected {EXECUTE_SNAPSHOT:?})"
-        ));
+        return Err(BadSignal::Type(kind.to_owned()));
     }
-    let data: serde_json::Value =
-        serde_json::from_str(text("data")?).map_err(|e| format!("`data` is not JSON: {e}"))?;
+    let data: serde_json::Value = serde_json::from_str(text("data")?)?;
     if let Some(kind) = data.get("type").and_then(|t| t.as_str())
         && !kind.eq_ignore_ascii_case("incremental")
     {
-        return Err(format!(
-            "snapshot type {kind:?} is not supported (only \"incremental\")"
-        ));
+        return Err(BadSignal::SnapshotType(kind.to_owned()));
     }
     data.get("data-collections")
         .and_then(|c| c.as_array())
@@ -56,7 +71,7 @@ pub(crate) fn requested_tables(event: &ChangeEvent) -> Result<Vec<String>, Strin
                 .collect()
         })
         .filter(|tables: &Vec<String>| !tables.is_empty())
-        .ok_or_else(|| "`data` has no \"data-collections\" list of tables".to_owned())
+        .ok_or(BadSignal::NoTables)
 }
 
 /// Inserts a signal row asking for snapshots of `tables` (`db.table`) as the
@@ -184,7 +199,9 @@ mod tests {
             ),
         ];
         for (kind, data, reason) in cases {
-            let err = requested_tables(&signal(Op::Create, kind, data)).unwrap_err();
+            let err = requested_tables(&signal(Op::Create, kind, data))
+                .unwrap_err()
+                .to_string();
             assert!(err.contains(reason), "{kind} {data}: {err}");
         }
     }

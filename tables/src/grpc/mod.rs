@@ -1,7 +1,6 @@
 //! The gRPC lookup API (`tributary.v1.Lookup`, see `proto/tributary/v1/lookup.proto`)
 //! over an instance's local and remote tables.
 //!
-//! - [`config`]: the `grpc:` section of a tables file.
 //! - `call`: deadlines, the concurrency limit, bearer tokens.
 //! - `position`: read-your-position waits.
 //! - `routing`: who holds which partition, and forwarding to them.
@@ -12,7 +11,6 @@
 //! server reflection (`grpc.reflection.v1`), both without a token.
 
 mod call;
-pub mod config;
 mod position;
 mod routing;
 mod service;
@@ -21,7 +19,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::task::JoinHandle;
+use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::server::TcpIncoming;
@@ -31,10 +29,10 @@ use tracing::info;
 use tributary_proto::grpc::v1::lookup_server::LookupServer;
 use tributary_proto::grpc::{FILE_DESCRIPTOR_SET, SERVICE_NAME};
 
+use crate::config::grpc::GrpcConfig;
 use crate::config::{TableMode, TablesConfig};
 use crate::error::TableError;
 use crate::grpc::call::{Admission, BearerToken};
-use crate::grpc::config::GrpcConfig;
 use crate::grpc::routing::Routing;
 use crate::grpc::service::{Limits, LookupService};
 use crate::local_table::LocalTable;
@@ -56,16 +54,23 @@ pub struct ServedTables {
 pub struct LookupApi {
     /// Where it listens (the bound port when the config said port 0).
     pub local_addr: SocketAddr,
-    task: JoinHandle<Result<(), tonic::transport::Error>>,
+    /// The server, its health reporter and the routing tasks.
+    tasks: JoinSet<Result<(), TableError>>,
 }
 
 impl LookupApi {
-    /// Waits for the server to stop (after shutdown).
-    pub async fn join(self) -> Result<(), TableError> {
-        self.task
-            .await
-            .expect("the server task does not panic")
-            .map_err(|e| TableError::Api(format!("server: {e}")))
+    /// Waits, after shutdown, for the server and every task it started to stop
+    /// (the routing publisher's goodbye record is written by then).
+    pub async fn join(mut self) -> Result<(), TableError> {
+        let mut first_error = None;
+        while let Some(done) = self.tasks.join_next().await {
+            let result =
+                done.unwrap_or_else(|e| Err(TableError::Api(format!("a task failed: {e}"))));
+            if let Err(e) = result {
+                first_error.get_or_insert(e);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
     }
 }
 
@@ -78,6 +83,7 @@ pub async fn start(
     shutdown: CancellationToken,
 ) -> Result<LookupApi, TableError> {
     let tls = grpc.tls.as_ref().map(tls_config).transpose()?;
+    let mut tasks = JoinSet::new();
     let partitioned: Vec<String> = config
         .tables
         .iter()
@@ -97,6 +103,7 @@ pub async fn start(
                 progress.clone(),
                 partitioned,
                 shutdown.clone(),
+                &mut tasks,
             )
             .await?,
         ),
@@ -123,7 +130,7 @@ pub async fn start(
     let lookup = InterceptedService::new(lookup, BearerToken::new(grpc.token.as_deref()));
     let (health, health_service) = tonic_health::server::health_reporter();
     set_health(&health, false).await;
-    tokio::spawn(report_health(health, tables.progress, shutdown.clone()));
+    tasks.spawn(report_health(health, tables.progress, shutdown.clone()));
     let reflection = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(FILE_DESCRIPTOR_SET)
         .build_v1()
@@ -154,9 +161,13 @@ pub async fn start(
     // No Nagle: a response of several segments would otherwise wait for the
     // client's delayed ACK (~40 ms).
     let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
-    let task =
-        tokio::spawn(router.serve_with_incoming_shutdown(incoming, shutdown.cancelled_owned()));
-    Ok(LookupApi { local_addr, task })
+    let serve = router.serve_with_incoming_shutdown(incoming, shutdown.cancelled_owned());
+    tasks.spawn(async move {
+        serve
+            .await
+            .map_err(|e| TableError::Api(format!("server: {e}")))
+    });
+    Ok(LookupApi { local_addr, tasks })
 }
 
 /// `SERVING` while every held partition has caught up (remote-only: always).
@@ -164,7 +175,7 @@ async fn report_health(
     health: tonic_health::server::HealthReporter,
     progress: Option<Arc<Progress>>,
     shutdown: CancellationToken,
-) {
+) -> Result<(), TableError> {
     let mut last = false;
     loop {
         let serving = progress.as_ref().is_none_or(|p| p.serving());
@@ -173,7 +184,7 @@ async fn report_health(
             last = serving;
         }
         tokio::select! {
-            () = shutdown.cancelled() => return,
+            () = shutdown.cancelled() => return Ok(()),
             () = tokio::time::sleep(Duration::from_millis(100)) => {}
         }
     }
@@ -191,7 +202,9 @@ async fn set_health(health: &tonic_health::server::HealthReporter, serving: bool
 }
 
 /// The server's TLS settings and the client settings forwarding uses.
-fn tls_config(tls: &config::TlsConfig) -> Result<(ServerTlsConfig, ClientTlsConfig), TableError> {
+fn tls_config(
+    tls: &crate::config::grpc::TlsConfig,
+) -> Result<(ServerTlsConfig, ClientTlsConfig), TableError> {
     let read = |path: &std::path::PathBuf, field: &str| {
         std::fs::read(path).map_err(|e| {
             TableError::Api(format!(

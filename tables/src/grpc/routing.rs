@@ -20,6 +20,7 @@ use rdkafka::error::RDKafkaErrorCode;
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::{Message, Offset, TopicPartitionList};
 use serde::{Deserialize, Serialize};
+use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
@@ -28,9 +29,9 @@ use tracing::{info, warn};
 use tributary_proto::grpc::v1::lookup_client::LookupClient;
 
 use crate::config::KafkaConfig;
+use crate::config::grpc::GrpcConfig;
 use crate::error::TableError;
 use crate::grpc::call::{BearerToken, FORWARDED};
-use crate::grpc::config::GrpcConfig;
 use crate::progress::Progress;
 
 /// What an instance publishes about itself.
@@ -57,7 +58,9 @@ pub(crate) struct Routing {
 
 impl Routing {
     /// Creates the routing topic if needed, then publishes this instance's
-    /// `partitioned` tables' partitions and reads the others' until `shutdown`.
+    /// `partitioned` tables' partitions and reads the others' until `shutdown`,
+    /// in two tasks of `tasks`; the publisher ends with a goodbye tombstone.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) async fn start(
         config: &GrpcConfig,
         kafka: &KafkaConfig,
@@ -66,6 +69,7 @@ impl Routing {
         progress: Arc<Progress>,
         partitioned: Vec<String>,
         shutdown: CancellationToken,
+        tasks: &mut JoinSet<Result<(), TableError>>,
     ) -> Result<Arc<Self>, TableError> {
         let topic = config.routing_topic(group_id);
         ensure_topic(kafka, &topic).await?;
@@ -85,7 +89,7 @@ impl Routing {
             .create()?;
         let reader = reader(kafka, group_id, &topic).await?;
         info!(%topic, address = %routing.me, "publishing held partitions for routing");
-        tokio::spawn(publish(
+        tasks.spawn(publish(
             Publisher {
                 producer,
                 topic,
@@ -96,7 +100,11 @@ impl Routing {
             },
             shutdown.clone(),
         ));
-        tokio::spawn(routing.clone().read(reader, shutdown));
+        let reading = routing.clone();
+        tasks.spawn(async move {
+            reading.read(reader, shutdown).await;
+            Ok(())
+        });
         Ok(routing)
     }
 
@@ -222,7 +230,7 @@ impl Publisher {
 
 /// Publishes the held partitions every interval, and at once when they change;
 /// a tombstone on shutdown.
-async fn publish(publisher: Publisher, shutdown: CancellationToken) {
+async fn publish(publisher: Publisher, shutdown: CancellationToken) -> Result<(), TableError> {
     let mut published: Option<(BTreeMap<String, Vec<i32>>, std::time::Instant)> = None;
     loop {
         let held = publisher.held();
@@ -245,6 +253,7 @@ async fn publish(publisher: Publisher, shutdown: CancellationToken) {
         }
     }
     publisher.send(None).await;
+    Ok(())
 }
 
 async fn ensure_topic(kafka: &KafkaConfig, topic: &str) -> Result<(), TableError> {

@@ -598,8 +598,11 @@ fn found(row: Option<Json>) -> GetResponse {
 /// A required JSON value of a request, or `INVALID_ARGUMENT` naming the field.
 fn json_field(value: Option<&v1::Value>, field: &str) -> Result<Json, Status> {
     let value = value.ok_or_else(|| Status::invalid_argument(format!("{field} is required")))?;
-    to_json(value)
-        .map_err(|e| Status::invalid_argument(format!("{field}: {}", e.trim_start_matches("$: "))))
+    to_json(value).map_err(|e| {
+        // `$` is the field itself: `key.price: …`, `key: …`.
+        let within = e.at.strip_prefix('$').unwrap_or(&e.at);
+        Status::invalid_argument(format!("{field}{within}: {}", e.problem))
+    })
 }
 
 /// A table error as the status a client can act on.

@@ -5,13 +5,15 @@
 //! on retryable errors only.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use governor::DefaultDirectRateLimiter;
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
+use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 use crate::remote::backend::{Backend, BackendError};
 use crate::remote::breaker::Breaker;
@@ -53,6 +55,9 @@ type Reply = oneshot::Sender<Result<Option<Value>, RemoteError>>;
 /// Batches lookups into backend calls.
 pub struct Fetcher {
     requests: mpsc::Sender<(Vec<Value>, Reply)>,
+    /// Stops the batching task, which answers what it has taken first.
+    stop: CancellationToken,
+    task: Mutex<Option<JoinHandle<()>>>,
 }
 
 struct Caller {
@@ -64,7 +69,7 @@ struct Caller {
 }
 
 impl Fetcher {
-    /// Starts the batching task (it stops when the fetcher is dropped).
+    /// Starts the batching task (it stops when the fetcher is closed or dropped).
     pub fn start(
         backend: Arc<dyn Backend>,
         policy: Policy,
@@ -80,8 +85,22 @@ impl Fetcher {
             breaker,
             stats,
         });
-        tokio::spawn(batch(incoming, caller));
-        Fetcher { requests }
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(batch(incoming, caller, stop.clone()));
+        Fetcher {
+            requests,
+            stop,
+            task: Mutex::new(Some(task)),
+        }
+    }
+
+    /// Stops taking lookups and waits until every one taken has its answer.
+    pub async fn close(&self) {
+        self.stop.cancel();
+        let task = self.task.lock().expect("fetcher task lock").take();
+        if let Some(task) = task {
+            task.await.expect("the batching task does not panic");
+        }
     }
 
     /// The row of `key` (its values in key-column order).
@@ -93,9 +112,25 @@ impl Fetcher {
     }
 }
 
-/// Collects requests into batches and calls the backend once per batch.
-async fn batch(mut incoming: mpsc::Receiver<(Vec<Value>, Reply)>, caller: Arc<Caller>) {
-    while let Some(first) = incoming.recv().await {
+/// Collects requests into batches and calls the backend once per batch, until
+/// `stop` (or every sender is gone); then answers the requests already sent and
+/// waits for every call in flight.
+async fn batch(
+    mut incoming: mpsc::Receiver<(Vec<Value>, Reply)>,
+    caller: Arc<Caller>,
+    stop: CancellationToken,
+) {
+    let mut calls = JoinSet::new();
+    loop {
+        let first = tokio::select! {
+            biased;
+            () = stop.cancelled() => break,
+            Some(_) = calls.join_next(), if !calls.is_empty() => continue,
+            first = incoming.recv() => match first {
+                Some(request) => request,
+                None => break,
+            },
+        };
         let mut requests = vec![first];
         let deadline = Instant::now() + caller.policy.window;
         while requests.len() < caller.policy.max_keys {
@@ -108,8 +143,21 @@ async fn batch(mut incoming: mpsc::Receiver<(Vec<Value>, Reply)>, caller: Arc<Ca
                 () = tokio::time::sleep_until(deadline) => break,
             }
         }
-        tokio::spawn(caller.clone().answer(requests));
+        calls.spawn(caller.clone().answer(requests));
     }
+    // Lookups sent before the stop still get answers; later ones are refused.
+    incoming.close();
+    let mut rest = Vec::new();
+    while let Some(request) = incoming.recv().await {
+        rest.push(request);
+        if rest.len() == caller.policy.max_keys {
+            calls.spawn(caller.clone().answer(std::mem::take(&mut rest)));
+        }
+    }
+    if !rest.is_empty() {
+        calls.spawn(caller.clone().answer(rest));
+    }
+    while calls.join_next().await.is_some() {}
 }
 
 impl Caller {
@@ -366,5 +414,35 @@ mod tests {
         tokio::time::advance(Duration::from_secs(10)).await;
         assert_eq!(f.get(vec![json!(2)]).await, Ok(Some(json!({ "id": 2 }))));
         assert!(!breaker.is_open());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn close_answers_every_lookup_taken_and_refuses_later_ones() {
+        let slow = fake(0, true, Duration::from_millis(50));
+        let f = fetcher(
+            slow.clone(),
+            policy(),
+            Arc::new(Breaker::new(5, Duration::from_secs(1))),
+        );
+        let in_flight: Vec<_> = (0..25u64)
+            .map(|i| {
+                let f = f.clone();
+                tokio::spawn(async move { f.get(vec![json!(i)]).await })
+            })
+            .collect();
+        tokio::task::yield_now().await; // the lookups are sent
+        f.close().await;
+        assert_eq!(
+            slow.calls.lock().unwrap().iter().sum::<usize>(),
+            25,
+            "every lookup sent before the close reached the backend"
+        );
+        for (i, get) in in_flight.into_iter().enumerate() {
+            let id = i as u64;
+            let want = id.is_multiple_of(2).then(|| json!({ "id": id }));
+            assert_eq!(get.await.unwrap(), Ok(want));
+        }
+        let late = f.get(vec![json!(2)]).await.unwrap_err();
+        assert!(late.to_string().contains("shutting down"), "{late}");
     }
 }

@@ -10,7 +10,6 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rdkafka::consumer::{Consumer, StreamConsumer};
 use rdkafka::{Message, Offset, TopicPartitionList};
-use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
@@ -21,13 +20,14 @@ use crate::remote::RemoteTable;
 /// How far back the follower starts.
 const LOOK_BACK: Duration = Duration::from_secs(60);
 
-/// Follows `topic` and evicts the keys of its records from `table`'s cache until `shutdown`.
+/// Assigns `topic` to a consumer; the future returned follows it and evicts
+/// the keys of its records from `table`'s cache until `shutdown`.
 pub async fn follow(
     table: Arc<RemoteTable>,
     kafka: &KafkaConfig,
     topic: &str,
     shutdown: CancellationToken,
-) -> Result<JoinHandle<()>, TableError> {
+) -> Result<impl Future<Output = ()> + Send + 'static, TableError> {
     let consumer: StreamConsumer = kafka
         .consumer("tables.invalidation", "tributary-invalidation")
         .set("enable.auto.commit", "false")
@@ -68,7 +68,7 @@ pub async fn follow(
         .expect("metadata fetch does not panic")?;
     consumer.assign(&assignment)?;
     info!(table = table.name_str(), %topic, "evicting cached keys on changes");
-    Ok(tokio::spawn(async move {
+    Ok(async move {
         loop {
             tokio::select! {
                 () = shutdown.cancelled() => break,
@@ -83,5 +83,5 @@ pub async fn follow(
                 },
             }
         }
-    }))
+    })
 }

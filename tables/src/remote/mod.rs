@@ -28,6 +28,7 @@ use governor::{Quota, RateLimiter};
 use moka::Expiry;
 use moka::future::Cache;
 use serde_json::Value;
+use tokio::task::JoinSet;
 
 use crate::config::{BackendConfig, RemoteTableConfig};
 use crate::error::TableError;
@@ -80,6 +81,11 @@ pub struct RemoteTable {
 }
 
 impl RemoteTable {
+    /// Stops taking lookups; waits until those taken are answered.
+    pub async fn close(&self) {
+        self.fetcher.close().await;
+    }
+
     /// A table over `backend`, with the layers `config` describes.
     pub fn new(
         config: &RemoteTableConfig,
@@ -286,14 +292,34 @@ impl Table for RemoteTable {
     }
 }
 
+/// The remote tables of a tables file and the tasks that keep their caches fresh.
+#[derive(Default)]
+pub struct RemoteTables {
+    /// The tables, in the order of the file.
+    pub tables: Vec<Arc<RemoteTable>>,
+    /// CDC invalidation followers.
+    followers: JoinSet<()>,
+}
+
+impl RemoteTables {
+    /// After the shutdown given to [`start_all`]: waits for the invalidation
+    /// followers, then closes every table (lookups already taken are answered).
+    pub async fn close(mut self) {
+        while self.followers.join_next().await.is_some() {}
+        for table in &self.tables {
+            table.close().await;
+        }
+    }
+}
+
 /// Builds every remote table of `config` and starts their CDC invalidation
 /// (which runs until `shutdown`).
 pub async fn start_all(
     config: &crate::TablesConfig,
     metrics: &TablesMetrics,
     shutdown: &tokio_util::sync::CancellationToken,
-) -> Result<Vec<Arc<RemoteTable>>, TableError> {
-    let mut tables = Vec::new();
+) -> Result<RemoteTables, TableError> {
+    let mut started = RemoteTables::default();
     for remote in &config.remote {
         let unusable = |e: &dyn std::fmt::Display| TableError::Remote {
             table: remote.name.clone(),
@@ -311,11 +337,13 @@ pub async fn start_all(
         };
         let table = Arc::new(RemoteTable::new(remote, backend, metrics));
         if let Some(topic) = &remote.invalidate_from {
-            invalidation::follow(table.clone(), &config.kafka, topic, shutdown.clone()).await?;
+            let follow =
+                invalidation::follow(table.clone(), &config.kafka, topic, shutdown.clone());
+            started.followers.spawn(follow.await?);
         }
-        tables.push(table);
+        started.tables.push(table);
     }
-    Ok(tables)
+    Ok(started)
 }
 
 #[cfg(test)]

@@ -1,4 +1,4 @@
-//! `tributary bench grpc`: the lookup API's `Get` throughput and latency with 1,
+//! `tributary-bench grpc`: the lookup API's `Get` throughput and latency with 1,
 //! 10 and 50 concurrent clients on loopback (each on its own connection, and 50
 //! sharing one), and `BatchGet` of 100 keys against
 //! 100 MariaDB point selects (and one `SELECT … IN`) for the same keys.
@@ -19,10 +19,11 @@ use tributary_tables::grpc::ServedTables;
 use tributary_tables::materializer::Materializer;
 use tributary_tables::{TablesConfig, TablesMetrics};
 
-use super::tables::{Keys, load_mariadb, row, wait_applied};
-use super::{Series, create_topic, print_latency_table, produce};
+use crate::measure::{Series, print_latency_table};
+use crate::stack::{create_topic, produce};
+use crate::tables::{Keys, load_mariadb, row, wait_applied};
 
-/// Arguments of `tributary bench grpc`.
+/// Arguments of `tributary-bench grpc`.
 #[derive(Args)]
 pub(crate) struct GrpcBenchArgs {
     /// Rows in the table.
@@ -36,7 +37,7 @@ pub(crate) struct GrpcBenchArgs {
     batches: usize,
     /// The stack to run against.
     #[command(flatten)]
-    stack: super::Stack,
+    stack: crate::stack::Stack,
 }
 
 pub(crate) async fn run(args: GrpcBenchArgs) -> anyhow::Result<()> {

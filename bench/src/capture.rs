@@ -1,4 +1,4 @@
-//! `tributary bench capture`: binlog → broker rows/s on a binlog of `--rows` row
+//! `tributary-bench capture`: binlog → broker rows/s on a binlog of `--rows` row
 //! events, side by side in one run with the broker's own produce ceiling for
 //! the same records (capture's output, re-sent by a plain producer; and, as in
 //! earlier sessions, payloads of `x` of the same size), `mariadb-binlog` and python-mysql-replication
@@ -13,15 +13,16 @@ use mysql_async::prelude::Queryable;
 use prometheus_client::registry::Registry;
 use tokio_util::sync::CancellationToken;
 use tributary_capture::binlog_reader::{BinlogReader, ReaderSetup};
+use tributary_capture::change_stream::ChangeStream;
 use tributary_capture::event_decoder::ReaderItem;
 use tributary_capture::position::BinlogPosition;
 use tributary_capture::source;
 use tributary_capture::{CaptureConfig, CaptureMetrics};
 use tributary_kafka::KafkaConfig;
 
-use super::{create_topic, produce};
+use crate::stack::{create_topic, produce};
 
-/// Arguments of `tributary bench capture`.
+/// Arguments of `tributary-bench capture`.
 #[derive(Args)]
 pub(crate) struct CaptureBenchArgs {
     /// Row events in the binlog (one table).
@@ -35,7 +36,7 @@ pub(crate) struct CaptureBenchArgs {
     delivery: String,
     /// The stack to run against.
     #[command(flatten)]
-    stack: super::Stack,
+    stack: crate::stack::Stack,
 }
 
 pub(crate) async fn run(args: CaptureBenchArgs) -> anyhow::Result<()> {

@@ -1,7 +1,7 @@
 //! The progress watchdog: a pipeline that has work to do but whose committed
 //! position has not moved for longer than a threshold is stuck.
 //!
-//! Fed with the same kind of observations as [`crate::lag_eval`] (a committed
+//! Fed with the same kind of observations as [`super::lag_eval`] (a committed
 //! position and the end of what there is to process), plus whether the pipeline
 //! is legitimately waiting (tables still loading, a snapshot chunk being read).
 //! It judges one thing only, so a probe can act on it: restart the process.
@@ -14,7 +14,7 @@
 
 /// What the watchdog concluded from an observation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
+pub(crate) enum Verdict {
     /// Nothing to do, or the position moved within the threshold.
     Progressing,
     /// Legitimately waiting: not judged.
@@ -28,14 +28,14 @@ pub enum Verdict {
 
 impl Verdict {
     /// Whether the pipeline is stuck.
-    pub fn is_stuck(self) -> bool {
+    pub(crate) fn is_stuck(self) -> bool {
         matches!(self, Verdict::Stuck { .. })
     }
 }
 
 /// Watches one pipeline's committed position.
 #[derive(Debug, Clone)]
-pub struct Watchdog {
+pub(crate) struct Watchdog {
     threshold_ms: i64,
     /// The position, and since when it has not moved while there was work to do.
     unmoved: Option<(i64, i64)>,
@@ -44,7 +44,7 @@ pub struct Watchdog {
 
 impl Watchdog {
     /// A watchdog that calls a pipeline stuck after `threshold_ms` without progress.
-    pub fn new(threshold_ms: i64) -> Self {
+    pub(crate) fn new(threshold_ms: i64) -> Self {
         Watchdog {
             threshold_ms,
             unmoved: None,
@@ -53,7 +53,13 @@ impl Watchdog {
     }
 
     /// Takes the observation at `at_ms` and returns the verdict.
-    pub fn observe(&mut self, at_ms: i64, position: i64, end: i64, waiting: bool) -> Verdict {
+    pub(crate) fn observe(
+        &mut self,
+        at_ms: i64,
+        position: i64,
+        end: i64,
+        waiting: bool,
+    ) -> Verdict {
         self.verdict = if waiting {
             self.unmoved = None;
             Verdict::Waiting
@@ -80,7 +86,7 @@ impl Watchdog {
     }
 
     /// The verdict of the last observation.
-    pub fn verdict(&self) -> Verdict {
+    pub(crate) fn verdict(&self) -> Verdict {
         self.verdict
     }
 }

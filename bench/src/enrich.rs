@@ -1,4 +1,4 @@
-//! `tributary bench enrich`: events/s of an enrichment job with two joins (a
+//! `tributary-bench enrich`: events/s of an enrichment job with two joins (a
 //! local partitioned table and a cached remote MariaDB table) against the raw
 //! consume → produce throughput of the same broker, in one run.
 
@@ -17,9 +17,10 @@ use tributary_kafka::KafkaConfig;
 use tributary_proto::partition::partition_for_key;
 use tributary_tables::TablesMetrics;
 
-use super::{create_topic, load_products, process_cpu_seconds, produce};
+use crate::measure::process_cpu_seconds;
+use crate::stack::{create_topic, load_products, produce};
 
-/// Arguments of `tributary bench enrich`.
+/// Arguments of `tributary-bench enrich`.
 #[derive(Args)]
 pub(crate) struct EnrichBenchArgs {
     /// Input events.
@@ -36,7 +37,7 @@ pub(crate) struct EnrichBenchArgs {
     concurrency: usize,
     /// The stack to run against.
     #[command(flatten)]
-    stack: super::Stack,
+    stack: crate::stack::Stack,
 }
 
 const PARTITIONS: u32 = 3;

@@ -1,4 +1,4 @@
-//! `tributary bench remote`: lookups through a remote table (cache + batching)
+//! `tributary-bench remote`: lookups through a remote table (cache + batching)
 //! against naive per-key SELECTs on the same MariaDB, with the number of
 //! statements the database executed for each, in one run.
 
@@ -12,9 +12,9 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use tributary_tables::{Table, TablesConfig, TablesMetrics};
 
-use super::{Series, print_latency_table};
+use crate::measure::{Series, print_latency_table};
 
-/// Arguments of `tributary bench remote`.
+/// Arguments of `tributary-bench remote`.
 #[derive(Args)]
 pub(crate) struct RemoteBenchArgs {
     /// Rows in the MariaDB table.
@@ -28,13 +28,13 @@ pub(crate) struct RemoteBenchArgs {
     clients: usize,
     /// The stack to run against.
     #[command(flatten)]
-    stack: super::Stack,
+    stack: crate::stack::Stack,
 }
 
 const READER: &str = "tributary_bench_reader";
 
 pub(crate) async fn run(args: RemoteBenchArgs) -> anyhow::Result<()> {
-    let table = super::load_products(&args.stack.mysql_url, args.rows).await?;
+    let table = crate::stack::load_products(&args.stack.mysql_url, args.rows).await?;
     let root = mysql_async::Opts::from_url(&args.stack.mysql_url)?;
     let (host, port) = (root.ip_or_hostname().to_owned(), root.tcp_port());
     let mut admin = mysql_async::Conn::new(root).await?;
@@ -76,6 +76,7 @@ pub(crate) async fn run(args: RemoteBenchArgs) -> anyhow::Result<()> {
     let metrics = TablesMetrics::register(&mut Registry::default());
     let remote = tributary_tables::remote::start_all(&config, &metrics, &stop)
         .await?
+        .tables
         .pop()
         .ok_or_else(|| anyhow::anyhow!("no remote table"))?;
     let before = selects(&mut admin).await?;

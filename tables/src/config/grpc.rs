@@ -13,7 +13,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use serde::Deserialize;
-use tributary_proto::config_text::ConfigError;
+use tributary_config::ConfigError;
 
 /// The lookup API of an instance.
 #[derive(Debug, Clone, Deserialize)]
@@ -208,7 +208,7 @@ mod tests {
     use super::*;
 
     fn parse(text: &str) -> Result<GrpcConfig, ConfigError> {
-        let config: GrpcConfig = tributary_proto::config_text::parse_yaml(text)?;
+        let config: GrpcConfig = tributary_config::parse_yaml(text)?;
         config.validate().map(|()| config)
     }
 

@@ -14,25 +14,25 @@ use std::fmt;
 
 /// One observation of a consumer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Observation {
+pub(crate) struct Observation {
     /// When, in milliseconds since the epoch.
-    pub at_ms: i64,
+    pub(crate) at_ms: i64,
     /// How far the consumer has got (next offset, or a time for time-based positions).
-    pub position: i64,
+    pub(crate) position: i64,
     /// The end of what there is to consume.
-    pub end: i64,
+    pub(crate) end: i64,
 }
 
 impl Observation {
     /// What is left to consume.
-    pub fn lag(&self) -> i64 {
+    pub(crate) fn lag(&self) -> i64 {
         (self.end - self.position).max(0)
     }
 }
 
 /// The evaluation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Health {
+pub(crate) enum Health {
     /// Keeping up.
     Ok,
     /// Falling behind, or not enough observations yet.
@@ -45,7 +45,7 @@ pub enum Health {
 
 impl Health {
     /// The metric value: 0 OK, 1 WARN, 2 STALLED, 3 STOPPED.
-    pub fn code(self) -> i64 {
+    pub(crate) fn code(self) -> i64 {
         self as i64
     }
 }
@@ -63,30 +63,30 @@ impl fmt::Display for Health {
 
 /// What a window says.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Evaluation {
+pub(crate) struct Evaluation {
     /// The verdict.
-    pub health: Health,
+    pub(crate) health: Health,
     /// Why, in a few words.
-    pub reason: &'static str,
+    pub(crate) reason: &'static str,
     /// Lag at the last observation.
-    pub lag: i64,
+    pub(crate) lag: i64,
     /// How long ago the log ended where the consumer is now (the time it is
     /// behind); at least the window when that was before the window.
-    pub lag_seconds: f64,
+    pub(crate) lag_seconds: f64,
     /// Positions consumed per second over the window.
-    pub rate: f64,
+    pub(crate) rate: f64,
 }
 
 /// The observations of the last `window_ms`.
 #[derive(Debug, Clone)]
-pub struct LagWindow {
+pub(crate) struct LagWindow {
     window_ms: i64,
     samples: VecDeque<Observation>,
 }
 
 impl LagWindow {
     /// A window of `window_ms` milliseconds.
-    pub fn new(window_ms: i64) -> Self {
+    pub(crate) fn new(window_ms: i64) -> Self {
         LagWindow {
             window_ms,
             samples: VecDeque::new(),
@@ -94,7 +94,7 @@ impl LagWindow {
     }
 
     /// Adds an observation, forgetting those older than the window.
-    pub fn observe(&mut self, observation: Observation) {
+    pub(crate) fn observe(&mut self, observation: Observation) {
         self.samples.push_back(observation);
         while self
             .samples
@@ -106,12 +106,12 @@ impl LagWindow {
     }
 
     /// The latest observation.
-    pub fn latest(&self) -> Option<&Observation> {
+    pub(crate) fn latest(&self) -> Option<&Observation> {
         self.samples.back()
     }
 
     /// The evaluation at `now_ms`.
-    pub fn evaluate(&self, now_ms: i64) -> Evaluation {
+    pub(crate) fn evaluate(&self, now_ms: i64) -> Evaluation {
         let (Some(first), Some(last)) = (self.samples.front(), self.samples.back()) else {
             return verdict(Health::Stopped, "no observations", 0, 0.0, 0.0);
         };

@@ -1,4 +1,4 @@
-//! `tributary bench tables`: local-table apply rate, restart-to-ready, and point
+//! `tributary-bench tables`: local-table apply rate, restart-to-ready, and point
 //! lookups against the same rows in MariaDB (prepared SELECT) and Redis (GET),
 //! on loopback and across an added pod-to-pod round trip.
 
@@ -16,10 +16,12 @@ use tributary_proto::partition::partition_for_key;
 use tributary_tables::materializer::Materializer;
 use tributary_tables::{LocalTable, Table, TablesConfig, TablesMetrics};
 
-use super::redis::Redis;
-use super::{Series, create_topic, delay_proxy, print_latency_table, produce};
+use crate::delay_proxy;
+use crate::measure::{Series, print_latency_table};
+use crate::redis::Redis;
+use crate::stack::{create_topic, produce};
 
-/// Arguments of `tributary bench tables`.
+/// Arguments of `tributary-bench tables`.
 #[derive(Args)]
 pub(crate) struct TablesBenchArgs {
     /// Rows in the table.
@@ -33,7 +35,7 @@ pub(crate) struct TablesBenchArgs {
     remote_lookups: usize,
     /// The stack to run against.
     #[command(flatten)]
-    stack: super::Stack,
+    stack: crate::stack::Stack,
     /// Redis to compare with.
     #[arg(long, default_value = "127.0.0.1:6379")]
     redis: String,

@@ -1,0 +1,61 @@
+//! `tributary-bench`: benchmarks that print a table, comparing alternatives
+//! side by side in one run (ratios, since shared machines are noisy). A
+//! separate binary, so the benchmarks and what they load (MariaDB clients,
+//! temporary files, a Redis client) stay out of the `tributary` release.
+
+mod capture;
+mod delay_proxy;
+mod enrich;
+mod grpc;
+mod measure;
+mod redis;
+mod remote;
+mod stack;
+mod tables;
+
+use clap::{Parser, Subcommand};
+
+// The allocator `tributary` runs with, so the numbers are the service's.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// Benchmarks of Tributary against the stack of `deploy/local/up.sh`.
+#[derive(Parser)]
+#[command(version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Local tables vs MariaDB and Redis lookups; apply rate; restart-to-ready.
+    Tables(tables::TablesBenchArgs),
+    /// Enrichment events/s vs the raw consume → produce throughput of the broker.
+    Enrich(enrich::EnrichBenchArgs),
+    /// A remote table (cache + batching) vs naive per-key SELECTs on MariaDB.
+    Remote(remote::RemoteBenchArgs),
+    /// Capture rows/s vs the broker's ceiling and mariadb-binlog; snapshot rows/s.
+    Capture(capture::CaptureBenchArgs),
+    /// Lookup API Get latency at 1/10/50 clients; BatchGet(100) vs MariaDB selects.
+    Grpc(grpc::GrpcBenchArgs),
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("TRIBUTARY_LOG").unwrap_or_else(|_| {
+                tracing_subscriber::EnvFilter::new("info,librdkafka=warn,rdkafka=warn")
+            }),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    match Cli::parse().command {
+        Command::Tables(args) => tables::run(args).await,
+        Command::Enrich(args) => enrich::run(args).await,
+        Command::Remote(args) => remote::run(args).await,
+        Command::Capture(args) => capture::run(args).await,
+        Command::Grpc(args) => grpc::run(args).await,
+    }
+}

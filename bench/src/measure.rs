@@ -1,0 +1,108 @@
+//! What a benchmark measures and prints: latency series, CPU seconds, tables.
+
+use std::time::Duration;
+
+/// Latencies of one measured series.
+pub(crate) struct Series {
+    name: String,
+    latencies: Vec<Duration>,
+    wall: Duration,
+}
+
+impl Series {
+    pub(crate) fn new(
+        name: impl Into<String>,
+        mut latencies: Vec<Duration>,
+        wall: Duration,
+    ) -> Self {
+        latencies.sort_unstable();
+        Series {
+            name: name.into(),
+            latencies,
+            wall,
+        }
+    }
+
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub(crate) fn quantile(&self, q: f64) -> Duration {
+        if self.latencies.is_empty() {
+            return Duration::ZERO;
+        }
+        let index = ((self.latencies.len() as f64 - 1.0) * q).round() as usize;
+        self.latencies[index]
+    }
+
+    pub(crate) fn p50(&self) -> Duration {
+        self.quantile(0.5)
+    }
+
+    pub(crate) fn ops_per_second(&self) -> f64 {
+        self.latencies.len() as f64 / self.wall.as_secs_f64()
+    }
+}
+
+/// CPU seconds this process has used so far, all threads (user + system), from
+/// `/proc/self/stat`, whose clock ticks are USER_HZ = 100 on Linux.
+pub(crate) fn process_cpu_seconds() -> anyhow::Result<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat")?;
+    // Fields after the command name, which is in parentheses and may hold spaces.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    let ticks = |i: usize| -> anyhow::Result<f64> {
+        Ok(fields
+            .get(i)
+            .ok_or_else(|| anyhow::anyhow!("/proc/self/stat is too short"))?
+            .parse::<f64>()?)
+    };
+    // utime and stime: fields 14 and 15 of stat(5), 12 and 13 after the name.
+    Ok((ticks(11)? + ticks(12)?) / 100.0)
+}
+
+/// Prints a Markdown table of `series`, with each one's p50 relative to each
+/// of `baselines`' p50s (a column per baseline).
+pub(crate) fn print_latency_table(baselines: &[&Series], series: &[&Series]) {
+    let mut header = "| lookup | ops/s | p50 µs | p99 µs |".to_owned();
+    let mut rule = "|---|---:|---:|---:|".to_owned();
+    for baseline in baselines {
+        header.push_str(&format!(" p50 vs {} |", baseline.name));
+        rule.push_str("---:|");
+    }
+    println!("{header}\n{rule}");
+    for s in series {
+        let mut line = format!(
+            "| {} | {:.0} | {:.1} | {:.1} |",
+            s.name,
+            s.ops_per_second(),
+            s.p50().as_secs_f64() * 1e6,
+            s.quantile(0.99).as_secs_f64() * 1e6,
+        );
+        for baseline in baselines {
+            let ratio = s.p50().as_secs_f64() / baseline.p50().as_secs_f64().max(1e-9);
+            line.push_str(&format!(" {ratio:.1}× |"));
+        }
+        println!("{line}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn process_cpu_seconds_count_work_done() {
+        let before = process_cpu_seconds().unwrap();
+        let started = std::time::Instant::now();
+        let mut x = 0u64;
+        while started.elapsed() < Duration::from_millis(200) {
+            x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+        }
+        let used = process_cpu_seconds().unwrap() - before;
+        // At least some of 200 ms of spinning was on a CPU (ticks are 10 ms).
+        assert!((0.01..10.0).contains(&used), "{used} s of CPU");
+    }
+}
