@@ -1,14 +1,15 @@
 //! `tributary enrich`: run the jobs of a job file, live or bounded.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 use anyhow::{Context as _, bail};
 use clap::Args;
 use prometheus_client::registry::Registry;
 use tributary_enricher::bounds::{StartAt, StopAt};
-use tributary_enricher::{Bounds, EnrichConfig, EnrichMetrics, JobSummary, Readiness};
-use tributary_tables::TablesMetrics;
+use tributary_enricher::{Bounds, EnrichConfig, EnrichMetrics, JobSummary};
+use tributary_tables::progress::Progress;
+use tributary_tables::{JobTables, TablesConfig, TablesMetrics};
 
 use crate::{http, kafka_check, shutdown_on_signal, status};
 
@@ -27,11 +28,40 @@ pub(crate) struct EnrichArgs {
     until: Option<StopAt>,
 }
 
+/// A job file and the tables config it names, checked against each other.
+pub(crate) struct JobFile {
+    pub(crate) config: EnrichConfig,
+    pub(crate) tables: Option<TablesConfig>,
+}
+
+impl JobFile {
+    pub(crate) fn load(path: &Path) -> anyhow::Result<Self> {
+        let config = EnrichConfig::load(path)?;
+        let tables = match &config.tables {
+            Some(file) => Some(TablesConfig::load_referenced(path, file)?),
+            None => None,
+        };
+        let names = tables.as_ref().map(TablesConfig::names).unwrap_or_default();
+        config.check_tables(&names)?;
+        Ok(JobFile { config, tables })
+    }
+}
+
+/// Whether every held table partition has caught up (`None` until the tables
+/// are open; no progress without local tables).
+type Readiness = Arc<OnceLock<Option<Arc<Progress>>>>;
+
+fn is_ready(readiness: &Readiness) -> bool {
+    readiness
+        .get()
+        .is_some_and(|progress| progress.as_ref().is_none_or(|p| p.serving()))
+}
+
 pub(crate) async fn run(args: EnrichArgs) -> anyhow::Result<()> {
-    let loaded = EnrichConfig::load(&args.config)
+    let JobFile { config, tables } = JobFile::load(&args.config)
         .with_context(|| format!("loading {}", args.config.display()))?;
-    kafka_check::reach(&loaded.config.kafka, "enrich").await?;
-    if let Some(tables) = loaded.tables.as_ref().filter(|t| t.uses_kafka()) {
+    kafka_check::reach(&config.kafka, "enrich").await?;
+    if let Some(tables) = tables.as_ref().filter(|t| t.uses_kafka()) {
         kafka_check::reach(&tables.kafka, "tables").await?;
     }
     let bounds = args.until.map(|until| Bounds {
@@ -42,26 +72,25 @@ pub(crate) async fn run(args: EnrichArgs) -> anyhow::Result<()> {
     let metrics = EnrichMetrics::register(&mut registry);
     let table_metrics = TablesMetrics::register(&mut registry);
     let shutdown = shutdown_on_signal();
-    let readiness: Arc<OnceLock<Readiness>> = Arc::default();
+    let readiness = Readiness::default();
     let ready = {
         let readiness = readiness.clone();
-        move || readiness.get().is_some_and(Readiness::ready)
+        move || is_ready(&readiness)
     };
-    let listen = loaded
-        .config
+    let listen = config
         .metrics
         .listen_or(tributary_enricher::config::DEFAULT_HTTP_PORT);
     let board =
-        status::StatusBoard::register("enrich", loaded.config.metrics.stall_after(), &mut registry);
+        status::StatusBoard::register("enrich", config.metrics.stall_after(), &mut registry);
     let sampler = status::spawn_sampler(
         board.clone(),
         {
             let (readiness, metrics) = (readiness.clone(), metrics.clone());
-            let jobs: Vec<String> = loaded.config.jobs.iter().map(|j| j.name.clone()).collect();
+            let jobs: Vec<String> = config.jobs.iter().map(|j| j.name.clone()).collect();
             move || {
-                let loading = !readiness.get().is_some_and(Readiness::ready);
+                let loading = !is_ready(&readiness);
                 let mut samples = status::job_samples(&jobs, &metrics, loading);
-                if let Some(progress) = readiness.get().and_then(Readiness::progress) {
+                if let Some(progress) = readiness.get().and_then(Option::as_ref) {
                     samples.extend(status::table_samples(progress));
                 }
                 samples
@@ -70,13 +99,14 @@ pub(crate) async fn run(args: EnrichArgs) -> anyhow::Result<()> {
         shutdown.clone(),
     );
     let server = http::serve(listen, registry, ready, board, shutdown.clone()).await?;
-    let result = tributary_enricher::run(
-        loaded,
+    let result = run_jobs(
+        &config,
+        tables.as_ref(),
         bounds,
-        metrics,
-        table_metrics,
-        |r| {
-            readiness.set(r).ok();
+        &metrics,
+        &table_metrics,
+        |p| {
+            readiness.set(p).ok();
         },
         shutdown.clone(),
     )
@@ -92,6 +122,28 @@ pub(crate) async fn run(args: EnrichArgs) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Starts the tables, runs the jobs over them, and stops the tables once the
+/// jobs have drained; `started` receives the tables' progress once they are open.
+async fn run_jobs(
+    config: &EnrichConfig,
+    tables: Option<&TablesConfig>,
+    bounds: Option<Bounds>,
+    metrics: &EnrichMetrics,
+    table_metrics: &TablesMetrics,
+    started: impl FnOnce(Option<Arc<Progress>>),
+    shutdown: tokio_util::sync::CancellationToken,
+) -> anyhow::Result<Vec<JobSummary>> {
+    let running = JobTables::start(tables, table_metrics).await?;
+    started(running.progress());
+    let result =
+        tributary_enricher::run(config, &running.for_jobs(), bounds, metrics, shutdown).await;
+    // The tables are stopped and waited for, whichever failed.
+    let closed = running.close().await;
+    let summaries = result?;
+    closed?;
+    Ok(summaries)
 }
 
 fn print_summary(summaries: &[JobSummary]) {

@@ -116,9 +116,9 @@ async fn main() -> anyhow::Result<()> {
 async fn validate(file: &std::path::Path, connect: bool) -> anyhow::Result<()> {
     let doc: serde_json::Value = tributary_config::load_yaml(file)?;
     let tables = if doc.get("jobs").is_some() {
-        let config = tributary_enricher::EnrichConfig::load(file)
+        let job = enrich_cmd::JobFile::load(file)
             .with_context(|| format!("{} is not a valid job file", file.display()))?;
-        config.tables
+        job.tables
     } else if doc.get("tables").is_some() {
         let config = TablesConfig::load(file)
             .with_context(|| format!("{} is not a valid tables config", file.display()))?;

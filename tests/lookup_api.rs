@@ -833,7 +833,7 @@ async fn tls_and_a_token_are_required_when_configured() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_remote_table_reads_another_instances_tables_through_the_api() {
-    use tributary_tables::Table as _;
+    use tributary_table_api::Table as _;
     let (topic, expected) = plain_topic(1, 30).await;
     let data = tempfile::tempdir().unwrap();
     let grpc = format!(

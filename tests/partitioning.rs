@@ -20,8 +20,9 @@ use tokio_util::sync::CancellationToken;
 use tributary_proto::grpc::v1::{self, lookup_client::LookupClient};
 use tributary_proto::grpc::{from_json, to_json};
 use tributary_proto::partition::Partitioner;
+use tributary_table_api::Table;
 use tributary_tables::materializer::Materializer;
-use tributary_tables::{Table, TableError, TablesConfig, TablesMetrics};
+use tributary_tables::{TableError, TablesConfig, TablesMetrics};
 
 const PARTITIONS: u32 = 3;
 

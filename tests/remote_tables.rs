@@ -16,8 +16,9 @@ use mysql_async::prelude::Queryable;
 use prometheus_client::registry::Registry;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
+use tributary_table_api::Table;
 use tributary_tables::remote::{RemoteTable, RemoteTables};
-use tributary_tables::{Table, TablesConfig, TablesMetrics};
+use tributary_tables::{TablesConfig, TablesMetrics};
 
 /// A database with `products(sku, title, price)` of `rows` rows, and a user of
 /// its own (`<db>_reader`) whose statements MariaDB counts (`userstat`).

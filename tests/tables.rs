@@ -14,9 +14,10 @@ use mysql_async::prelude::Queryable;
 use prometheus_client::registry::Registry;
 use serde_json::{Value as Json, json};
 use tokio_util::sync::CancellationToken;
+use tributary_table_api::{Columns, KeyRange, LookupError, Table};
 use tributary_tables::materializer::Materializer;
 use tributary_tables::store::{Keyspace, ScanBounds, Store};
-use tributary_tables::{Columns, KeyRange, Table, TableError, TablesConfig, TablesMetrics};
+use tributary_tables::{TablesConfig, TablesMetrics};
 
 /// Partitions of the `split` table an instance holds, and whether all are ready.
 async fn held(instance: &Instance) -> (Vec<i32>, bool) {
@@ -545,8 +546,8 @@ async fn partitions_move_between_instances_and_global_tables_stay_whole() {
             b.table("split").get(&key).await,
         );
         match (from_a, from_b) {
-            (Ok(Some(row)), Err(TableError::NotOwned { .. }))
-            | (Err(TableError::NotOwned { .. }), Ok(Some(row))) => {
+            (Ok(Some(row)), Err(LookupError::NotOwned { .. }))
+            | (Err(LookupError::NotOwned { .. }), Ok(Some(row))) => {
                 assert_eq!(row, json!({ "id": id }));
             }
             other => panic!("key {id}: exactly one instance should answer, got {other:?}"),

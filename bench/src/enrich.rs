@@ -15,7 +15,7 @@ use tributary_enricher::bounds::{StartAt, StopAt};
 use tributary_enricher::{Bounds, EnrichConfig, EnrichMetrics};
 use tributary_kafka::KafkaConfig;
 use tributary_proto::partition::partition_for_key;
-use tributary_tables::TablesMetrics;
+use tributary_tables::{JobTables, TablesConfig, TablesMetrics};
 
 use crate::measure::process_cpu_seconds;
 use crate::stack::{create_topic, load_products, produce};
@@ -170,18 +170,26 @@ async fn enrich(
     job_file: &std::path::Path,
     bounds: Bounds,
 ) -> anyhow::Result<tributary_enricher::JobSummary> {
-    let loaded = EnrichConfig::load(job_file)?;
+    let config = EnrichConfig::load(job_file)?;
+    let tables_file = config
+        .tables
+        .as_ref()
+        .context("the job file names no tables")?;
+    let tables = TablesConfig::load_referenced(job_file, tables_file)?;
+    config.check_tables(&tables.names())?;
     let mut registry = Registry::default();
-    let summaries = tributary_enricher::run(
-        loaded,
+    let metrics = EnrichMetrics::register(&mut registry);
+    let running = JobTables::start(Some(&tables), &TablesMetrics::register(&mut registry)).await?;
+    let ran = tributary_enricher::run(
+        &config,
+        &running.for_jobs(),
         Some(bounds),
-        EnrichMetrics::register(&mut registry),
-        TablesMetrics::register(&mut registry),
-        |_| {},
+        &metrics,
         CancellationToken::new(),
     )
-    .await?;
-    summaries.into_iter().next().context("no job ran")
+    .await;
+    running.close().await?;
+    ran?.into_iter().next().context("no job ran")
 }
 
 /// Copies `n` records of `from` (every partition, from the beginning) to `to`,

@@ -10,7 +10,8 @@ use mysql_async::prelude::Queryable;
 use prometheus_client::registry::Registry;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
-use tributary_tables::{Table, TablesConfig, TablesMetrics};
+use tributary_table_api::Table;
+use tributary_tables::{TablesConfig, TablesMetrics};
 
 use crate::measure::{Series, print_latency_table};
 

@@ -13,8 +13,9 @@ use prometheus_client::registry::Registry;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use tributary_proto::partition::partition_for_key;
+use tributary_table_api::Table;
 use tributary_tables::materializer::Materializer;
-use tributary_tables::{LocalTable, Table, TablesConfig, TablesMetrics};
+use tributary_tables::{LocalTable, TablesConfig, TablesMetrics};
 
 use crate::delay_proxy;
 use crate::measure::{Series, print_latency_table};

@@ -24,8 +24,6 @@ use serde::Deserialize;
 pub use tributary_config::Delivery;
 use tributary_config::{ConfigError, HttpConfig, Validate};
 pub use tributary_kafka::KafkaConfig;
-use tributary_tables::TablesConfig;
-use tributary_tables::config::TableMode;
 
 use crate::field_path::FieldPath;
 
@@ -250,53 +248,22 @@ fn default_grace() -> u64 {
     30
 }
 
-/// A loaded job file with the tables config it names.
-#[derive(Debug, Clone)]
-pub struct Loaded {
-    /// The job file.
-    pub config: EnrichConfig,
-    /// The tables config, when the file names one.
-    pub tables: Option<TablesConfig>,
-}
-
 impl EnrichConfig {
-    /// Reads and validates a job file and the tables config it names; every join
-    /// must name a table of that config.
-    pub fn load(path: &Path) -> Result<Loaded, ConfigError> {
-        let config: EnrichConfig = tributary_config::load(path)?;
-        let tables = match &config.tables {
-            None => None,
-            Some(file) => {
-                let file = path.parent().unwrap_or(Path::new(".")).join(file);
-                Some(TablesConfig::load(&file).map_err(|e| {
-                    ConfigError::new(
-                        format!("tables ({}): {}", file.display(), e.field),
-                        e.problem,
-                    )
-                })?)
-            }
-        };
-        config.check_tables(tables.as_ref())?;
-        Ok(Loaded { config, tables })
+    /// Reads and validates a job file. The tables its joins name are checked
+    /// with [`EnrichConfig::check_tables`] once the tables config is loaded.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        tributary_config::load(path)
     }
 
-    /// Parses and validates text, with the tables config given directly.
-    pub fn parse(text: &str, tables: Option<&TablesConfig>) -> Result<Self, ConfigError> {
+    /// Parses and validates text; every join must name one of `tables`.
+    pub fn parse(text: &str, tables: &[&str]) -> Result<Self, ConfigError> {
         let config: EnrichConfig = tributary_config::parse(text)?;
         config.check_tables(tables)?;
         Ok(config)
     }
 
-    /// Every join names a table of `tables`.
-    fn check_tables(&self, tables: Option<&TablesConfig>) -> Result<(), ConfigError> {
-        let known: Vec<&str> = tables
-            .map(|t| {
-                let local = t.tables.iter().map(|t| t.name.as_str());
-                local
-                    .chain(t.remote.iter().map(|r| r.name.as_str()))
-                    .collect()
-            })
-            .unwrap_or_default();
+    /// Every join names one of `known` (the tables of the tables config).
+    pub fn check_tables(&self, known: &[&str]) -> Result<(), ConfigError> {
         for (j, job) in self.jobs.iter().enumerate() {
             for (i, join) in job.joins.iter().enumerate() {
                 if !known.contains(&join.table.as_str()) {
@@ -311,13 +278,6 @@ impl EnrichConfig {
             }
         }
         Ok(())
-    }
-
-    /// The mode of a table in `tables` (partitioned when unknown).
-    pub fn table_mode(tables: Option<&TablesConfig>, name: &str) -> TableMode {
-        tables
-            .and_then(|t| t.tables.iter().find(|t| t.name == name))
-            .map_or(TableMode::Partitioned, |t| t.mode)
     }
 }
 
@@ -451,12 +411,7 @@ impl Validate for EnrichConfig {
 mod tests {
     use super::*;
 
-    fn tables() -> TablesConfig {
-        TablesConfig::parse(
-            "data_dir: /tmp/x\nkafka: { brokers: 'b:1' }\ntables:\n  - { name: users, topic: s.d.users }\n  - { name: products, topic: s.d.products, mode: global }\n",
-        )
-        .unwrap()
-    }
+    const TABLES: &[&str] = &["users", "products"];
 
     const GOOD: &str = "
 kafka: { brokers: 'b:1' }
@@ -472,7 +427,7 @@ jobs:
 
     #[test]
     fn parses_and_defaults() {
-        let c = EnrichConfig::parse(GOOD, Some(&tables())).unwrap();
+        let c = EnrichConfig::parse(GOOD, TABLES).unwrap();
         let job = &c.jobs[0];
         assert_eq!(job.group_id(), "tributary-enrich.orders");
         assert_eq!(job.input.format, InputFormat::Json);
@@ -480,19 +435,11 @@ jobs:
         assert_eq!(job.joins[1].key.paths(), ["line.sku", "region"]);
         assert_eq!(job.joins[1].on_miss, Some(MissPolicy::Dlq));
         assert_eq!(c.delivery, Delivery::AtLeastOnce);
-        assert_eq!(
-            EnrichConfig::table_mode(Some(&tables()), "products"),
-            TableMode::Global
-        );
     }
 
     #[test]
     fn errors_name_the_field() {
-        let field = |text: &str| {
-            EnrichConfig::parse(text, Some(&tables()))
-                .unwrap_err()
-                .field
-        };
+        let field = |text: &str| EnrichConfig::parse(text, TABLES).unwrap_err().field;
         assert_eq!(
             field(&GOOD.replace("table: users", "table: clients")),
             "jobs[0].joins[0].table"
@@ -515,9 +462,7 @@ jobs:
                 &format!("dead_letter: {{ topic: orders.dlq }}\n    retry: {retry}"),
             )
         };
-        assert!(
-            EnrichConfig::parse(&with_retry("{ topic: orders.retry }"), Some(&tables())).is_ok()
-        );
+        assert!(EnrichConfig::parse(&with_retry("{ topic: orders.retry }"), TABLES).is_ok());
         assert_eq!(
             field(&with_retry("{ topic: orders.retry, max_attempts: 1 }")),
             "jobs[0].retry.max_attempts"

@@ -1,7 +1,6 @@
 //! Errors that stop a job. Bad events never do: they go to the dead-letter topic.
 
 use rdkafka::error::KafkaError;
-use tributary_tables::TableError;
 
 /// Why an enricher job stopped or could not start.
 #[derive(Debug, thiserror::Error)]
@@ -12,9 +11,6 @@ pub enum EnrichError {
     /// A Kafka client could not be built, or the cluster could not be reached.
     #[error(transparent)]
     KafkaClient(#[from] tributary_kafka::ClientError),
-    /// The local tables failed.
-    #[error("tables: {0}")]
-    Table(#[from] TableError),
     /// An input topic does not exist.
     #[error("job `{job}`: input topic `{topic}` does not exist")]
     NoSuchTopic {

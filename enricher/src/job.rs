@@ -3,7 +3,7 @@
 //! it produced is acknowledged by the broker (at-least-once).
 //!
 //! The consumer group splits input partitions between instances; on every
-//! assignment the job tells the [`Follower`] which partitions it owns, so the
+//! assignment the job tells the tables ([`HeldPartitions`]) which partitions it owns, so the
 //! co-partitioned local tables hold exactly those, and an event waits until its
 //! table partitions have caught up. Outputs carry their source topic, partition
 //! and offset in headers, so a consumer can drop the duplicates a crash may cause.
@@ -30,8 +30,7 @@ use rdkafka::{ClientContext, Message};
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 use tributary_kafka::ClientBuilder;
-use tributary_tables::Follower;
-use tributary_tables::progress::Progress;
+use tributary_table_api::HeldPartitions;
 
 use crate::bounds::{self, Bounds, Tracker};
 use crate::config::{Delivery, JobConfig, KafkaConfig};
@@ -72,7 +71,7 @@ pub struct JobSummary {
 /// Which local tables a job's events wait for.
 #[derive(Clone)]
 pub struct TableGate {
-    progress: Arc<Progress>,
+    held: Arc<dyn HeldPartitions>,
     copartitioned: Vec<String>,
     global: Vec<(String, u32)>,
     /// Global partitions are never given away, so once all are ready they stay
@@ -84,12 +83,12 @@ impl TableGate {
     /// Events wait for the partition matching theirs of each `copartitioned`
     /// table, and for every partition of each `global` table (name, partition count).
     pub fn new(
-        progress: Arc<Progress>,
+        held: Arc<dyn HeldPartitions>,
         copartitioned: Vec<String>,
         global: Vec<(String, u32)>,
     ) -> Self {
         TableGate {
-            progress,
+            held,
             copartitioned,
             global,
             globals_ready: Arc::new(AtomicBool::new(false)),
@@ -99,7 +98,7 @@ impl TableGate {
     fn ready(&self, partition: i32) -> bool {
         self.copartitioned
             .iter()
-            .all(|t| self.progress.is_ready(t, partition))
+            .all(|t| self.held.is_ready(t, partition))
             && self.globals_ready()
     }
 
@@ -107,10 +106,10 @@ impl TableGate {
         if self.globals_ready.load(Ordering::Relaxed) {
             return true;
         }
-        let ready = self.global.iter().all(|(t, count)| {
-            let held = self.progress.of_table(t);
-            held.len() == *count as usize && held.iter().all(|(_, p)| p.ready)
-        });
+        let ready = self
+            .global
+            .iter()
+            .all(|(t, count)| self.held.all_ready(t, *count));
         self.globals_ready.store(ready, Ordering::Relaxed);
         ready
     }
@@ -144,7 +143,7 @@ pub struct JobSetup {
     /// Tables to wait for, when the job joins local tables.
     pub gate: Option<TableGate>,
     /// Where the job names its partitions for co-partitioned tables.
-    pub follower: Option<Follower>,
+    pub follower: Option<Arc<dyn HeldPartitions>>,
     /// Metrics.
     pub metrics: EnrichMetrics,
 }
@@ -156,7 +155,7 @@ type Assigned = Arc<Mutex<BTreeSet<(String, i32)>>>;
 /// client statistics.
 struct JobContext {
     job: String,
-    follower: Option<Follower>,
+    follower: Option<Arc<dyn HeldPartitions>>,
     assigned: Assigned,
     /// Incremented on every revocation: work read before it belongs to an
     /// older generation (an exactly-once job aborts it).
@@ -173,7 +172,7 @@ impl JobContext {
             .map(|e| (e.topic().to_owned(), e.partition()))
             .collect();
         if let Some(follower) = &self.follower {
-            follower.want(&self.job, partitions.iter().map(|(_, p)| *p).collect());
+            follower.follow(&self.job, partitions.iter().map(|(_, p)| *p).collect());
         }
         info!(job = %self.job, partitions = ?partitions, "input partitions assigned");
         *self.assigned.lock().expect("assignment lock") = partitions;

@@ -14,9 +14,11 @@
 //! - [`recovery`]: a job started again after broker errors, from its committed offsets.
 //! - [`error`], [`metrics`].
 //!
-//! [`run`] starts the local tables the jobs join (partitioned tables follow the
-//! jobs' input partitions) and, when the tables file has a `grpc:` section, the
-//! lookup API over them; checks co-partitioning, and runs every job.
+//! [`run`] runs every job of a job file over the tables it is given, through
+//! the seams of `tributary-table-api` ([`Table`], [`HeldPartitions`]): this
+//! crate does not know how tables are stored (no RocksDB here); the caller
+//! starts them (`tributary_tables::JobTables`). It checks co-partitioning
+//! and creates missing output topics first.
 
 pub mod bounds;
 pub mod config;
@@ -42,15 +44,10 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info};
-use tributary_tables::config::TableMode;
-use tributary_tables::grpc::ServedTables;
-use tributary_tables::materializer::Materializer;
-use tributary_tables::progress::Progress;
-use tributary_tables::remote::{RemoteTable, RemoteTables};
-use tributary_tables::{Follower, Table, TablesMetrics};
+pub use tributary_table_api::JoinTables;
 
 pub use bounds::Bounds;
-pub use config::{EnrichConfig, Loaded};
+pub use config::EnrichConfig;
 pub use error::EnrichError;
 pub use job::JobSummary;
 pub use metrics::EnrichMetrics;
@@ -58,149 +55,29 @@ pub use metrics::EnrichMetrics;
 use crate::job::{JobSetup, TableGate};
 use crate::pipeline::Pipeline;
 
-/// What the HTTP endpoint's readiness looks at.
-#[derive(Clone, Default)]
-pub struct Readiness {
-    progress: Option<Arc<Progress>>,
-}
-
-impl Readiness {
-    /// Every held table partition has caught up.
-    pub fn ready(&self) -> bool {
-        self.progress.as_ref().is_none_or(|p| p.serving())
-    }
-
-    /// The local tables' partitions and offsets (none without local tables).
-    pub fn progress(&self) -> Option<&Arc<Progress>> {
-        self.progress.as_ref()
-    }
-}
-
-/// Runs every job of `loaded` until `shutdown` (or, bounded, until each reaches
-/// its end); `started` receives the readiness probe once tables are open.
+/// Runs every job of `config` over `tables` until `shutdown` (or, bounded,
+/// until each reaches its end).
 pub async fn run(
-    loaded: Loaded,
-    bounds: Option<Bounds>,
-    metrics: EnrichMetrics,
-    table_metrics: TablesMetrics,
-    started: impl FnOnce(Readiness),
-    shutdown: CancellationToken,
-) -> Result<Vec<JobSummary>, EnrichError> {
-    let Loaded { config, tables } = loaded;
-    let follower = Follower::default();
-    // Tables stop after the jobs have drained.
-    let tables_stop = CancellationToken::new();
-    let materializer = match &tables {
-        Some(tables) => Some(
-            Materializer::start_following(
-                tables,
-                table_metrics.clone(),
-                tables_stop.clone(),
-                follower.clone(),
-            )
-            .await?,
-        ),
-        None => None,
-    };
-    let remote = match &tables {
-        Some(tables) => {
-            tributary_tables::remote::start_all(tables, &table_metrics, &tables_stop).await?
-        }
-        None => RemoteTables::default(),
-    };
-    // The lookup API over the same tables, when the tables file configures one.
-    let api = match (&tables, tables.as_ref().and_then(|t| t.grpc.as_ref())) {
-        (Some(config), Some(grpc)) => {
-            let served = ServedTables {
-                local: materializer
-                    .as_ref()
-                    .map(|m| m.tables().to_vec())
-                    .unwrap_or_default(),
-                progress: materializer.as_ref().map(Materializer::progress),
-                remote: remote.tables.clone(),
-            };
-            let api = tributary_tables::grpc::start(
-                config,
-                grpc,
-                served,
-                table_metrics.clone(),
-                tables_stop.clone(),
-            )
-            .await?;
-            Some(api)
-        }
-        _ => None,
-    };
-    started(Readiness {
-        progress: materializer.as_ref().map(Materializer::progress),
-    });
-    let running = RunningTables {
-        config: tables.as_ref(),
-        materializer: materializer.as_ref(),
-        remote: &remote.tables,
-        follower: &follower,
-    };
-    let result = run_jobs(&config, &running, bounds, &metrics, shutdown).await;
-    tables_stop.cancel();
-    // Every table task is waited for, whichever failed.
-    let materialized = match materializer {
-        Some(materializer) => materializer.join().await,
-        None => Ok(()),
-    };
-    let served = match api {
-        Some(api) => api.join().await,
-        None => Ok(()),
-    };
-    remote.close().await;
-    materialized?;
-    served?;
-    result
-}
-
-/// The tables jobs join, once started.
-struct RunningTables<'a> {
-    config: Option<&'a tributary_tables::TablesConfig>,
-    materializer: Option<&'a Materializer>,
-    remote: &'a [Arc<RemoteTable>],
-    follower: &'a Follower,
-}
-
-async fn run_jobs(
     config: &EnrichConfig,
-    tables: &RunningTables<'_>,
+    tables: &JoinTables,
     bounds: Option<Bounds>,
     metrics: &EnrichMetrics,
     shutdown: CancellationToken,
 ) -> Result<Vec<JobSummary>, EnrichError> {
-    let RunningTables {
-        config: tables,
-        materializer,
-        remote,
-        follower,
-    } = *tables;
-    let local: Vec<Arc<dyn Table>> = materializer
-        .map(|m| {
-            m.tables()
-                .iter()
-                .map(|t| t.clone() as Arc<dyn Table>)
-                .collect()
-        })
-        .unwrap_or_default();
-    let mut table_partitions = HashMap::new();
-    for table in &local {
-        table_partitions.insert(
-            table.name().to_owned(),
-            table.describe().await.partition_count,
-        );
+    // A table's partition count and layout, once per table.
+    let mut layouts = HashMap::new();
+    for table in &tables.tables {
+        let description = table.describe().await;
+        if description.partition_count > 0 {
+            layouts.insert(
+                description.name.clone(),
+                (description.partition_count, description.global),
+            );
+        }
     }
     create_outputs(config, &input_partitions(config).await?).await?;
     // Again, with the retry topics just created.
     let counts = input_partitions(config).await?;
-    let all_tables: Vec<Arc<dyn Table>> = local
-        .iter()
-        .cloned()
-        .chain(remote.iter().map(|t| t.clone() as Arc<dyn Table>))
-        .collect();
     let mut handles = Vec::new();
     let jobs_stop = shutdown.child_token();
     for job in &config.jobs {
@@ -221,31 +98,29 @@ async fn run_jobs(
             .collect::<Result<_, _>>()?;
         let (mut copartitioned, mut global) = (Vec::new(), Vec::new());
         for join in &job.joins {
-            let Some(&count) = table_partitions.get(&join.table) else {
+            let Some(&(count, is_global)) = layouts.get(&join.table) else {
                 continue; // a remote table: no partitions to wait for
             };
-            match EnrichConfig::table_mode(tables, &join.table) {
-                TableMode::Global => global.push((join.table.clone(), count)),
-                TableMode::Partitioned => {
-                    if let Some((topic, n)) = inputs.iter().find(|(_, n)| *n != count) {
-                        return Err(EnrichError::NotCoPartitioned {
-                            job: job.name.clone(),
-                            topic: topic.clone(),
-                            topic_partitions: *n,
-                            table: join.table.clone(),
-                            table_partitions: count,
-                        });
-                    }
-                    copartitioned.push(join.table.clone());
-                }
+            if is_global {
+                global.push((join.table.clone(), count));
+                continue;
             }
+            if let Some((topic, n)) = inputs.iter().find(|(_, n)| *n != count) {
+                return Err(EnrichError::NotCoPartitioned {
+                    job: job.name.clone(),
+                    topic: topic.clone(),
+                    topic_partitions: *n,
+                    table: join.table.clone(),
+                    table_partitions: count,
+                });
+            }
+            copartitioned.push(join.table.clone());
         }
-        let gate =
-            materializer.map(|m| TableGate::new(m.progress(), copartitioned.clone(), global));
+        let held = tables.held.clone();
         let setup = JobSetup {
             pipeline: Arc::new(Pipeline::new(
                 job,
-                &all_tables,
+                &tables.tables,
                 config.max_event_bytes,
                 metrics,
             )),
@@ -256,8 +131,10 @@ async fn run_jobs(
             grace: Duration::from_secs(config.shutdown_grace_s),
             delivery: config.delivery,
             commit_interval: Duration::from_millis(config.commit_interval_ms),
-            gate,
-            follower: (!copartitioned.is_empty()).then(|| follower.clone()),
+            gate: held
+                .clone()
+                .map(|h| TableGate::new(h, copartitioned.clone(), global)),
+            follower: held.filter(|_| !copartitioned.is_empty()),
             metrics: metrics.clone(),
         };
         let stop = jobs_stop.clone();

@@ -9,7 +9,7 @@ use prometheus_client::metrics::counter::Counter;
 use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{Map, Value};
 use tributary_proto::debezium_json;
-use tributary_tables::{Columns, Table, TableError};
+use tributary_table_api::{Columns, LookupError, Table};
 
 use crate::config::{InputFormat, JobConfig, JoinType, MissPolicy};
 use crate::event::Event;
@@ -74,7 +74,7 @@ impl Join {
     }
 
     /// The row of `key`: only the selected columns when the join selects some.
-    async fn lookup(&self, key: &Value) -> Result<Option<Row>, TableError> {
+    async fn lookup(&self, key: &Value) -> Result<Option<Row>, LookupError> {
         Ok(match &self.select {
             Some(columns) => self
                 .table
@@ -104,12 +104,12 @@ impl Join {
             None => None,
             Some(key) => match self.lookup(key).await {
                 Ok(row) => row,
-                Err(TableError::NotOwned { table, partition }) => {
+                Err(LookupError::NotOwned { table, partition }) => {
                     return Err(Outcome::NotHeld { table, partition });
                 }
                 Err(e) => {
                     let reason = format!("join `{}`: lookup of {key} failed: {e}", self.name());
-                    let unavailable = matches!(e, TableError::Remote { .. });
+                    let unavailable = matches!(e, LookupError::Unavailable { .. });
                     return Err(if unavailable && self.retry_unavailable {
                         Outcome::Retry(reason) // the backend may be back by then
                     } else {
@@ -343,76 +343,38 @@ fn output_key(event: &Event<'_>, paths: &[FieldPath]) -> Result<Vec<u8>, OutputK
 
 #[cfg(test)]
 mod tests {
-    use std::collections::HashMap;
-
-    use async_trait::async_trait;
     use serde_json::json;
-    use tributary_tables::{KeyRange, TableDescription};
+    use tributary_table_api::{Fault, MemoryTable};
 
     use super::*;
     use crate::config::EnrichConfig;
 
-    /// An in-memory table keyed by the JSON text of the key.
-    struct MapTable {
-        name: String,
-        rows: HashMap<String, Value>,
-        not_held: bool,
-    }
-
-    #[async_trait]
-    impl Table for MapTable {
-        fn name(&self) -> &str {
-            &self.name
-        }
-        async fn get(&self, key: &Value) -> Result<Option<Value>, TableError> {
-            if self.not_held {
-                return Err(TableError::NotOwned {
-                    table: self.name.clone(),
-                    partition: 2,
-                });
-            }
-            Ok(self.rows.get(&key.to_string()).cloned())
-        }
-        async fn scan(&self, _: &KeyRange, _: usize) -> Result<Vec<(Value, Value)>, TableError> {
-            unreachable!("joins do not scan")
-        }
-        async fn describe(&self) -> TableDescription {
-            unreachable!("joins do not describe")
-        }
-    }
-
-    fn tables(not_held: bool) -> Vec<Arc<dyn Table>> {
-        let users = MapTable {
-            name: "users".into(),
-            rows: HashMap::from([(
-                "7".to_owned(),
-                json!({"id": 7, "name": "Ada", "tier": "gold", "email": "a@x"}),
-            )]),
-            not_held,
-        };
-        let stock = MapTable {
-            name: "stock".into(),
-            rows: HashMap::from([(
-                r#"["A-1","eu"]"#.to_owned(),
-                json!({"sku": "A-1", "region": "eu", "qty": 3}),
-            )]),
-            not_held: false,
-        };
+    fn tables(fault: Option<Fault>) -> Vec<Arc<dyn Table>> {
+        let users = MemoryTable::new("users", &["id"]);
+        users
+            .upsert(json!({"id": 7, "name": "Ada", "tier": "gold", "email": "a@x"}))
+            .unwrap();
+        users.fail(fault);
+        let stock = MemoryTable::new("stock", &["sku", "region"]);
+        stock
+            .upsert(json!({"sku": "A-1", "region": "eu", "qty": 3}))
+            .unwrap();
         vec![Arc::new(users), Arc::new(stock)]
     }
 
-    fn pipeline(joins: &str, not_held: bool) -> Pipeline {
-        let tables_config = tributary_tables::TablesConfig::parse(
-            "data_dir: /x\nkafka: { brokers: b }\ntables: [{ name: users, topic: u }, { name: stock, topic: s }]\n",
-        )
-        .unwrap();
+    fn pipeline(joins: &str, fault: Option<Fault>) -> Pipeline {
+        pipeline_with(joins, "", fault)
+    }
+
+    /// A pipeline of one job with `joins` and the job settings `extra`.
+    fn pipeline_with(joins: &str, extra: &str, fault: Option<Fault>) -> Pipeline {
         let text = format!(
-            "kafka: {{ brokers: b }}\njobs:\n  - name: j\n    input: {{ topics: [in] }}\n    joins: {joins}\n    output: {{ topic: out, key: order_id }}\n    dead_letter: {{ topic: dlq }}\n"
+            "kafka: {{ brokers: b }}\njobs:\n  - name: j\n    input: {{ topics: [in] }}\n    joins: {joins}\n    output: {{ topic: out, key: order_id }}\n    dead_letter: {{ topic: dlq }}\n{extra}"
         );
-        let config = EnrichConfig::parse(&text, Some(&tables_config)).unwrap();
+        let config = EnrichConfig::parse(&text, &["users", "stock"]).unwrap();
         Pipeline::new(
             &config.jobs[0],
-            &tables(not_held),
+            &tables(fault),
             200,
             &EnrichMetrics::default(),
         )
@@ -443,7 +405,7 @@ mod tests {
     async fn joins_project_rename_and_nest() {
         let p = pipeline(
             "[{ table: users, key: user_id, select: [name, tier], rename: { name: user_name }, into: user }, { table: stock, key: [line.sku, line.region], select: [qty] }]",
-            false,
+            None,
         );
         let (key, value) = emitted(
             run(
@@ -462,7 +424,7 @@ mod tests {
 
     #[tokio::test]
     async fn left_joins_add_nulls_and_copy_every_column_without_select() {
-        let p = pipeline("[{ table: users, key: user_id }]", false);
+        let p = pipeline("[{ table: users, key: user_id }]", None);
         let (_, hit) = emitted(run(&p, r#"{"order_id": 1, "user_id": 7}"#).await);
         assert_eq!(hit["email"], "a@x");
         assert_eq!(hit["id"], 7);
@@ -470,7 +432,7 @@ mod tests {
         assert_eq!(miss, json!({"order_id": 2, "user_id": 8}));
         let p = pipeline(
             "[{ table: users, key: user_id, rename: { name: user_name }, into: user }]",
-            false,
+            None,
         );
         let (_, hit) = emitted(run(&p, r#"{"order_id": 1, "user_id": 7}"#).await);
         assert_eq!(
@@ -479,21 +441,21 @@ mod tests {
         );
         let (_, miss) = emitted(run(&p, r#"{"order_id": 2, "user_id": null}"#).await);
         assert_eq!(miss, json!({"order_id": 2, "user_id": null, "user": null}));
-        let p = pipeline("[{ table: users, key: user_id, select: [name] }]", false);
+        let p = pipeline("[{ table: users, key: user_id, select: [name] }]", None);
         let (_, miss) = emitted(run(&p, r#"{"order_id": 2, "user_id": 8}"#).await);
         assert_eq!(miss, json!({"order_id": 2, "user_id": 8, "name": null}));
     }
 
     #[tokio::test]
     async fn inner_join_misses_follow_the_policy() {
-        let drop = pipeline("[{ table: users, key: user_id, type: inner }]", false);
+        let drop = pipeline("[{ table: users, key: user_id, type: inner }]", None);
         assert_eq!(
             run(&drop, r#"{"order_id": 1, "user_id": 8}"#).await,
             Outcome::Skip(Skip::Missed)
         );
         let dlq = pipeline(
             "[{ table: users, key: user_id, type: inner, on_miss: dlq }]",
-            false,
+            None,
         );
         assert_eq!(
             dead(run(&dlq, r#"{"order_id": 1, "user_id": 8}"#).await),
@@ -503,7 +465,7 @@ mod tests {
 
     #[tokio::test]
     async fn bad_input_is_dead_lettered_with_the_reason() {
-        let p = pipeline("[{ table: users, key: user_id }]", false);
+        let p = pipeline("[{ table: users, key: user_id }]", None);
         let reason = |s: &'static str| async { dead(run(&p, s).await) };
         assert!(reason("{oops").await.starts_with("value is not JSON"));
         let not_utf8 = dead(p.process(Some(b"k"), Some(b"{\"a\": \"\xff\"}")).await);
@@ -538,18 +500,14 @@ mod tests {
 
     #[tokio::test]
     async fn change_streams_use_the_row_after_and_skip_deletes() {
-        let tables_config = tributary_tables::TablesConfig::parse(
-            "data_dir: /x\nkafka: { brokers: b }\ntables: [{ name: users, topic: u }]\n",
-        )
-        .unwrap();
         let config = EnrichConfig::parse(
             "kafka: { brokers: b }\njobs:\n  - name: j\n    input: { topics: [in], format: change }\n    joins: [{ table: users, key: user_id, select: [name] }]\n    output: { topic: out }\n    dead_letter: { topic: dlq }\n",
-            Some(&tables_config),
+            &["users"],
         )
         .unwrap();
         let p = Pipeline::new(
             &config.jobs[0],
-            &tables(false),
+            &tables(None),
             1000,
             &EnrichMetrics::default(),
         );
@@ -575,13 +533,31 @@ mod tests {
 
     #[tokio::test]
     async fn partitions_not_held_are_reported() {
-        let p = pipeline("[{ table: users, key: user_id }]", true);
+        let p = pipeline(
+            "[{ table: users, key: user_id }]",
+            Some(Fault::NotOwned { partition: 2 }),
+        );
         assert_eq!(
             run(&p, r#"{"order_id": 1, "user_id": 7}"#).await,
             Outcome::NotHeld {
                 table: "users".into(),
                 partition: 2
             }
+        );
+    }
+
+    #[tokio::test]
+    async fn a_table_that_cannot_answer_sends_the_event_to_retry_when_the_job_retries() {
+        let joins = "[{ table: users, key: user_id }]";
+        let down = || Some(Fault::Unavailable("breaker open".into()));
+        let event = r#"{"order_id": 1, "user_id": 7}"#;
+        let reason = "join `users`: lookup of 7 failed: table users: breaker open";
+        let retrying = pipeline_with(joins, "    retry: { topic: orders.retry }\n", down());
+        assert_eq!(run(&retrying, event).await, Outcome::Retry(reason.into()));
+        let without_retry = pipeline(joins, down());
+        assert_eq!(
+            run(&without_retry, event).await,
+            Outcome::Dead(reason.into())
         );
     }
 }

@@ -544,6 +544,32 @@ impl TablesConfig {
         tributary_config::load(path)
     }
 
+    /// Loads the tables config `file` that `referrer` (a job file) names,
+    /// relative to `referrer`'s directory; an error names both.
+    pub fn load_referenced(
+        referrer: &std::path::Path,
+        file: &std::path::Path,
+    ) -> Result<Self, ConfigError> {
+        let file = referrer
+            .parent()
+            .unwrap_or(std::path::Path::new("."))
+            .join(file);
+        Self::load(&file).map_err(|e| {
+            ConfigError::new(
+                format!("tables ({}): {}", file.display(), e.field),
+                e.problem,
+            )
+        })
+    }
+
+    /// The names of every table, local and remote.
+    pub fn names(&self) -> Vec<&str> {
+        let local = self.tables.iter().map(|t| t.name.as_str());
+        local
+            .chain(self.remote.iter().map(|r| r.name.as_str()))
+            .collect()
+    }
+
     /// Whether anything here reads Kafka: local tables, or a remote table
     /// invalidated from a change topic.
     pub fn uses_kafka(&self) -> bool {

@@ -15,12 +15,15 @@ pub enum TableError {
     /// A Kafka client could not be built, or the cluster could not be reached.
     #[error(transparent)]
     KafkaClient(#[from] tributary_kafka::ClientError),
-    /// A lookup key does not fit the table's key.
-    #[error("bad key for table {table}: {problem}")]
-    BadKey {
+    /// A lookup failed.
+    #[error(transparent)]
+    Lookup(#[from] tributary_table_api::LookupError),
+    /// A remote table's backend cannot be built from its settings.
+    #[error("table {table}: {problem}")]
+    Backend {
         /// Table name.
         table: String,
-        /// What is wrong with the key.
+        /// What is wrong.
         problem: String,
     },
     /// A file operation (checkpoints) failed.
@@ -34,30 +37,6 @@ pub enum TableError {
     /// The table is not known here.
     #[error("no table named {0}")]
     UnknownTable(String),
-    /// The key's partition is not held by this instance.
-    #[error("table {table}: partition {partition} is not held by this instance")]
-    NotOwned {
-        /// Table name.
-        table: String,
-        /// The key's partition.
-        partition: i32,
-    },
-    /// A remote table's backend could not answer.
-    #[error("table {table}: {problem}")]
-    Remote {
-        /// Table name.
-        table: String,
-        /// What failed (breaker open, rate limit, backend error).
-        problem: String,
-    },
-    /// The table cannot do this.
-    #[error("table {table}: {operation} is not supported")]
-    Unsupported {
-        /// Table name.
-        table: String,
-        /// The operation.
-        operation: &'static str,
-    },
     /// The lookup API cannot start or stopped.
     #[error("lookup API: {0}")]
     Api(String),

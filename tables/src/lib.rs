@@ -1,7 +1,8 @@
 //! Tributary tables: state you can look up in microseconds instead of calling a database.
 //!
-//! - [`table`]: the [`Table`] trait every table answers (get, multi-get, scan, describe).
-//! - [`key_codec`]: the order-preserving key encoding that makes prefix scans meaningful.
+//! Every table answers the [`Table`](tributary_table_api::Table) trait of
+//! `tributary-table-api`, and passes its conformance suite (`conformance_tests`).
+//!
 //! - [`record_key`]: record keys normalised (whitespace, member order, schema
 //!   wrappers, quoted integers) and written back as their producer wrote them.
 //! - [`store`]: the RocksDB store: one column family per (table, partition), offsets
@@ -9,8 +10,10 @@
 //!   a global table and which partition owns each key.
 //! - [`partition_check`]: whether a topic's records sit where a partitioned
 //!   table's partitioner puts them (startup sample, `validate --connect`).
-//! - [`materializer`]: follows change topics into the store, resuming from stored offsets.
+//! - [`materializer`]: follows change topics into the store, resuming from stored offsets;
+//!   `apply` is what one change record does to the store.
 //! - [`follower`]: partitions of partitioned tables chosen by an owner (an enricher job).
+//! - [`job_tables`]: [`JobTables`], the tables enricher jobs join, started together.
 //! - [`progress`]: held partitions and readiness.
 //! - [`local_table`]: [`LocalTable`], a [`Table`] over the store.
 //! - [`checkpoint`]: consistent, incremental checkpoints and restore.
@@ -22,13 +25,16 @@
 //!   lookup API) behind a cache, batching, a rate limit, timeouts, retries and
 //!   a circuit breaker, with CDC invalidation.
 
+mod apply;
 pub mod checkpoint;
 pub mod config;
+#[cfg(test)]
+mod conformance_tests;
 pub mod error;
 pub mod follower;
 pub mod global_rows;
 pub mod grpc;
-pub mod key_codec;
+pub mod job_tables;
 pub mod local_table;
 pub mod materializer;
 pub mod metrics;
@@ -38,11 +44,10 @@ pub mod record_key;
 pub mod remote;
 mod row_columns;
 pub mod store;
-pub mod table;
 
 pub use config::TablesConfig;
 pub use error::TableError;
 pub use follower::Follower;
+pub use job_tables::JobTables;
 pub use local_table::LocalTable;
 pub use metrics::TablesMetrics;
-pub use table::{Columns, KeyRange, Table, TableDescription};

@@ -12,10 +12,13 @@ use std::time::Instant;
 use async_trait::async_trait;
 use serde_json::{Map, Value};
 use tributary_proto::partition::Partitioner;
+use tributary_table_api::key_values::{Expect, key_values};
+use tributary_table_api::{
+    Columns, KeyRange, LookupError, PartitionState, Table, TableDescription, key_codec,
+};
 
 use crate::config::{LocalTableConfig, TableMode};
 use crate::error::TableError;
-use crate::key_codec;
 use crate::record_key::{self, KeyFormat, KeyShape};
 use prometheus_client::metrics::histogram::Histogram;
 
@@ -24,7 +27,6 @@ use crate::metrics::{TableLabel, TablesMetrics};
 use crate::progress::Progress;
 use crate::row_columns;
 use crate::store::{Keyspace, ScanBounds, Store};
-use crate::table::{Columns, KeyRange, PartitionState, Table, TableDescription};
 
 /// Where a key's row is looked up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -134,33 +136,51 @@ impl LocalTable {
     }
 
     /// How keys are written, once the first record has been materialized.
-    fn key_shape(&self) -> Result<Option<Arc<KeyShape>>, TableError> {
+    fn key_shape(&self) -> Result<Option<Arc<KeyShape>>, LookupError> {
         if let Some(shape) = self.key_shape.read().expect("shape lock").as_ref() {
             return Ok(Some(shape.clone()));
         }
-        let Some(stored) = self.store.key_shape(&self.name)? else {
+        let Some(stored) = self
+            .store
+            .key_shape(&self.name)
+            .map_err(|e| self.storage(e))?
+        else {
             return Ok(None);
         };
         let mut shared = self.key_shape.write().expect("shape lock");
         Ok(Some(shared.get_or_insert_with(|| Arc::new(stored)).clone()))
     }
 
-    fn bad_key(&self, problem: impl Into<String>) -> TableError {
-        TableError::BadKey {
+    fn bad_key(&self, problem: impl Into<String>) -> LookupError {
+        LookupError::BadKey {
+            table: self.name.clone(),
+            problem: problem.into(),
+        }
+    }
+
+    fn storage(&self, error: TableError) -> LookupError {
+        LookupError::Storage {
+            table: self.name.clone(),
+            source: Box::new(error),
+        }
+    }
+
+    fn corrupt(&self, problem: impl Into<String>) -> LookupError {
+        LookupError::Corrupt {
             table: self.name.clone(),
             problem: problem.into(),
         }
     }
 
     /// The key's values in key order, normalised as record keys are
-    /// ([`record_key::integer_in`]); `full` requires every key column.
+    /// ([`record_key::integer_in`]).
     fn key_values<'k>(
         &self,
         columns: &[String],
         key: &'k Value,
-        full: bool,
-    ) -> Result<Vec<Cow<'k, Value>>, TableError> {
-        let values = self.given_values(columns, key, full)?;
+        expect: Expect,
+    ) -> Result<Vec<Cow<'k, Value>>, LookupError> {
+        let values = key_values(&self.name, columns, key, expect)?;
         Ok(values
             .into_iter()
             .map(|v| match record_key::integer_in(v) {
@@ -170,52 +190,9 @@ impl LocalTable {
             .collect())
     }
 
-    /// The key's values in key order, as given.
-    fn given_values<'k>(
-        &self,
-        columns: &[String],
-        key: &'k Value,
-        full: bool,
-    ) -> Result<Vec<&'k Value>, TableError> {
-        let values = match key {
-            Value::Object(map) => {
-                if let Some(extra) = map.keys().find(|k| !columns.contains(k)) {
-                    return Err(self.bad_key(format!(
-                        "`{extra}` is not a key column (key columns: {columns:?})"
-                    )));
-                }
-                let mut values = Vec::new();
-                for column in columns {
-                    match map.get(column) {
-                        Some(v) => values.push(v),
-                        None if full => {
-                            return Err(self.bad_key(format!("missing key column `{column}`")));
-                        }
-                        None => break,
-                    }
-                }
-                if values.len() != map.len() {
-                    return Err(self.bad_key(format!(
-                        "a prefix must name leading key columns in order {columns:?}"
-                    )));
-                }
-                values
-            }
-            Value::Array(values) => values.iter().collect(),
-            Value::Null if !full => Vec::new(),
-            scalar => vec![scalar],
-        };
-        if full && values.len() != columns.len() {
-            return Err(self.bad_key(format!(
-                "expected {} key values ({columns:?}), got {}",
-                columns.len(),
-                values.len()
-            )));
-        }
-        if values.len() > columns.len() {
-            return Err(self.bad_key(format!("more values than key columns {columns:?}")));
-        }
-        Ok(values)
+    /// The encoding of the key (or prefix) with these values.
+    fn encode(&self, values: &[Cow<'_, Value>]) -> Result<Vec<u8>, LookupError> {
+        key_codec::encode(values.iter().map(AsRef::as_ref)).map_err(|e| self.bad_key(e.to_string()))
     }
 
     /// Where the key with these values lives.
@@ -233,36 +210,32 @@ impl LocalTable {
         &self,
         key: &Value,
         read: impl FnOnce(&[u8]) -> R,
-    ) -> Result<Option<R>, TableError> {
+    ) -> Result<Option<R>, LookupError> {
         let started = Instant::now();
         let Some(shape) = self.key_shape()? else {
             return Ok(None); // nothing materialized yet
         };
-        let values = self.key_values(&shape.columns, key, true)?;
-        let encoded = key_codec::encode(values.iter().map(AsRef::as_ref))
-            .map_err(|e| self.bad_key(e.to_string()))?;
+        let values = self.key_values(&shape.columns, key, Expect::Full)?;
+        let encoded = self.encode(&values)?;
         let row = match self.placement_of(&shape, &values) {
             Placement::Anywhere => self
                 .store
                 .get_with(&self.cf_names[0], &encoded, |value| {
                     global_rows::decode(value).map(|(_, row)| read(row))
-                })?
-                .map(|row| {
-                    row.ok_or_else(|| TableError::Corrupt {
-                        table: self.name.clone(),
-                        problem: "a global row without its header".into(),
-                    })
                 })
+                .map_err(|e| self.storage(e))?
+                .map(|row| row.ok_or_else(|| self.corrupt("a global row without its header")))
                 .transpose()?,
             Placement::Partition(partition) => {
                 if !self.progress.holds(&self.name, partition) {
-                    return Err(TableError::NotOwned {
+                    return Err(LookupError::NotOwned {
                         table: self.name.clone(),
                         partition,
                     });
                 }
                 self.store
-                    .get_with(&self.cf_names[partition as usize], &encoded, read)?
+                    .get_with(&self.cf_names[partition as usize], &encoded, read)
+                    .map_err(|e| self.storage(e))?
             }
         };
         self.get_seconds.observe(started.elapsed().as_secs_f64());
@@ -271,17 +244,17 @@ impl LocalTable {
 
     /// The row of `key` as its stored JSON bytes, without decoding it (for callers
     /// that pass JSON on, such as the lookup API).
-    pub fn get_json_bytes(&self, key: &Value) -> Result<Option<Vec<u8>>, TableError> {
+    pub fn get_json_bytes(&self, key: &Value) -> Result<Option<Vec<u8>>, LookupError> {
         self.lookup(key, <[u8]>::to_vec)
     }
 
     /// Where `key` lives (`None` until the first record has been materialized,
     /// when the key columns are not known yet).
-    pub fn placement(&self, key: &Value) -> Result<Option<Placement>, TableError> {
+    pub fn placement(&self, key: &Value) -> Result<Option<Placement>, LookupError> {
         let Some(shape) = self.key_shape()? else {
             return Ok(None);
         };
-        let values = self.key_values(&shape.columns, key, true)?;
+        let values = self.key_values(&shape.columns, key, Expect::Full)?;
         Ok(Some(self.placement_of(&shape, &values)))
     }
 
@@ -296,19 +269,16 @@ impl LocalTable {
     }
 
     /// The bytes `key` sorts by in scans (to merge scans of several instances).
-    pub fn sort_key(&self, key: &Value) -> Result<Vec<u8>, TableError> {
+    pub fn sort_key(&self, key: &Value) -> Result<Vec<u8>, LookupError> {
         let Some(shape) = self.key_shape()? else {
             return Ok(Vec::new());
         };
-        let values = self.key_values(&shape.columns, key, true)?;
-        key_codec::encode(values.iter().map(AsRef::as_ref)).map_err(|e| self.bad_key(e.to_string()))
+        let values = self.key_values(&shape.columns, key, Expect::Full)?;
+        self.encode(&values)
     }
 
-    fn parse_row(&self, raw: &[u8]) -> Result<Value, TableError> {
-        serde_json::from_slice(raw).map_err(|e| TableError::Corrupt {
-            table: self.name.clone(),
-            problem: e.to_string(),
-        })
+    fn parse_row(&self, raw: &[u8]) -> Result<Value, LookupError> {
+        serde_json::from_slice(raw).map_err(|e| self.corrupt(e.to_string()))
     }
 }
 
@@ -318,7 +288,7 @@ impl Table for LocalTable {
         &self.name
     }
 
-    async fn get(&self, key: &Value) -> Result<Option<Value>, TableError> {
+    async fn get(&self, key: &Value) -> Result<Option<Value>, LookupError> {
         self.lookup(key, |raw| self.parse_row(raw))?.transpose()
     }
 
@@ -326,7 +296,7 @@ impl Table for LocalTable {
         &self,
         key: &Value,
         columns: &[String],
-    ) -> Result<Option<Columns>, TableError> {
+    ) -> Result<Option<Columns>, LookupError> {
         let row = self.lookup(key, |raw| match row_columns::decode(raw, columns) {
             Ok(values) => Ok(Columns::Values(values)),
             // Not an object (no columns), or the reason it is not JSON.
@@ -341,16 +311,13 @@ impl Table for LocalTable {
         &self,
         range: &KeyRange,
         limit: usize,
-    ) -> Result<Vec<(Value, Value)>, TableError> {
+    ) -> Result<Vec<(Value, Value)>, LookupError> {
         let Some(shape) = self.key_shape()? else {
             return Ok(Vec::new());
         };
         let columns = &shape.columns;
-        let encode = |bound: &Value| -> Result<Vec<u8>, TableError> {
-            let values = self.key_values(columns, bound, false)?;
-            key_codec::encode(values.iter().map(AsRef::as_ref))
-                .map_err(|e| self.bad_key(e.to_string()))
-        };
+        let encode =
+            |bound: &Value| self.encode(&self.key_values(columns, bound, Expect::Prefix)?);
         let bounds = match range {
             KeyRange::Prefix(prefix) => ScanBounds {
                 prefix: encode(prefix)?,
@@ -374,16 +341,15 @@ impl Table for LocalTable {
         };
         let mut rows = Vec::new();
         for keyspace in keyspaces {
-            rows.extend(self.store.scan(&self.name, keyspace, &bounds, limit)?);
+            let found = self.store.scan(&self.name, keyspace, &bounds, limit);
+            rows.extend(found.map_err(|e| self.storage(e))?);
         }
         rows.sort_by(|a, b| a.0.cmp(&b.0));
         rows.truncate(limit);
         rows.into_iter()
             .map(|(key, raw)| {
-                let key_values = key_codec::decode(&key).map_err(|e| TableError::Corrupt {
-                    table: self.name.clone(),
-                    problem: e.to_string(),
-                })?;
+                let key_values =
+                    key_codec::decode(&key).map_err(|e| self.corrupt(e.to_string()))?;
                 let key: Map<String, Value> = columns.iter().cloned().zip(key_values).collect();
                 Ok((Value::Object(key), self.parse_row(&raw)?))
             })

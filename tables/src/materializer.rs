@@ -12,7 +12,8 @@
 //! tombstones delete. A record that cannot be applied is logged, counted and
 //! skipped: bad data never stops a table.
 //!
-//! Keys are normalised ([`record_key`]). A global table's rows go to its one
+//! Records are applied by [`apply`](crate::apply): keys are normalised
+//! ([`record_key`](crate::record_key)). A global table's rows go to its one
 //! keyspace ([`global_rows`](crate::global_rows)). A partitioned table's topic is
 //! sampled before it starts ([`partition_check`]), and every record is checked
 //! against the table's partitioner: a misplaced record is counted, logged at
@@ -27,24 +28,20 @@ use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
 use rdkafka::message::BorrowedMessage;
 use rdkafka::types::RDKafkaRespErr;
 use rdkafka::{ClientContext, Message, Offset, TopicPartitionList};
-use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 use tributary_kafka::ClientBuilder;
-use tributary_proto::debezium_json;
-use tributary_proto::gtid::{AppliedGtids, Gtid};
+use tributary_proto::gtid::AppliedGtids;
 
+use crate::apply::{Applier, Layout, Record};
 use crate::config::{TableMode, TablesConfig};
 use crate::error::TableError;
 use crate::follower::Follower;
-use crate::global_rows::Owner;
-use crate::key_codec;
 use crate::local_table::{LocalTable, Partitioning, SharedShape};
 use crate::metrics::{PartitionLabel, TableLabel, TablesMetrics};
 use crate::partition_check;
 use crate::progress::Progress;
-use crate::record_key::{self, KeyShape};
-use crate::store::{ApplyBatch, Keyspace, Store};
+use crate::store::{Keyspace, Store};
 
 /// How often lag, readiness and size metrics are refreshed.
 const STATS_INTERVAL: Duration = Duration::from_secs(2);
@@ -57,15 +54,6 @@ struct Routes {
     layout_of_table: HashMap<String, Layout>,
     /// How each table's keys are written, shared with its lookups.
     shape_of_table: HashMap<String, SharedShape>,
-}
-
-/// How a table keeps its rows.
-#[derive(Debug, Clone, Copy)]
-struct Layout {
-    /// `None`: a global table (one keyspace); otherwise where keys belong.
-    partitioning: Option<Partitioning>,
-    /// Partitions of its topic.
-    partitions: u32,
 }
 
 /// Everything a consumer thread shares with lookups.
@@ -457,7 +445,7 @@ fn spawn_worker<C: ConsumerContext + 'static>(
         shared,
         batch_max,
         follow,
-        known_shapes: HashMap::new(),
+        applier: Applier::default(),
     };
     std::thread::Builder::new()
         .name(name.to_owned())
@@ -481,7 +469,7 @@ struct Worker<C: ConsumerContext + 'static> {
     batch_max: usize,
     follow: Option<Follow>,
     /// Key shapes already recorded per table and partition.
-    known_shapes: HashMap<String, HashMap<i32, KeyShape>>,
+    applier: Applier,
 }
 
 impl<C: ConsumerContext + 'static> Worker<C> {
@@ -571,14 +559,15 @@ impl<C: ConsumerContext + 'static> Worker<C> {
             };
             let layout = routes.layout_of_table[table];
             let shape = &routes.shape_of_table[table];
-            let applied = apply_record(
-                &mut self.known_shapes,
-                shape,
-                &mut batch,
-                table,
-                layout,
-                &msg,
-            )?;
+            let record = Record {
+                partition: msg.partition(),
+                key: msg.key(),
+                payload: msg.payload(),
+                timestamp_ms: msg.timestamp().to_millis().unwrap_or(0),
+            };
+            let applied = self
+                .applier
+                .apply(shape, &mut batch, table, layout, record)?;
             let entry = last.entry((table.as_str(), msg.partition())).or_default();
             entry.last_offset = msg.offset();
             entry.records += 1;
@@ -724,220 +713,4 @@ struct BatchOfPartition {
     records: u64,
     misplaced: u64,
     gtids: AppliedGtids,
-}
-
-/// What applying one record did.
-#[derive(Debug, Default)]
-struct Applied {
-    /// The GTID of the source transaction, if the record names one.
-    gtid: Option<Gtid>,
-    /// The partition the table's partitioner gives the key, when not the record's.
-    misplaced: Option<i32>,
-    /// A global table kept a newer version of the key from another partition.
-    superseded: bool,
-}
-
-/// Why a record cannot be applied (it is skipped and counted).
-#[derive(Debug, thiserror::Error)]
-enum Unapplicable {
-    /// No key at all.
-    #[error(
-        "record has no key (a table captured without a primary key has null keys; \
-         give it key columns with capture's message_key_columns)"
-    )]
-    NoKey,
-    /// A key that is not a table key.
-    #[error(transparent)]
-    Key(#[from] record_key::RecordKeyError),
-    /// Key values that cannot be encoded.
-    #[error("key: {0}")]
-    KeyValues(#[from] key_codec::KeyCodecError),
-    /// A value that is not JSON.
-    #[error("value is not JSON: {0}")]
-    NotJson(#[from] serde_json::Error),
-    /// JSON that is neither a change event nor a row.
-    #[error(transparent)]
-    Value(#[from] tributary_proto::CodecError),
-}
-
-/// Adds one record to the batch. The outer error is a storage failure (fatal);
-/// the inner one a record that cannot be applied (skipped).
-fn apply_record(
-    known_shapes: &mut HashMap<String, HashMap<i32, KeyShape>>,
-    shared_shape: &SharedShape,
-    batch: &mut ApplyBatch<'_>,
-    table: &str,
-    layout: Layout,
-    msg: &BorrowedMessage<'_>,
-) -> Result<Result<Applied, Unapplicable>, TableError> {
-    let partition = msg.partition();
-    let Some(raw_key) = msg.key() else {
-        return Ok(Err(Unapplicable::NoKey));
-    };
-    let key = match record_key::parse(raw_key) {
-        Ok(key) => key,
-        Err(reason) => return Ok(Err(reason.into())),
-    };
-    let known = known_shapes.get(table).and_then(|t| t.get(&partition));
-    // Members in another order are the same key: the table keeps its column
-    // order (so a key is stored once), and lookups write keys in that order.
-    let key = match known {
-        Some(shape) => key.in_order_of(&shape.columns),
-        None => key,
-    };
-    if known != Some(&key.shape) {
-        batch.key_shape(table, partition, &key.shape)?;
-        // Lookups write keys as the producer now does (a schema wrapper added,
-        // integers quoted), without waiting for a restart.
-        *shared_shape.write().expect("shape lock") = Some(Arc::new(key.shape.clone()));
-        known_shapes
-            .entry(table.to_owned())
-            .or_default()
-            .insert(partition, key.shape.clone());
-    }
-    let encoded = match key_codec::encode(&key.values) {
-        Ok(encoded) => encoded,
-        Err(e) => return Ok(Err(e.into())),
-    };
-    let mut applied = Applied::default();
-    let row = match msg.payload() {
-        None => None, // a tombstone
-        Some(payload) => match row_of(payload) {
-            Ok(change) => {
-                applied.gtid = change.gtid;
-                change.row
-            }
-            Err(reason) => return Ok(Err(reason)),
-        },
-    };
-    match layout.partitioning {
-        None => {
-            let owner = Owner {
-                partition,
-                timestamp: msg.timestamp().to_millis().unwrap_or(0),
-            };
-            applied.superseded = !batch.apply_global(table, &encoded, owner, row.as_deref())?;
-        }
-        Some(partitioning) => {
-            let expected =
-                partition_check::expected_partition(partitioning, &key, layout.partitions);
-            if expected != partition {
-                applied.misplaced = Some(expected);
-            }
-            match row {
-                Some(row) => batch.upsert(table, partition, &encoded, &row)?,
-                None => batch.delete(table, partition, &encoded)?,
-            }
-        }
-    }
-    Ok(Ok(applied))
-}
-
-/// What a record value does to its row.
-#[derive(Debug, PartialEq)]
-struct RowChange {
-    /// The row JSON to store; `None` deletes.
-    row: Option<Vec<u8>>,
-    /// The GTID of the source transaction (change events of MariaDB sources).
-    gtid: Option<Gtid>,
-}
-
-/// The row a record value stores and the GTID it comes from.
-fn row_of(payload: &[u8]) -> Result<RowChange, Unapplicable> {
-    let value: Value = serde_json::from_slice(payload)?;
-    // Neither a change event nor one wrapped with its schema.
-    let plain = value.as_object().is_some_and(|m| {
-        let wrapped = m.contains_key("schema") && m.contains_key("payload");
-        !(m.contains_key("op") || wrapped)
-    });
-    let gtid = if plain {
-        None
-    } else {
-        let event = value.get("payload").unwrap_or(&value);
-        event
-            .pointer("/source/gtid")
-            .and_then(Value::as_str)
-            .and_then(|g| g.parse().ok())
-    };
-    let row = match debezium_json::row_after(value)? {
-        // A plain row is stored as it came.
-        Some(_) if plain => Some(payload.to_vec()),
-        Some(row) => Some(serde_json::to_vec(&row).expect("JSON serializes")),
-        None => None,
-    };
-    Ok(RowChange { row, gtid })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn rows_from_envelopes_plain_rows_and_bad_values() {
-        let row = |s: &str| row_of(s.as_bytes()).map(|c| c.row);
-        assert_eq!(
-            row(r#"{"op":"c","after":{"id":1},"before":null}"#)
-                .unwrap()
-                .unwrap(),
-            br#"{"id":1}"#
-        );
-        assert_eq!(
-            row(r#"{"op":"u","before":{"id":1},"after":{"id":1,"x":2}}"#)
-                .unwrap()
-                .unwrap(),
-            br#"{"id":1,"x":2}"#
-        );
-        assert_eq!(
-            row(r#"{"op":"d","before":{"id":1},"after":null}"#).unwrap(),
-            None
-        );
-        assert_eq!(
-            row(r#"{"schema":{},"payload":{"op":"r","after":{"id":3}}}"#)
-                .unwrap()
-                .unwrap(),
-            br#"{"id":3}"#
-        );
-        assert_eq!(
-            row(r#"{"id":5,"name":"plain"}"#).unwrap().unwrap(),
-            br#"{"id":5,"name":"plain"}"#
-        );
-        assert_eq!(row("null").unwrap(), None);
-        assert!(
-            row(r#"{"op":"x"}"#)
-                .unwrap_err()
-                .to_string()
-                .contains("unknown op")
-        );
-        assert!(row(r#"{"op":"c","after":null}"#).is_err());
-        assert!(row("[1]").is_err());
-        assert!(matches!(row("{oops"), Err(Unapplicable::NotJson(_))));
-    }
-
-    #[test]
-    fn change_events_carry_their_source_gtid() {
-        let gtid = |s: &str| row_of(s.as_bytes()).unwrap().gtid.map(|g| g.to_string());
-        assert_eq!(
-            gtid(r#"{"op":"c","after":{"id":1},"source":{"gtid":"0-1-42"}}"#).as_deref(),
-            Some("0-1-42")
-        );
-        assert_eq!(
-            gtid(
-                r#"{"schema":{},"payload":{"op":"d","before":{"id":1},"source":{"gtid":"2-3-4"}}}"#
-            )
-            .as_deref(),
-            Some("2-3-4")
-        );
-        let mysql = r#"{"op":"u","after":{"id":1},"source":{"gtid":"3E11FA47-71CA-11E1-9E33-C80AA9429562:23"}}"#;
-        assert_eq!(
-            gtid(mysql).as_deref(),
-            Some("3e11fa47-71ca-11e1-9e33-c80aa9429562:23"),
-            "a MySQL GTID"
-        );
-        assert_eq!(gtid(r#"{"op":"r","after":{"id":1},"source":{}}"#), None);
-        assert_eq!(
-            gtid(r#"{"id":1,"source":{"gtid":"0-1-1"}}"#),
-            None,
-            "a plain row"
-        );
-    }
 }

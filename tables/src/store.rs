@@ -2,7 +2,7 @@
 //!
 //! One database per instance; one column family per (table, partition), named
 //! `<table>@<partition>`, so a partition can be dropped or handed over on its
-//! own. Rows live under their [`key_codec`](crate::key_codec) key; metadata
+//! own. Rows live under their [`key_codec`](tributary_table_api::key_codec) key; metadata
 //! under keys starting with `00`: the offset of the last applied record, the
 //! newest source GTIDs applied and how the table's keys are written. The
 //! offset is written in the same `WriteBatch` as the rows it covers, so a crash

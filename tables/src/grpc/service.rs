@@ -28,7 +28,7 @@ use crate::local_table::{LocalTable, Placement};
 use crate::metrics::{GrpcLabel, MethodLabel, TablesMetrics};
 use crate::progress::Progress;
 use crate::remote::RemoteTable;
-use crate::table::{KeyRange, Table, TableDescription};
+use tributary_table_api::{KeyRange, LookupError, Table, TableDescription};
 
 /// A table the API serves.
 #[derive(Clone)]
@@ -606,14 +606,20 @@ fn json_field(value: Option<&v1::Value>, field: &str) -> Result<Json, Status> {
 }
 
 /// A table error as the status a client can act on.
-fn status(error: TableError) -> Status {
+fn status(error: impl Into<TableError>) -> Status {
+    let error = error.into();
     let message = error.to_string();
     match error {
-        TableError::BadKey { .. } => Status::invalid_argument(message),
+        TableError::Lookup(lookup) => match lookup {
+            LookupError::BadKey { .. } => Status::invalid_argument(message),
+            LookupError::NotOwned { .. } | LookupError::Unavailable { .. } => {
+                Status::unavailable(message)
+            }
+            LookupError::Unsupported { .. } => Status::unimplemented(message),
+            LookupError::Corrupt { .. } | LookupError::Storage { .. } => Status::internal(message),
+        },
         TableError::UnknownTable(_) => Status::not_found(message),
-        TableError::NotOwned { .. } | TableError::Remote { .. } => Status::unavailable(message),
         TableError::Partitioning { .. } => Status::failed_precondition(message),
-        TableError::Unsupported { .. } => Status::unimplemented(message),
         _ => Status::internal(message),
     }
 }

@@ -29,6 +29,8 @@ use moka::Expiry;
 use moka::future::Cache;
 use serde_json::Value;
 use tokio::task::JoinSet;
+use tributary_table_api::key_values::{Expect, key_values};
+use tributary_table_api::{KeyRange, LookupError, Table, TableDescription};
 
 use crate::config::{BackendConfig, RemoteTableConfig};
 use crate::error::TableError;
@@ -37,7 +39,6 @@ use crate::remote::backend::Backend;
 use crate::remote::breaker::Breaker;
 use crate::remote::fetcher::{Fetcher, Policy};
 use crate::remote::stats::RemoteStats;
-use crate::table::{KeyRange, Table, TableDescription};
 
 /// A cached lookup: the row, or `None` for a key without one.
 type Cached = Option<Arc<Value>>;
@@ -139,38 +140,8 @@ impl RemoteTable {
 
     /// The key's values in key-column order (borrowed from `key`), and its
     /// cache key: nothing is cloned for a lookup the cache answers.
-    fn key_values<'k>(&self, key: &'k Value) -> Result<(Vec<&'k Value>, String), TableError> {
-        let bad = |problem: String| TableError::BadKey {
-            table: self.name.clone(),
-            problem,
-        };
-        let values = match key {
-            Value::Object(map) => {
-                if let Some(extra) = map.keys().find(|k| !self.key_columns.contains(k)) {
-                    return Err(bad(format!(
-                        "`{extra}` is not a key column (key columns: {:?})",
-                        self.key_columns
-                    )));
-                }
-                self.key_columns
-                    .iter()
-                    .map(|c| {
-                        map.get(c)
-                            .ok_or_else(|| bad(format!("missing key column `{c}`")))
-                    })
-                    .collect::<Result<Vec<_>, _>>()?
-            }
-            Value::Array(values) => values.iter().collect(),
-            scalar => vec![scalar],
-        };
-        if values.len() != self.key_columns.len() {
-            return Err(bad(format!(
-                "expected {} key values ({:?}), got {}",
-                self.key_columns.len(),
-                self.key_columns,
-                values.len()
-            )));
-        }
+    fn key_values<'k>(&self, key: &'k Value) -> Result<(Vec<&'k Value>, String), LookupError> {
+        let values = key_values(&self.name, &self.key_columns, key, Expect::Full)?;
         let text = serde_json::to_string(&values).expect("JSON serializes");
         Ok((values, text))
     }
@@ -197,8 +168,8 @@ impl RemoteTable {
         &self.generations[hasher.finish() as usize % self.generations.len()]
     }
 
-    fn remote_error(&self, e: impl std::fmt::Display) -> TableError {
-        TableError::Remote {
+    fn remote_error(&self, e: impl std::fmt::Display) -> LookupError {
+        LookupError::Unavailable {
             table: self.name.clone(),
             problem: e.to_string(),
         }
@@ -216,11 +187,11 @@ impl Table for RemoteTable {
         &self.name
     }
 
-    async fn get(&self, key: &Value) -> Result<Option<Value>, TableError> {
+    async fn get(&self, key: &Value) -> Result<Option<Value>, LookupError> {
         Ok(self.get_shared(key).await?.map(|row| (*row).clone()))
     }
 
-    async fn get_shared(&self, key: &Value) -> Result<Option<Arc<Value>>, TableError> {
+    async fn get_shared(&self, key: &Value) -> Result<Option<Arc<Value>>, LookupError> {
         let started = Instant::now();
         let (values, text) = self.key_values(key)?;
         let row = match &self.cache {
@@ -266,13 +237,13 @@ impl Table for RemoteTable {
         Ok(row)
     }
 
-    async fn multi_get(&self, keys: &[Value]) -> Result<Vec<Option<Value>>, TableError> {
+    async fn multi_get(&self, keys: &[Value]) -> Result<Vec<Option<Value>>, LookupError> {
         // At once, so that the misses share backend calls.
         futures::future::try_join_all(keys.iter().map(|k| self.get(k))).await
     }
 
-    async fn scan(&self, _: &KeyRange, _: usize) -> Result<Vec<(Value, Value)>, TableError> {
-        Err(TableError::Unsupported {
+    async fn scan(&self, _: &KeyRange, _: usize) -> Result<Vec<(Value, Value)>, LookupError> {
+        Err(LookupError::Unsupported {
             table: self.name.clone(),
             operation: "scan (remote tables answer point lookups only)",
         })
@@ -321,7 +292,7 @@ pub async fn start_all(
 ) -> Result<RemoteTables, TableError> {
     let mut started = RemoteTables::default();
     for remote in &config.remote {
-        let unusable = |e: &dyn std::fmt::Display| TableError::Remote {
+        let unusable = |e: &dyn std::fmt::Display| TableError::Backend {
             table: remote.name.clone(),
             problem: e.to_string(),
         };

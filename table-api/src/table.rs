@@ -2,7 +2,9 @@
 //!
 //! Keys and rows are JSON values. A key is given as an object of the key
 //! columns (`{"id": 7}`, the same object as the Kafka record key), as an array
-//! of key values in key order, or, for single-column keys, as the bare value.
+//! of key values in key order, or, for single-column keys, as the bare value
+//! ([`key_values`](crate::key_values)). Scans return rows in the order of the
+//! [`key_codec`](crate::key_codec) encoding of their keys.
 
 use std::sync::Arc;
 
@@ -10,7 +12,7 @@ use async_trait::async_trait;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::error::TableError;
+use crate::error::LookupError;
 
 /// State of one partition held by an instance.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -87,11 +89,11 @@ pub trait Table: Send + Sync {
     fn name(&self) -> &str;
 
     /// The row with this key, if any.
-    async fn get(&self, key: &Value) -> Result<Option<Value>, TableError>;
+    async fn get(&self, key: &Value) -> Result<Option<Value>, LookupError>;
 
     /// The row with this key, shared: a table that keeps rows in memory (a remote
     /// table's cache) hands out its own copy instead of cloning the row.
-    async fn get_shared(&self, key: &Value) -> Result<Option<Arc<Value>>, TableError> {
+    async fn get_shared(&self, key: &Value) -> Result<Option<Arc<Value>>, LookupError> {
         Ok(self.get(key).await?.map(Arc::new))
     }
 
@@ -102,12 +104,12 @@ pub trait Table: Send + Sync {
         &self,
         key: &Value,
         _columns: &[String],
-    ) -> Result<Option<Columns>, TableError> {
+    ) -> Result<Option<Columns>, LookupError> {
         Ok(self.get_shared(key).await?.map(Columns::Shared))
     }
 
     /// The rows of several keys, in the same order.
-    async fn multi_get(&self, keys: &[Value]) -> Result<Vec<Option<Value>>, TableError> {
+    async fn multi_get(&self, keys: &[Value]) -> Result<Vec<Option<Value>>, LookupError> {
         let mut rows = Vec::with_capacity(keys.len());
         for key in keys {
             rows.push(self.get(key).await?);
@@ -116,8 +118,11 @@ pub trait Table: Send + Sync {
     }
 
     /// Up to `limit` `(key, row)` pairs within `range`, in key order.
-    async fn scan(&self, range: &KeyRange, limit: usize)
-    -> Result<Vec<(Value, Value)>, TableError>;
+    async fn scan(
+        &self,
+        range: &KeyRange,
+        limit: usize,
+    ) -> Result<Vec<(Value, Value)>, LookupError>;
 
     /// What the table holds and how far it has got.
     async fn describe(&self) -> TableDescription;

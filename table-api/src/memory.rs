@@ -1,0 +1,172 @@
+//! [`MemoryTable`]: a [`Table`] held in a sorted map. It stands in for local and
+//! remote tables in the tests of what reads tables (jobs, the lookup API), and
+//! passes the same [conformance suite](crate::conformance) they do.
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::sync::RwLock;
+
+use async_trait::async_trait;
+use serde_json::{Map, Value};
+
+use crate::error::LookupError;
+use crate::key_codec;
+use crate::key_values::{Expect, key_values};
+use crate::table::{KeyRange, Table, TableDescription};
+
+/// A failure every lookup of a [`MemoryTable`] answers with, while set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fault {
+    /// The key's partition is held elsewhere ([`LookupError::NotOwned`]).
+    NotOwned {
+        /// The partition named in the error.
+        partition: i32,
+    },
+    /// The store cannot answer now ([`LookupError::Unavailable`]).
+    Unavailable(String),
+}
+
+/// Rows by encoded key: the key's values and the row.
+type Rows = BTreeMap<Vec<u8>, (Vec<Value>, Value)>;
+
+/// A table in memory, ordered by the encoding of its keys as local tables are.
+#[derive(Debug)]
+pub struct MemoryTable {
+    name: String,
+    key_columns: Vec<String>,
+    rows: RwLock<Rows>,
+    fault: RwLock<Option<Fault>>,
+}
+
+impl MemoryTable {
+    /// An empty table keyed by `key_columns`, in key order.
+    pub fn new(name: &str, key_columns: &[&str]) -> Self {
+        MemoryTable {
+            name: name.to_owned(),
+            key_columns: key_columns.iter().map(|c| (*c).to_owned()).collect(),
+            rows: RwLock::default(),
+            fault: RwLock::default(),
+        }
+    }
+
+    /// Stores `row` (an object holding every key column), replacing the row
+    /// with the same key.
+    pub fn upsert(&self, row: Value) -> Result<(), LookupError> {
+        let Some(object) = row.as_object() else {
+            return Err(self.bad_key("a row must be an object of its columns".into()));
+        };
+        let key: Map<String, Value> = self
+            .key_columns
+            .iter()
+            .filter_map(|c| object.get(c).map(|v| (c.clone(), v.clone())))
+            .collect();
+        let (encoded, values) = self.encode(&Value::Object(key), Expect::Full)?;
+        self.rows
+            .write()
+            .expect("rows lock")
+            .insert(encoded, (values, row));
+        Ok(())
+    }
+
+    /// Removes the row of `key`, if there is one.
+    pub fn delete(&self, key: &Value) -> Result<(), LookupError> {
+        let (encoded, _) = self.encode(key, Expect::Full)?;
+        self.rows.write().expect("rows lock").remove(&encoded);
+        Ok(())
+    }
+
+    /// From now on every lookup fails with `fault` (`None`: answers again).
+    pub fn fail(&self, fault: Option<Fault>) {
+        *self.fault.write().expect("fault lock") = fault;
+    }
+
+    fn check_fault(&self) -> Result<(), LookupError> {
+        let table = self.name.clone();
+        match self.fault.read().expect("fault lock").clone() {
+            None => Ok(()),
+            Some(Fault::NotOwned { partition }) => Err(LookupError::NotOwned { table, partition }),
+            Some(Fault::Unavailable(problem)) => Err(LookupError::Unavailable { table, problem }),
+        }
+    }
+
+    fn bad_key(&self, problem: String) -> LookupError {
+        LookupError::BadKey {
+            table: self.name.clone(),
+            problem,
+        }
+    }
+
+    /// The encoding of `key` (or of a prefix of it), and its values.
+    fn encode(&self, key: &Value, expect: Expect) -> Result<(Vec<u8>, Vec<Value>), LookupError> {
+        let values = key_values(&self.name, &self.key_columns, key, expect)?;
+        let encoded =
+            key_codec::encode(values.iter().copied()).map_err(|e| self.bad_key(e.to_string()))?;
+        Ok((encoded, values.into_iter().cloned().collect()))
+    }
+}
+
+#[async_trait]
+impl Table for MemoryTable {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    async fn get(&self, key: &Value) -> Result<Option<Value>, LookupError> {
+        self.check_fault()?;
+        let (encoded, _) = self.encode(key, Expect::Full)?;
+        let rows = self.rows.read().expect("rows lock");
+        Ok(rows.get(&encoded).map(|(_, row)| row.clone()))
+    }
+
+    async fn scan(
+        &self,
+        range: &KeyRange,
+        limit: usize,
+    ) -> Result<Vec<(Value, Value)>, LookupError> {
+        self.check_fault()?;
+        let (prefix, from, to) = match range {
+            KeyRange::Prefix(prefix) => (self.encode(prefix, Expect::Prefix)?.0, None, None),
+            KeyRange::Between { from, to } => {
+                let bound = |b: &Option<Value>| {
+                    b.as_ref()
+                        .map(|v| self.encode(v, Expect::Prefix).map(|(e, _)| e))
+                        .transpose()
+                };
+                (Vec::new(), bound(from)?, bound(to)?)
+            }
+        };
+        let start = from.unwrap_or_else(|| prefix.clone());
+        if to.as_ref().is_some_and(|to| *to <= start) {
+            return Ok(Vec::new()); // an empty range (`BTreeMap::range` would panic)
+        }
+        let end = to.map_or(Bound::Unbounded, Bound::Excluded);
+        let rows = self.rows.read().expect("rows lock");
+        Ok(rows
+            .range((Bound::Included(start), end))
+            .take_while(|(encoded, _)| encoded.starts_with(&prefix))
+            .take(limit)
+            .map(|(_, (values, row))| {
+                let key: Map<String, Value> = self
+                    .key_columns
+                    .iter()
+                    .cloned()
+                    .zip(values.clone())
+                    .collect();
+                (Value::Object(key), row.clone())
+            })
+            .collect())
+    }
+
+    async fn describe(&self) -> TableDescription {
+        TableDescription {
+            name: self.name.clone(),
+            kind: "memory",
+            topic: String::new(),
+            key_columns: self.key_columns.clone(),
+            partition_count: 0,
+            global: false,
+            rows_estimate: self.rows.read().expect("rows lock").len() as u64,
+            partitions: Vec::new(),
+        }
+    }
+}

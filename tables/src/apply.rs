@@ -1,0 +1,270 @@
+//! What one change record does to the store: its key normalised
+//! ([`record_key`]) and encoded ([`key_codec`]), its value read as a change
+//! event or a plain row, and the row written or deleted in the batch. A global
+//! table's keyspace keeps the version of the partition that wrote a key last
+//! ([`global_rows`](crate::global_rows)); a partitioned table's record is
+//! checked against the table's partitioner. No Kafka here: the materializer
+//! hands records over as [`Record`]s, and the table conformance suite applies
+//! its changes through the same path.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde_json::Value;
+use tributary_proto::debezium_json;
+use tributary_proto::gtid::Gtid;
+use tributary_table_api::key_codec;
+
+use crate::error::TableError;
+use crate::global_rows::Owner;
+use crate::local_table::{Partitioning, SharedShape};
+use crate::partition_check;
+use crate::record_key::{self, KeyShape};
+use crate::store::ApplyBatch;
+
+/// How a table keeps its rows.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Layout {
+    /// `None`: a global table (one keyspace); otherwise where keys belong.
+    pub(crate) partitioning: Option<Partitioning>,
+    /// Partitions of its topic.
+    pub(crate) partitions: u32,
+}
+
+/// What applying one record did.
+#[derive(Debug, Default)]
+pub(crate) struct Applied {
+    /// The GTID of the source transaction, if the record names one.
+    pub(crate) gtid: Option<Gtid>,
+    /// The partition the table's partitioner gives the key, when not the record's.
+    pub(crate) misplaced: Option<i32>,
+    /// A global table kept a newer version of the key from another partition.
+    pub(crate) superseded: bool,
+}
+
+/// Why a record cannot be applied (it is skipped and counted).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum Unapplicable {
+    /// No key at all.
+    #[error(
+        "record has no key (a table captured without a primary key has null keys; \
+         give it key columns with capture's message_key_columns)"
+    )]
+    NoKey,
+    /// A key that is not a table key.
+    #[error(transparent)]
+    Key(#[from] record_key::RecordKeyError),
+    /// Key values that cannot be encoded.
+    #[error("key: {0}")]
+    KeyValues(#[from] key_codec::KeyCodecError),
+    /// A value that is not JSON.
+    #[error("value is not JSON: {0}")]
+    NotJson(#[from] serde_json::Error),
+    /// JSON that is neither a change event nor a row.
+    #[error(transparent)]
+    Value(#[from] tributary_proto::CodecError),
+}
+
+/// A change record, as the materializer hands it over.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Record<'a> {
+    /// The partition it was read from.
+    pub(crate) partition: i32,
+    /// Its key bytes.
+    pub(crate) key: Option<&'a [u8]>,
+    /// Its value bytes (`None`: a tombstone).
+    pub(crate) payload: Option<&'a [u8]>,
+    /// Its timestamp (ms), which orders a global table's versions of a key.
+    pub(crate) timestamp_ms: i64,
+}
+
+/// Applies records to batches, remembering how each table partition's keys
+/// are written (a new shape is stored with the batch that first shows it).
+#[derive(Debug, Default)]
+pub(crate) struct Applier {
+    known_shapes: HashMap<String, HashMap<i32, KeyShape>>,
+}
+
+impl Applier {
+    /// Adds one record of `table` to the batch. The outer error is a storage
+    /// failure (fatal); the inner one a record that cannot be applied (skipped).
+    pub(crate) fn apply(
+        &mut self,
+        shared_shape: &SharedShape,
+        batch: &mut ApplyBatch<'_>,
+        table: &str,
+        layout: Layout,
+        record: Record<'_>,
+    ) -> Result<Result<Applied, Unapplicable>, TableError> {
+        let partition = record.partition;
+        let Some(raw_key) = record.key else {
+            return Ok(Err(Unapplicable::NoKey));
+        };
+        let key = match record_key::parse(raw_key) {
+            Ok(key) => key,
+            Err(reason) => return Ok(Err(reason.into())),
+        };
+        let known = self.known_shapes.get(table).and_then(|t| t.get(&partition));
+        // Members in another order are the same key: the table keeps its column
+        // order (so a key is stored once), and lookups write keys in that order.
+        let key = match known {
+            Some(shape) => key.in_order_of(&shape.columns),
+            None => key,
+        };
+        if known != Some(&key.shape) {
+            batch.key_shape(table, partition, &key.shape)?;
+            // Lookups write keys as the producer now does (a schema wrapper added,
+            // integers quoted), without waiting for a restart.
+            *shared_shape.write().expect("shape lock") = Some(Arc::new(key.shape.clone()));
+            self.known_shapes
+                .entry(table.to_owned())
+                .or_default()
+                .insert(partition, key.shape.clone());
+        }
+        let encoded = match key_codec::encode(&key.values) {
+            Ok(encoded) => encoded,
+            Err(e) => return Ok(Err(e.into())),
+        };
+        let mut applied = Applied::default();
+        let row = match record.payload {
+            None => None, // a tombstone
+            Some(payload) => match row_of(payload) {
+                Ok(change) => {
+                    applied.gtid = change.gtid;
+                    change.row
+                }
+                Err(reason) => return Ok(Err(reason)),
+            },
+        };
+        match layout.partitioning {
+            None => {
+                let owner = Owner {
+                    partition,
+                    timestamp: record.timestamp_ms,
+                };
+                applied.superseded = !batch.apply_global(table, &encoded, owner, row.as_deref())?;
+            }
+            Some(partitioning) => {
+                let expected =
+                    partition_check::expected_partition(partitioning, &key, layout.partitions);
+                if expected != partition {
+                    applied.misplaced = Some(expected);
+                }
+                match row {
+                    Some(row) => batch.upsert(table, partition, &encoded, &row)?,
+                    None => batch.delete(table, partition, &encoded)?,
+                }
+            }
+        }
+        Ok(Ok(applied))
+    }
+}
+
+/// What a record value does to its row.
+#[derive(Debug, PartialEq)]
+struct RowChange {
+    /// The row JSON to store; `None` deletes.
+    row: Option<Vec<u8>>,
+    /// The GTID of the source transaction (change events of MariaDB sources).
+    gtid: Option<Gtid>,
+}
+
+/// The row a record value stores and the GTID it comes from.
+fn row_of(payload: &[u8]) -> Result<RowChange, Unapplicable> {
+    let value: Value = serde_json::from_slice(payload)?;
+    // Neither a change event nor one wrapped with its schema.
+    let plain = value.as_object().is_some_and(|m| {
+        let wrapped = m.contains_key("schema") && m.contains_key("payload");
+        !(m.contains_key("op") || wrapped)
+    });
+    let gtid = if plain {
+        None
+    } else {
+        let event = value.get("payload").unwrap_or(&value);
+        event
+            .pointer("/source/gtid")
+            .and_then(Value::as_str)
+            .and_then(|g| g.parse().ok())
+    };
+    let row = match debezium_json::row_after(value)? {
+        // A plain row is stored as it came.
+        Some(_) if plain => Some(payload.to_vec()),
+        Some(row) => Some(serde_json::to_vec(&row).expect("JSON serializes")),
+        None => None,
+    };
+    Ok(RowChange { row, gtid })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_from_envelopes_plain_rows_and_bad_values() {
+        let row = |s: &str| row_of(s.as_bytes()).map(|c| c.row);
+        assert_eq!(
+            row(r#"{"op":"c","after":{"id":1},"before":null}"#)
+                .unwrap()
+                .unwrap(),
+            br#"{"id":1}"#
+        );
+        assert_eq!(
+            row(r#"{"op":"u","before":{"id":1},"after":{"id":1,"x":2}}"#)
+                .unwrap()
+                .unwrap(),
+            br#"{"id":1,"x":2}"#
+        );
+        assert_eq!(
+            row(r#"{"op":"d","before":{"id":1},"after":null}"#).unwrap(),
+            None
+        );
+        assert_eq!(
+            row(r#"{"schema":{},"payload":{"op":"r","after":{"id":3}}}"#)
+                .unwrap()
+                .unwrap(),
+            br#"{"id":3}"#
+        );
+        assert_eq!(
+            row(r#"{"id":5,"name":"plain"}"#).unwrap().unwrap(),
+            br#"{"id":5,"name":"plain"}"#
+        );
+        assert_eq!(row("null").unwrap(), None);
+        assert!(
+            row(r#"{"op":"x"}"#)
+                .unwrap_err()
+                .to_string()
+                .contains("unknown op")
+        );
+        assert!(row(r#"{"op":"c","after":null}"#).is_err());
+        assert!(row("[1]").is_err());
+        assert!(matches!(row("{oops"), Err(Unapplicable::NotJson(_))));
+    }
+
+    #[test]
+    fn change_events_carry_their_source_gtid() {
+        let gtid = |s: &str| row_of(s.as_bytes()).unwrap().gtid.map(|g| g.to_string());
+        assert_eq!(
+            gtid(r#"{"op":"c","after":{"id":1},"source":{"gtid":"0-1-42"}}"#).as_deref(),
+            Some("0-1-42")
+        );
+        assert_eq!(
+            gtid(
+                r#"{"schema":{},"payload":{"op":"d","before":{"id":1},"source":{"gtid":"2-3-4"}}}"#
+            )
+            .as_deref(),
+            Some("2-3-4")
+        );
+        let mysql = r#"{"op":"u","after":{"id":1},"source":{"gtid":"3E11FA47-71CA-11E1-9E33-C80AA9429562:23"}}"#;
+        assert_eq!(
+            gtid(mysql).as_deref(),
+            Some("3e11fa47-71ca-11e1-9e33-c80aa9429562:23"),
+            "a MySQL GTID"
+        );
+        assert_eq!(gtid(r#"{"op":"r","after":{"id":1},"source":{}}"#), None);
+        assert_eq!(
+            gtid(r#"{"id":1,"source":{"gtid":"0-1-1"}}"#),
+            None,
+            "a plain row"
+        );
+    }
+}

@@ -1,0 +1,196 @@
+//! The tables of this crate pass the table conformance suite of
+//! `tributary-table-api`: local tables (global, and partitioned over four
+//! partitions) over a RocksDB store written through the materializer's own
+//! record path ([`apply`](crate::apply)), and a remote table over a backend
+//! that answers from a map.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use serde_json::{Map, Value};
+use tempfile::TempDir;
+use tributary_table_api::conformance::{Change, Fixture};
+use tributary_table_api::{Table, key_codec};
+
+use crate::TablesConfig;
+use crate::apply::{Applier, Layout, Record};
+use crate::config::TableMode;
+use crate::local_table::{LocalTable, Partitioning, SharedShape};
+use crate::metrics::TablesMetrics;
+use crate::partition_check::expected_partition;
+use crate::progress::Progress;
+use crate::record_key;
+use crate::remote::RemoteTable;
+use crate::remote::backend::{Backend, BackendError};
+use crate::store::Store;
+
+/// The key object of `row` (or of a delete's key): the key columns in key order.
+fn key_of(key_columns: &[&str], row: &Value) -> Map<String, Value> {
+    key_columns
+        .iter()
+        .map(|c| ((*c).to_owned(), row[*c].clone()))
+        .collect()
+}
+
+/// Local tables in a fresh store, written as the materializer writes records.
+struct Local {
+    mode: TableMode,
+    partitions: u32,
+    /// Keeps the store's directory while the table is used.
+    dir: Mutex<Option<TempDir>>,
+}
+
+impl Local {
+    fn global() -> Self {
+        Local {
+            mode: TableMode::Global,
+            partitions: 3,
+            dir: Mutex::default(),
+        }
+    }
+
+    fn partitioned() -> Self {
+        Local {
+            mode: TableMode::Partitioned,
+            partitions: 4,
+            dir: Mutex::default(),
+        }
+    }
+}
+
+#[async_trait]
+impl Fixture for Local {
+    fn scans(&self) -> bool {
+        true
+    }
+
+    async fn table(&self, name: &str, key: &[&str], changes: Vec<Change>) -> Arc<dyn Table> {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let mode = match self.mode {
+            TableMode::Global => "global",
+            TableMode::Partitioned => "partitioned",
+        };
+        let config = TablesConfig::parse(&format!(
+            "data_dir: {}\nkafka: {{ brokers: b }}\ntables: [{{ name: {name}, topic: t, mode: {mode} }}]\n",
+            dir.path().display()
+        ))
+        .expect("a tables config");
+        let table_config = &config.tables[0];
+        let store = Arc::new(Store::open(dir.path(), &config.rocksdb).expect("a store"));
+        let progress = Arc::new(Progress::default());
+        let partitioning = Partitioning::of(table_config);
+        let layout = Layout {
+            partitioning: (self.mode == TableMode::Partitioned).then_some(partitioning),
+            partitions: self.partitions,
+        };
+        if self.mode == TableMode::Global {
+            store
+                .ensure_global(name, self.partitions)
+                .expect("a keyspace");
+        }
+        for partition in 0..self.partitions as i32 {
+            progress.assign(name, partition, 0, Default::default());
+        }
+        let shape = SharedShape::default();
+        let mut applier = Applier::default();
+        for (offset, change) in changes.into_iter().enumerate() {
+            let (key, row) = match change {
+                Change::Upsert(row) => (key_of(key, &row), Some(row)),
+                Change::Delete(deleted) => (key_of(key, &deleted), None),
+            };
+            let key = serde_json::to_vec(&key).expect("JSON");
+            let payload = row.map(|row| serde_json::to_vec(&row).expect("JSON"));
+            // On the partition a producer hashing the key would write it to.
+            let parsed = record_key::parse(&key).expect("a record key");
+            let partition = expected_partition(partitioning, &parsed, self.partitions);
+            let record = Record {
+                partition,
+                key: Some(&key),
+                payload: payload.as_deref(),
+                timestamp_ms: offset as i64,
+            };
+            let mut batch = store.batch();
+            let applied = applier
+                .apply(&shape, &mut batch, name, layout, record)
+                .expect("the store writes");
+            applied.expect("the suite's records apply");
+            batch.commit().expect("the store commits");
+        }
+        *self.dir.lock().expect("dir lock") = Some(dir);
+        Arc::new(LocalTable::new(
+            table_config,
+            self.partitions,
+            store,
+            progress,
+            TablesMetrics::default(),
+            shape,
+        ))
+    }
+}
+
+/// A backend answering from a map of encoded keys to rows.
+struct MapBackend(HashMap<Vec<u8>, Value>);
+
+#[async_trait]
+impl Backend for MapBackend {
+    async fn fetch(&self, keys: &[Vec<Value>]) -> Result<Vec<Option<Value>>, BackendError> {
+        keys.iter()
+            .map(|key| {
+                let encoded =
+                    key_codec::encode(key).map_err(|e| BackendError::permanent(e.to_string()))?;
+                Ok(self.0.get(&encoded).cloned())
+            })
+            .collect()
+    }
+}
+
+/// Remote tables (cache, batching and all) over a [`MapBackend`].
+struct Remote;
+
+#[async_trait]
+impl Fixture for Remote {
+    fn scans(&self) -> bool {
+        false
+    }
+
+    async fn table(&self, name: &str, key: &[&str], changes: Vec<Change>) -> Arc<dyn Table> {
+        let config = TablesConfig::parse(&format!(
+            "data_dir: /x\nkafka: {{ brokers: b }}\nremote:\n  - name: {name}\n    mysql: {{ url: 'mysql://u@h', table: d.t, key: {key:?} }}\n"
+        ))
+        .expect("a tables config");
+        let mut rows = HashMap::new();
+        for change in changes {
+            let (key, row) = match change {
+                Change::Upsert(row) => (key_of(key, &row), Some(row)),
+                Change::Delete(deleted) => (key_of(key, &deleted), None),
+            };
+            let encoded = key_codec::encode(key.values()).expect("a key");
+            match row {
+                Some(row) => rows.insert(encoded, row),
+                None => rows.remove(&encoded),
+            };
+        }
+        let backend = Arc::new(MapBackend(rows));
+        Arc::new(RemoteTable::new(
+            &config.remote[0],
+            backend,
+            &TablesMetrics::default(),
+        ))
+    }
+}
+
+mod global_local_table {
+    use super::*;
+    tributary_table_api::table_conformance!(Local::global());
+}
+
+mod partitioned_local_table {
+    use super::*;
+    tributary_table_api::table_conformance!(Local::partitioned());
+}
+
+mod remote_table {
+    use super::*;
+    tributary_table_api::table_conformance!(Remote);
+}
