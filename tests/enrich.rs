@@ -63,7 +63,7 @@ impl JobFiles {
             None => "",
         };
         let job = format!(
-            "kafka: {{ brokers: '{}', consumer: {{ session.timeout.ms: '3000' }} }}\n{tables_line}\
+            "kafka: {{ brokers: '{}', consumer: {{ session.timeout.ms: '3000' }}, producer: {{ message.max.bytes: '16777216' }} }}\n{tables_line}\
              metrics: {{ listen: '127.0.0.1:{}' }}\n{extra}\n\
              jobs:\n  - name: shop\n    group_id: '{}'\n    input: {{ topics: ['{}'] }}\n    joins: {joins}\n    \
              output: {{ topic: '{}', key: order_id }}\n    dead_letter: {{ topic: '{}' }}\n",
@@ -428,6 +428,83 @@ async fn bounded_runs_stop_by_themselves_with_the_right_counts() {
 }
 
 /// Waits for a bounded run to exit successfully and returns what it printed.
+/// Events of several MiB each, far more of them than the job may hold: it
+/// enriches them all, and its resident memory grows by a small multiple of
+/// `max_in_flight_mb` (held input, the consumer's prefetch, the producer's
+/// queue), not by the size of the backlog.
+#[tokio::test(flavor = "multi_thread")]
+async fn large_events_are_held_within_the_byte_bound() {
+    const EVENT_BYTES: usize = 2 << 20;
+    const EVENTS: u64 = 40;
+    const BOUND_MB: u64 = 8;
+    let input = unique("large");
+    create_topic_with(&input, 2, "delete").await;
+    let files = JobFiles::new(&input);
+    let job = files.write(
+        None,
+        "[]",
+        &format!(
+            "max_in_flight_mb: {BOUND_MB}\nmax_event_bytes: {}",
+            2 * EVENT_BYTES
+        ),
+    );
+    let enricher = TributaryProcess::start(&["enrich"], &job, &[]);
+    // Running once its in-flight gauge is exported.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !matches!(try_http_get(files.metrics_port, "/metrics").await,
+        Some((200, body)) if body.contains("tributary_enrich_in_flight_bytes{"))
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the job did not start; log:\n{}",
+            enricher.log()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let idle_kib = enricher.memory_kib("VmRSS");
+
+    // The whole backlog is there when the job reads again.
+    enricher.signal("STOP");
+    let blob = "x".repeat(EVENT_BYTES);
+    let events: Vec<Produced> = (0..EVENTS)
+        .map(|n| {
+            let value = json!({ "order_id": n, "blob": blob })
+                .to_string()
+                .into_bytes();
+            ((n % 2) as i32, None, Some(value))
+        })
+        .collect();
+    produce_raw(&input, &events).await;
+    drop(events);
+    enricher.signal("CONT");
+    let out = read_raw(&files.output, Duration::from_secs(120), |r| {
+        r.len() >= EVENTS as usize
+    })
+    .await;
+    let ids: BTreeSet<u64> = out
+        .iter()
+        .map(|r| {
+            let value: Json = serde_json::from_slice(r.value.as_deref().unwrap()).unwrap();
+            assert_eq!(value["blob"].as_str().map(str::len), Some(EVENT_BYTES));
+            value["order_id"].as_u64().unwrap()
+        })
+        .collect();
+    assert_eq!(ids, (0..EVENTS).collect(), "log:\n{}", enricher.log());
+    let peak_kib = enricher.memory_kib("VmHWM");
+    let grown_mib = peak_kib.saturating_sub(idle_kib) / 1024;
+    let input_mib = (EVENTS * EVENT_BYTES as u64) >> 20;
+    eprintln!(
+        "idle {idle_kib} KiB, peak {peak_kib} KiB: grew {grown_mib} MiB for {input_mib} MiB of input"
+    );
+    assert!(
+        grown_mib <= 8 * BOUND_MB,
+        "resident memory grew {grown_mib} MiB with max_in_flight_mb {BOUND_MB} ({input_mib} MiB of input)"
+    );
+    let (ok, log) = enricher.terminate(Duration::from_secs(30));
+    assert!(ok, "{log}");
+}
+
 async fn wait_stdout(process: TributaryProcess) -> String {
     tokio::task::spawn_blocking(move || {
         let stdout = process.stdout_path();

@@ -54,6 +54,11 @@ pub struct EnrichConfig {
     /// Larger input events go to the dead-letter topic.
     #[serde(default = "default_max_event_bytes")]
     pub max_event_bytes: usize,
+    /// MiB of input events a job holds at once (read and not yet acknowledged:
+    /// being enriched or written); the consumer's prefetch and the producer's
+    /// queue are bounded by the same. One larger event is still taken, alone.
+    #[serde(default = "default_max_in_flight_mb")]
+    pub max_in_flight_mb: u64,
     /// Seconds to finish in-flight events after SIGTERM before exiting.
     #[serde(default = "default_grace")]
     pub shutdown_grace_s: u64,
@@ -241,6 +246,9 @@ fn default_recovery_timeout_s() -> u64 {
 fn default_concurrency() -> usize {
     4096
 }
+fn default_max_in_flight_mb() -> u64 {
+    256
+}
 fn default_max_event_bytes() -> usize {
     1 << 20
 }
@@ -313,6 +321,9 @@ impl Validate for EnrichConfig {
         }
         if self.max_event_bytes == 0 {
             return Err(ConfigError::new("max_event_bytes", "must be at least 1"));
+        }
+        if self.max_in_flight_mb == 0 {
+            return Err(ConfigError::new("max_in_flight_mb", "must be at least 1"));
         }
         let mut names = HashSet::new();
         for (j, job) in self.jobs.iter().enumerate() {
@@ -499,6 +510,10 @@ jobs:
             "jobs[0].name"
         );
         assert_eq!(field(&format!("{GOOD}concurrency: 0")), "concurrency");
+        assert_eq!(
+            field(&format!("{GOOD}max_in_flight_mb: 0")),
+            "max_in_flight_mb"
+        );
         assert_eq!(field(&format!("{GOOD}colour: blue")), "colour");
     }
 }

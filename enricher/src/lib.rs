@@ -128,6 +128,7 @@ pub async fn run(
             kafka: config.kafka.clone(),
             inputs,
             concurrency: config.concurrency,
+            max_in_flight_bytes: config.max_in_flight_mb.saturating_mul(1 << 20),
             grace: Duration::from_secs(config.shutdown_grace_s),
             delivery: config.delivery,
             commit_interval: Duration::from_millis(config.commit_interval_ms),

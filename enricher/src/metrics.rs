@@ -73,6 +73,8 @@ pub struct EnrichMetrics {
     pub lag_records: Family<InputLabel, Gauge>,
     /// `lag_records` summed over the job's assigned partitions.
     pub job_lag_records: Family<JobLabel, Gauge>,
+    /// Bytes of input events read and not yet acknowledged.
+    pub in_flight_bytes: Family<JobLabel, Gauge>,
 }
 
 /// One job's series of [`EnrichMetrics`].
@@ -88,6 +90,8 @@ pub struct JobMetrics {
     pub retried: Counter,
     /// Event timestamp to acknowledged output, in seconds.
     pub latency_seconds: Histogram,
+    /// Bytes of input events read and not yet acknowledged.
+    pub in_flight_bytes: Gauge,
     /// Deletes in a change stream, skipped.
     deleted: Counter,
     /// Events an inner join dropped.
@@ -130,6 +134,7 @@ impl Default for EnrichMetrics {
             latency_seconds: Family::new_with_constructor(latency_histogram),
             lag_records: Family::default(),
             job_lag_records: Family::default(),
+            in_flight_bytes: Family::default(),
         }
     }
 }
@@ -180,6 +185,11 @@ impl EnrichMetrics {
             "Records not yet committed, summed over the job's assigned input partitions",
             m.job_lag_records.clone(),
         );
+        r.register(
+            "in_flight_bytes",
+            "Bytes of input events read and not yet acknowledged (bounded by max_in_flight_mb)",
+            m.in_flight_bytes.clone(),
+        );
         m
     }
 
@@ -194,6 +204,7 @@ impl EnrichMetrics {
         let dead_lettered = self.dead_lettered.get_or_create(&label).clone();
         let retried = self.retried.get_or_create(&label).clone();
         let latency_seconds = self.latency_seconds.get_or_create(&label).clone();
+        let in_flight_bytes = self.in_flight_bytes.get_or_create(&label).clone();
         let skipped = |skip: Skip| {
             self.skipped
                 .get_or_create(&SkipLabel {
@@ -210,6 +221,7 @@ impl EnrichMetrics {
             dead_lettered,
             retried,
             latency_seconds,
+            in_flight_bytes,
         }
     }
 

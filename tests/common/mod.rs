@@ -250,6 +250,17 @@ impl TributaryProcess {
         TributaryProcess { child, log, stdout }
     }
 
+    /// A field of the process's `/proc/<pid>/status` in KiB (`VmRSS`: resident
+    /// now; `VmHWM`: the peak resident so far).
+    pub fn memory_kib(&self, field: &str) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
+            .and_then(|kib| kib.trim().strip_suffix("kB")?.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {field} in /proc/<pid>/status:\n{status}"))
+    }
+
     /// The file the process's stdout goes to.
     pub fn stdout_path(&self) -> PathBuf {
         self.stdout.clone()
@@ -271,13 +282,18 @@ impl TributaryProcess {
         text
     }
 
-    /// SIGTERM, then waits for the exit; returns (success, log).
-    pub fn terminate(self, timeout: Duration) -> (bool, String) {
+    /// Sends `signal` (`STOP`, `CONT`, …) to the process.
+    pub fn signal(&self, signal: &str) {
         let status = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
+            .args([&format!("-{signal}"), &self.child.id().to_string()])
             .status()
             .unwrap();
-        assert!(status.success());
+        assert!(status.success(), "kill -{signal}");
+    }
+
+    /// SIGTERM, then waits for the exit; returns (success, log).
+    pub fn terminate(self, timeout: Duration) -> (bool, String) {
+        self.signal("TERM");
         self.wait_exit(timeout)
     }
 
@@ -760,7 +776,9 @@ async fn send_all<'r>(
     let mut config = kafka.producer("test");
     config
         .set("linger.ms", "20")
-        .set("enable.idempotence", "true");
+        .set("enable.idempotence", "true")
+        // Tests of multi-megabyte events.
+        .set("message.max.bytes", "16777216");
     if let Some(partitioner) = partitioner {
         config.set("partitioner", partitioner);
     }

@@ -16,6 +16,7 @@
 //! - [`routing`]: which topic and record an outcome becomes (no I/O);
 //! - [`writer`]: sending records within the stall timeout;
 //! - [`acks`]: counting acknowledged outcomes;
+//! - [`in_flight`]: the bytes of input held, against `max_in_flight_mb`;
 //! - [`clients`]: the consumer and producer settings.
 //!
 //! This module's [`Runner`] drives them: read, enrich, write, acknowledge, commit.
@@ -25,6 +26,7 @@ mod assignment;
 mod batches;
 mod clients;
 mod gate;
+mod in_flight;
 mod routing;
 mod writer;
 
@@ -43,6 +45,7 @@ use self::acks::{Ack, AckFuture, Tally};
 use self::assignment::{Assignment, JobContext, partitions_of};
 use self::batches::Batches;
 pub use self::gate::TableGate;
+use self::in_flight::InFlight;
 use self::routing::{AckKind, Ownership, Record, Routing};
 use self::writer::{Writer, rejected_for_size};
 use crate::bounds::{self, Bounds, Tracker};
@@ -92,8 +95,10 @@ pub struct JobSetup {
     pub inputs: Vec<(String, u32)>,
     /// The enrichment steps.
     pub pipeline: Arc<Pipeline>,
-    /// Events in flight.
+    /// Events being enriched at once.
     pub concurrency: usize,
+    /// Bytes of input events held at once (read, not yet acknowledged).
+    pub max_in_flight_bytes: u64,
     /// Time to finish in-flight events after shutdown.
     pub grace: Duration,
     /// Delivery guarantee (bounded runs commit nothing and ignore it).
@@ -138,6 +143,7 @@ pub async fn run(
         &job,
         &setup.config.group_id(),
         bounds.is_some(),
+        setup.max_in_flight_bytes,
     )
     .create_with_context(context)?;
     let bounded = match bounds {
@@ -166,8 +172,13 @@ pub async fn run(
     let exactly_once = setup.delivery == Delivery::ExactlyOnce && bounded.is_none();
     let transactional_id =
         exactly_once.then(|| clients::transactional_id(&setup.config.group_id()));
-    let producer =
-        clients::producer_config(&setup.kafka, &job, transactional_id.as_deref()).create()?;
+    let producer = clients::producer_config(
+        &setup.kafka,
+        &job,
+        transactional_id.as_deref(),
+        setup.max_in_flight_bytes,
+    )
+    .create()?;
     let eos = match transactional_id {
         Some(id) => {
             info!(%job, transactional_id = %id, "exactly-once: outputs and offsets in Kafka transactions");
@@ -178,6 +189,10 @@ pub async fn run(
         None => None,
     };
     let mut runner = Runner {
+        in_flight: InFlight::new(
+            setup.max_in_flight_bytes,
+            setup.metrics.of_job(&job).in_flight_bytes,
+        ),
         tally: Tally::new(&job, setup.metrics.of_job(&job)),
         routing: Routing::new(&setup.config),
         writer: Writer::new(producer, Duration::from_secs(setup.kafka.stall_timeout_s)),
@@ -214,6 +229,7 @@ struct Runner {
     setup: JobSetup,
     assignment: Assignment,
     batches: Batches,
+    in_flight: InFlight,
     routing: Routing,
     writer: Writer,
     bounded: Option<Tracker>,
@@ -259,7 +275,7 @@ impl Runner {
                     }
                 }
                 _ = commit_tick.tick(), if self.eos.is_some() => self.commit(consumer)?,
-                received = consumer.recv(), if reading && self.batches.events() < self.setup.concurrency => {
+                received = consumer.recv(), if reading && self.has_room() => {
                     // This message and whatever else the consumer already holds, in
                     // batches of one assignment generation each.
                     // (rdkafka ends a drain at a rebalance event; checking each message keeps
@@ -275,10 +291,15 @@ impl Runner {
                         }
                         // A rebalance inside `recv` starts the new assignment unpaused.
                         delays.follow(now);
-                        batch.extend(self.admit(consumer, &mut delays, received)?);
+                        if let Some(msg) = self.admit(consumer, &mut delays, received)? {
+                            self.in_flight.took(&msg);
+                            batch.push(msg);
+                        }
                         // Counting what was taken, not what was kept, bounds the time spent here.
                         taken += 1;
-                        let room = taken < MAX_BATCH && self.batches.events() + batch.len() < self.setup.concurrency;
+                        let room = taken < MAX_BATCH
+                            && self.batches.events() + batch.len() < self.setup.concurrency
+                            && self.in_flight.has_room();
                         next = if room { consumer.recv().now_or_never() } else { None };
                     }
                     self.start(batch, generation);
@@ -303,6 +324,12 @@ impl Runner {
         self.tally.summary.seconds =
             first_event.map_or(0.0, |t: Instant| t.elapsed().as_secs_f64());
         Ok(())
+    }
+
+    /// Whether another event may be read: fewer than `concurrency` being
+    /// enriched, and less than `max_in_flight_mb` held.
+    fn has_room(&self) -> bool {
+        self.batches.events() < self.setup.concurrency && self.in_flight.has_room()
     }
 
     /// Starts enriching `batch`, read in assignment `generation`.
@@ -448,6 +475,7 @@ impl Runner {
             generation,
             result,
         } = ack;
+        self.in_flight.released(&msg);
         if self.stale(generation) {
             return Ok(()); // written in an aborted transaction: read again
         }
