@@ -50,6 +50,10 @@ pub struct TablesConfig {
     /// Most records applied in one atomic write batch.
     #[serde(default = "default_batch")]
     pub batch_max_records: usize,
+    /// Most MiB of records (keys and values) in one atomic write batch, and in
+    /// each consumer's prefetch queue (at most librdkafka's 64 MiB default).
+    #[serde(default = "default_batch_mb")]
+    pub batch_max_mb: u64,
     /// Periodic checkpoints of the store (none when absent).
     #[serde(default)]
     pub checkpoints: Option<CheckpointConfig>,
@@ -394,6 +398,9 @@ fn default_open() -> u64 {
 fn default_batch() -> usize {
     1000
 }
+fn default_batch_mb() -> u64 {
+    64
+}
 fn default_group() -> String {
     "tributary-tables".into()
 }
@@ -637,6 +644,9 @@ impl Validate for TablesConfig {
         if self.batch_max_records == 0 {
             return Err(ConfigError::new("batch_max_records", "must be at least 1"));
         }
+        if self.batch_max_mb == 0 {
+            return Err(ConfigError::new("batch_max_mb", "must be at least 1"));
+        }
         let r = &self.rocksdb;
         for (field, mib, least) in [
             ("rocksdb.block_cache_mb", r.block_cache_mb, 1),
@@ -796,5 +806,6 @@ remote:
             field(&format!("{GOOD}batch_max_records: 0")),
             "batch_max_records"
         );
+        assert_eq!(field(&format!("{GOOD}batch_max_mb: 0")), "batch_max_mb");
     }
 }

@@ -6,8 +6,9 @@
 //! follow the partitions an owner names through a [`Follower`]
 //! ([`Materializer::start_following`]: an enricher job's input partitions). On assignment a partition resumes right after the
 //! offset stored in RocksDB, so an instance that keeps its disk re-reads
-//! nothing. Records are applied in `WriteBatch`es of up to `batch_max_records`,
-//! each carrying the offsets it covers. Record values may be Tributary/Debezium
+//! nothing. Records are applied in `WriteBatch`es of up to `batch_max_records`
+//! and `batch_max_mb` (which also bounds each consumer's prefetch), each
+//! carrying the offsets it covers. Record values may be Tributary/Debezium
 //! envelopes (`c`/`r`/`u` store `after`, `d` deletes) or plain JSON rows;
 //! tombstones delete. A record that cannot be applied is logged, counted and
 //! skipped: bad data never stops a table.
@@ -181,7 +182,7 @@ impl Materializer {
                 "tables-following",
                 consumer,
                 shared.clone(),
-                config.batch_max_records,
+                BatchLimits::of(config),
                 Some(follow),
                 shutdown.clone(),
             )?);
@@ -198,7 +199,7 @@ impl Materializer {
                 "tables-partitioned",
                 consumer,
                 shared.clone(),
-                config.batch_max_records,
+                BatchLimits::of(config),
                 None,
                 shutdown.clone(),
             )?);
@@ -218,7 +219,7 @@ impl Materializer {
                 "tables-global",
                 consumer,
                 shared,
-                config.batch_max_records,
+                BatchLimits::of(config),
                 None,
                 shutdown,
             )?);
@@ -265,12 +266,18 @@ impl Materializer {
     }
 }
 
-/// A materializer's consumer, in `group` or (assigned, global tables) in none.
+/// librdkafka's default `queued.max.messages.kbytes`: `batch_max_mb` lowers it.
+const DEFAULT_PREFETCH_KB: u64 = 65_536;
+
+/// A materializer's consumer, in `group` or (assigned, global tables) in none;
+/// it prefetches at most `batch_max_mb` (which also bounds each fetch).
 fn consumer_config<'a>(config: &'a TablesConfig, group: Option<&str>) -> ClientBuilder<'a> {
     // Assigned (global) consumers never join this group; librdkafka wants an id all the same.
     let group = group.map_or_else(|| format!("{}.assigned", config.group_id), str::to_owned);
+    let prefetch_kb = (config.batch_max_mb.saturating_mul(1024)).clamp(1, DEFAULT_PREFETCH_KB);
     let mut c = config.kafka.consumer("tables", &group);
-    c.set("enable.auto.commit", "false")
+    c.set("queued.max.messages.kbytes", prefetch_kb.to_string())
+        .set("enable.auto.commit", "false")
         .set("auto.offset.reset", "earliest")
         .set("enable.partition.eof", "false")
         // Faster failure detection than Kafka's 45 s default; with Tansu it also
@@ -436,14 +443,14 @@ fn spawn_worker<C: ConsumerContext + 'static>(
     name: &str,
     consumer: BaseConsumer<C>,
     shared: Shared,
-    batch_max: usize,
+    limits: BatchLimits,
     follow: Option<Follow>,
     shutdown: CancellationToken,
 ) -> Result<JoinHandle<Result<(), TableError>>, TableError> {
     let worker = Worker {
         consumer,
         shared,
-        batch_max,
+        limits,
         follow,
         applier: Applier::default(),
     };
@@ -466,7 +473,7 @@ struct Follow {
 struct Worker<C: ConsumerContext + 'static> {
     consumer: BaseConsumer<C>,
     shared: Shared,
-    batch_max: usize,
+    limits: BatchLimits,
     follow: Option<Follow>,
     /// Key shapes already recorded per table and partition.
     applier: Applier,
@@ -544,7 +551,8 @@ impl<C: ConsumerContext + 'static> Worker<C> {
         // (table, partition) → what the batch applies to it; table names borrowed from the routes.
         let mut last: BTreeMap<(&str, i32), BatchOfPartition> = BTreeMap::new();
         let mut timeout = Duration::from_millis(100);
-        for _ in 0..self.batch_max {
+        let (mut records, mut bytes) = (0, 0);
+        while !self.limits.full(records, bytes) {
             let msg = match self.consumer.poll(timeout) {
                 None => break,
                 Some(Err(e)) => {
@@ -554,6 +562,8 @@ impl<C: ConsumerContext + 'static> Worker<C> {
                 Some(Ok(msg)) => msg,
             };
             timeout = Duration::ZERO;
+            records += 1;
+            bytes += (msg.key_len() + msg.payload_len()) as u64;
             let Some(table) = routes.table_of_topic.get(msg.topic()) else {
                 continue;
             };
@@ -706,6 +716,29 @@ impl<C: ConsumerContext + 'static> Worker<C> {
     }
 }
 
+/// How much one write batch takes.
+#[derive(Debug, Clone, Copy)]
+struct BatchLimits {
+    records: usize,
+    bytes: u64,
+}
+
+impl BatchLimits {
+    /// `batch_max_records` and `batch_max_mb`.
+    fn of(config: &TablesConfig) -> Self {
+        BatchLimits {
+            records: config.batch_max_records,
+            bytes: config.batch_max_mb.saturating_mul(1 << 20),
+        }
+    }
+
+    /// Whether a batch of `records` records holding `bytes` bytes of keys and
+    /// values takes no more (one record larger than the limit fills a batch alone).
+    fn full(&self, records: usize, bytes: u64) -> bool {
+        records >= self.records || bytes >= self.bytes
+    }
+}
+
 /// What one batch applies to one partition.
 #[derive(Default)]
 struct BatchOfPartition {
@@ -713,4 +746,22 @@ struct BatchOfPartition {
     records: u64,
     misplaced: u64,
     gtids: AppliedGtids,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_batch_is_full_at_either_limit() {
+        let limits = BatchLimits {
+            records: 1000,
+            bytes: 8 << 20,
+        };
+        assert!(!limits.full(0, 0));
+        assert!(!limits.full(999, (8 << 20) - 1));
+        assert!(limits.full(1000, 0));
+        assert!(limits.full(3, 9 << 20), "three rows of 3 MiB fill it");
+        assert!(limits.full(1, 20 << 20), "one larger row fills it alone");
+    }
 }
