@@ -331,6 +331,7 @@ fn exported_samples() -> std::collections::BTreeSet<String> {
     };
     e.lag_records.get_or_create(&input).set(0);
     e.job_lag_records.get_or_create(&job).set(0);
+    e.in_flight_bytes.get_or_create(&job).set(0);
 
     let mut text = String::new();
     prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();

@@ -282,6 +282,23 @@ impl TributaryProcess {
         text
     }
 
+    /// Feeds the process a backlog: lets it settle, notes its resident memory,
+    /// stops it (SIGSTOP) while `backlog` is produced, and resumes it. Returns
+    /// the resident KiB before.
+    pub async fn fed_a_backlog(&self, backlog: impl std::future::Future<Output = ()>) -> u64 {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let idle_kib = self.memory_kib("VmRSS");
+        self.signal("STOP");
+        backlog.await;
+        self.signal("CONT");
+        idle_kib
+    }
+
+    /// MiB the peak resident memory rose above `idle_kib`.
+    pub fn peak_growth_mib(&self, idle_kib: u64) -> u64 {
+        self.memory_kib("VmHWM").saturating_sub(idle_kib) / 1024
+    }
+
     /// Sends `signal` (`STOP`, `CONT`, …) to the process.
     pub fn signal(&self, signal: &str) {
         let status = Command::new("kill")
