@@ -544,14 +544,3 @@ async fn the_mapping_tables_are_the_servers() {
         "tables differ from the server's: {differing:?} (regenerate with TRIBUTARY_WRITE_CHARSET_MAPS=1)"
     );
 }
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02X}")).collect()
-}
-
-fn base64_decode(text: &str) -> Vec<u8> {
-    use base64::Engine as _;
-    base64::engine::general_purpose::STANDARD
-        .decode(text)
-        .unwrap()
-}

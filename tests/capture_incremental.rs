@@ -355,3 +355,117 @@ async fn a_schema_change_during_an_on_demand_snapshot_is_merged() {
         capture.log()
     );
 }
+
+/// Rows of 2 MiB streamed from the binlog and read again by an on-demand
+/// snapshot: capture's resident memory stays within its byte bounds (the
+/// producer's queue, `max_pending_mb`; a chunk, `snapshot.chunk_max_mb`) plus
+/// a fixed allowance, whatever the table's size, and every row arrives whole.
+/// Streaming rows this large costs 35–50 MiB whatever the bounds (the copies
+/// of a row on its way, kept a while by the allocator's per-thread caches);
+/// the snapshot adds 20–30 MiB with 4 MiB bounds. With the defaults (256 and
+/// 64 MiB; 1024 rows a chunk) it adds 140 MiB: the whole table in one chunk.
+#[tokio::test(flavor = "multi_thread")]
+async fn large_rows_are_captured_within_the_byte_bounds() {
+    const ROW_BYTES: usize = 2 << 20;
+    const ROWS: i64 = 120;
+    const BOUND_MB: u64 = 4;
+    /// What streaming 2 MiB rows costs whatever the bounds.
+    const FIXED_MB: u64 = 64;
+    let (db, setup, yaml) = setup("bigrows", 0, 1024).await;
+    let mut conn = root_conn().await;
+    conn.query_drop(format!(
+        "CREATE TABLE `{db}`.big (id INT PRIMARY KEY, b LONGBLOB NOT NULL)"
+    ))
+    .await
+    .unwrap();
+    let yaml = yaml
+        .replace(
+            "incremental_chunk_rows: 1024",
+            &format!("incremental_chunk_rows: 1024, chunk_max_mb: {BOUND_MB}"),
+        )
+        .replace(
+            &format!("brokers: '{}'", brokers()),
+            &format!(
+                "brokers: '{}', producer: {{ message.max.bytes: '16777216' }}",
+                brokers()
+            ),
+        );
+    let yaml = format!("{yaml}max_pending_mb: {BOUND_MB}\n");
+    let config = write_config(&yaml);
+    let capture = TributaryProcess::start(&["capture"], &config, &[]);
+    wait_for_log(&capture, "binlog stream opened", Duration::from_secs(30)).await;
+
+    // The binlog holds all the rows when capture reads again.
+    let insert = async {
+        for id in 1..=ROWS {
+            conn.query_drop(format!(
+                "INSERT INTO `{db}`.big VALUES ({id}, REPEAT(CHAR(65 + {id} % 26), {ROW_BYTES}))"
+            ))
+            .await
+            .unwrap();
+        }
+    };
+    let idle_kib = capture.fed_a_backlog(insert).await;
+    let port = setup.metrics_port;
+    wait_for_events(&capture, port, ROWS).await;
+    request_snapshots(&config, &[&format!("{db}.big")]);
+    wait_for_events(&capture, port, 2 * ROWS).await;
+    wait_for_log(&capture, "table snapshot done", Duration::from_secs(60)).await;
+    let grown_mib = capture.peak_growth_mib(idle_kib);
+    let input_mib = (ROWS as u64 * ROW_BYTES as u64) >> 20;
+    eprintln!("grew {grown_mib} MiB for {input_mib} MiB of rows, streamed and snapshotted");
+
+    // Every row, streamed and read again, as the database holds it.
+    let mut conn = root_conn().await;
+    let expected: BTreeMap<i64, (usize, String)> = conn
+        .query::<(i64, usize, String), _>(format!(
+            "SELECT id, LENGTH(b), HEX(RIGHT(b, 16)) FROM `{db}`.big"
+        ))
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(id, length, tail)| (id, (length, tail)))
+        .collect();
+    assert_eq!(expected.len(), ROWS as usize);
+    let records = read_topic(&setup.topic("big"), Duration::from_secs(120), |r| {
+        r.len() >= 2 * ROWS as usize
+    })
+    .await;
+    for op in ["c", "r"] {
+        let seen: BTreeMap<i64, (usize, String)> = events(&records)
+            .into_iter()
+            .filter(|v| v["op"] == op)
+            .map(|v| {
+                let blob = base64_decode(v["after"]["b"].as_str().unwrap());
+                let tail = hex(&blob[blob.len().saturating_sub(16)..]);
+                (v["after"]["id"].as_i64().unwrap(), (blob.len(), tail))
+            })
+            .collect();
+        assert_eq!(seen, expected, "`{op}` events differ from the table");
+    }
+    assert!(
+        grown_mib <= FIXED_MB + 8 * BOUND_MB,
+        "resident memory grew {grown_mib} MiB with max_pending_mb and chunk_max_mb {BOUND_MB} \
+         ({input_mib} MiB of rows); log:\n{}",
+        capture.log()
+    );
+    let (ok, log) = capture.terminate(Duration::from_secs(30));
+    assert!(ok, "{log}");
+}
+
+/// Waits until capture has written `count` events (its metrics on `port`).
+async fn wait_for_events(capture: &TributaryProcess, port: u16, count: i64) {
+    let written = || async {
+        let (_, body) = try_http_get(port, "/metrics").await?;
+        Some(metric_sum(&body, "tributary_capture_events_total") as i64)
+    };
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while written().await < Some(count) {
+        assert!(
+            Instant::now() < deadline,
+            "fewer than {count} events; log:\n{}",
+            capture.log()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}

@@ -1,12 +1,20 @@
 //! Reading a table in primary-key chunks (keyset pagination) and turning its rows
 //! into `op: r` change events. Shared by the initial snapshot and by on-demand
 //! (incremental) snapshots.
+//!
+//! A chunk is bounded by rows (`chunk_rows`) and by bytes (`chunk_max_mb`):
+//! rows are taken as the server sends them, and a chunk ends at the row that
+//! reaches the byte bound (the next starts after it). How many rows a query
+//! asks for starts small and follows the rows' size, so that a table of
+//! multi-megabyte rows is not sent whole only to be cut. A table without a
+//! primary key cannot be cut: it is one chunk, streamed row by row.
 
 use std::sync::Arc;
 
+use futures::TryStreamExt;
 use mysql_async::binlog::value::BinlogValue;
 use mysql_async::prelude::Queryable;
-use mysql_async::{Conn, Params};
+use mysql_async::{BinaryProtocol, Conn, Params, ResultSetStream, Row as MySqlRow};
 use tracing::warn;
 use tributary_proto::{ChangeEvent, Op, Row, SourceInfo, Value};
 
@@ -18,6 +26,20 @@ use crate::row_decoder::{ValueError, decode_value, text_value};
 use crate::schema::{Charset, ColumnKind, InfoColumn, TableSchema};
 use crate::source;
 
+/// Rows the first chunk of a table asks for; later chunks follow the rows' size.
+const FIRST_ASK: usize = 64;
+/// Bytes counted for a value that is not a byte string (numbers, dates, NULL).
+const FIXED_VALUE_BYTES: u64 = 8;
+
+/// How big a chunk may be.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ChunkBounds {
+    /// Most rows (`chunk_rows`, `incremental_chunk_rows`).
+    pub rows: usize,
+    /// Most bytes (`chunk_max_mb`): the row that reaches it ends the chunk.
+    pub bytes: u64,
+}
+
 /// The queries and schema that read one table.
 pub(crate) struct ChunkReader {
     schema: TableSchema,
@@ -28,9 +50,13 @@ pub(crate) struct ChunkReader {
     hex_key: Vec<bool>,
     /// Every row, no order (tables without a primary key).
     all: String,
+    /// The first chunk; its one parameter is the row limit.
     first: String,
+    /// The chunk after a key; its parameters are the key, then the row limit.
     next: String,
-    chunk_rows: usize,
+    bounds: ChunkBounds,
+    /// Rows the next chunk asks for.
+    ask: usize,
     undecodable: UndecodableText,
 }
 
@@ -47,10 +73,32 @@ pub(crate) struct ChunkRow {
 pub(crate) struct Chunk {
     /// The rows in key order.
     pub rows: Vec<ChunkRow>,
+    /// Where the chunk ended.
+    pub end: ChunkEnd,
+}
+
+/// Where a chunk ended.
+pub(crate) struct ChunkEnd {
     /// The key of the last row, to read the next chunk after.
     pub last_key: Option<Vec<mysql_async::Value>>,
     /// No rows follow this chunk.
     pub complete: bool,
+}
+
+/// The rows of one chunk, decoded as the server sends them.
+pub(crate) struct ChunkRows<'a> {
+    reader: &'a mut ChunkReader,
+    stream: ResultSetStream<'a, 'a, 'static, MySqlRow, BinaryProtocol>,
+    position: &'a BinlogPosition,
+    /// Rows asked for (`usize::MAX`: the whole table).
+    asked: usize,
+    read: usize,
+    bytes: u64,
+    /// Rows published as raw bytes (`undecodable_text: base64`).
+    raw: usize,
+    last_key: Option<Vec<mysql_async::Value>>,
+    /// The server sent its last row.
+    ended: bool,
 }
 
 /// How a text key outside UTF-8 is sent back (and stored in on-demand
@@ -75,7 +123,7 @@ impl ChunkReader {
         conn: &mut Conn,
         db: &str,
         table: &str,
-        chunk_rows: usize,
+        bounds: ChunkBounds,
         keys: &MessageKeyColumns,
         undecodable: UndecodableText,
     ) -> Result<Option<Self>, CaptureError> {
@@ -98,7 +146,7 @@ impl ChunkReader {
             quote(db),
             quote(table)
         );
-        let first = format!("{all} ORDER BY {} LIMIT {chunk_rows}", key.join(", "));
+        let first = format!("{all} ORDER BY {} LIMIT ?", key.join(", "));
         // The last key comes back as a parameter; a DECIMAL one is sent as text, which
         // MySQL's rules compare with a DECIMAL as a double (MariaDB compares it
         // exactly): cast it back to the column's type. Text comes back as the
@@ -133,7 +181,7 @@ impl ChunkReader {
             })
             .unzip();
         let next = format!(
-            "{all} WHERE ({}) > ({}) ORDER BY {} LIMIT {chunk_rows}",
+            "{all} WHERE ({}) > ({}) ORDER BY {} LIMIT ?",
             key.join(", "),
             placeholders.join(", "),
             key.join(", ")
@@ -145,7 +193,8 @@ impl ChunkReader {
             all,
             first,
             next,
-            chunk_rows,
+            bounds,
+            ask: bounds.rows.min(FIRST_ASK),
             undecodable,
         }))
     }
@@ -166,14 +215,15 @@ impl ChunkReader {
         self.has_primary_key() && self.schema.key == self.chunk_key
     }
 
-    /// The rows after `after` (the first chunk when `None`); a table without a
-    /// primary key is read whole. `position` names where the rows are from in errors.
-    pub(crate) async fn read(
-        &self,
-        conn: &mut Conn,
+    /// The rows of the chunk after `after` (the first when `None`), as the
+    /// server sends them; a table without a primary key is one chunk.
+    /// `position` names where the rows are from in errors.
+    pub(crate) async fn rows<'a>(
+        &'a mut self,
+        conn: &'a mut Conn,
         after: Option<&[mysql_async::Value]>,
-        position: &BinlogPosition,
-    ) -> Result<Chunk, CaptureError> {
+        position: &'a BinlogPosition,
+    ) -> Result<ChunkRows<'a>, CaptureError> {
         let legacy_cursor = after.is_some_and(|values| {
             values.iter().zip(&self.hex_key).any(|(value, &hex)| {
                 hex && !matches!(value, mysql_async::Value::Bytes(b) if b.starts_with(HEX_CURSOR.as_bytes()))
@@ -188,74 +238,96 @@ impl ChunkReader {
             );
         }
         let after = after.filter(|_| !legacy_cursor);
-        let rows: Vec<mysql_async::Row> = match after {
-            None if !self.has_primary_key() => conn.exec(&self.all, Params::Empty).await?,
-            None => conn.exec(&self.first, Params::Empty).await?,
+        let ask = mysql_async::Value::from(self.ask);
+        let (query, params, asked) = match after {
+            None if !self.has_primary_key() => (&self.all, Params::Empty, usize::MAX),
+            None => (&self.first, Params::Positional(vec![ask]), self.ask),
             Some(values) => {
-                conn.exec(&self.next, Params::Positional(values.to_vec()))
-                    .await?
+                let mut params = values.to_vec();
+                params.push(ask);
+                (&self.next, Params::Positional(params), self.ask)
             }
         };
-        let complete = rows.len() < self.chunk_rows || !self.has_primary_key();
-        let mut last_key = None;
-        let mut decoded = Vec::with_capacity(rows.len());
-        for mut row in rows {
-            last_key = Some(
-                self.chunk_key
-                    .iter()
-                    .zip(&self.hex_key)
-                    .map(|(&i, &hex)| match row.as_ref(i) {
-                        Some(mysql_async::Value::Bytes(bytes)) if hex => {
-                            mysql_async::Value::Bytes(hex_cursor(bytes))
-                        }
-                        value => value.cloned().unwrap_or(mysql_async::Value::NULL),
-                    })
-                    .collect(),
-            );
-            let mut values = Vec::with_capacity(self.schema.columns.len());
-            let mut undecodable = Vec::new();
-            for (i, column) in self.schema.columns.iter().enumerate() {
-                let raw = row.take::<mysql_async::Value, _>(i);
-                let value = match (&column.kind, raw) {
-                    (ColumnKind::Text(charset), Some(mysql_async::Value::Bytes(bytes))) => {
-                        match text_value(charset, &bytes) {
-                            Err(ValueError::Text(_))
-                                if self.undecodable == UndecodableText::Base64 =>
-                            {
-                                undecodable.push(column.name.as_str().into());
-                                Ok(Value::Bytes(bytes))
-                            }
-                            decoded => decoded,
-                        }
-                    }
-                    (kind, raw) => decode_value(kind, raw.map(BinlogValue::Value)),
-                };
-                values.push(value.map_err(|e| CaptureError::Decode {
-                    file: position.file.clone(),
-                    pos: position.pos,
-                    detail: format!(
-                        "snapshot of {}.{}, column `{}`: {e}",
-                        self.schema.db, self.schema.table, column.name
-                    ),
-                })?);
-            }
-            decoded.push(ChunkRow {
-                values,
-                undecodable,
-            });
-        }
-        let raw_rows = decoded.iter().filter(|r| !r.undecodable.is_empty()).count();
-        if raw_rows > 0 {
-            warn!(
-                table = %format!("{}.{}", self.schema.db, self.schema.table),
-                rows = raw_rows,
-                "snapshot text not valid in its character set published as raw bytes (undecodable_text: base64)"
-            );
+        let stream = conn.exec_stream(query.as_str(), params).await?;
+        Ok(ChunkRows {
+            reader: self,
+            stream,
+            position,
+            asked,
+            read: 0,
+            bytes: 0,
+            raw: 0,
+            last_key: None,
+            ended: false,
+        })
+    }
+
+    /// The chunk after `after` (the first when `None`), collected.
+    pub(crate) async fn read(
+        &mut self,
+        conn: &mut Conn,
+        after: Option<&[mysql_async::Value]>,
+        position: &BinlogPosition,
+    ) -> Result<Chunk, CaptureError> {
+        let mut rows = self.rows(conn, after, position).await?;
+        let mut collected = Vec::new();
+        while let Some(row) = rows.next().await? {
+            collected.push(row);
         }
         Ok(Chunk {
-            rows: decoded,
-            last_key,
-            complete,
+            rows: collected,
+            end: rows.end(),
+        })
+    }
+
+    /// The key a chunk after this row starts after.
+    fn cursor_of(&self, row: &MySqlRow) -> Vec<mysql_async::Value> {
+        self.chunk_key
+            .iter()
+            .zip(&self.hex_key)
+            .map(|(&i, &hex)| match row.as_ref(i) {
+                Some(mysql_async::Value::Bytes(bytes)) if hex => {
+                    mysql_async::Value::Bytes(hex_cursor(bytes))
+                }
+                value => value.cloned().unwrap_or(mysql_async::Value::NULL),
+            })
+            .collect()
+    }
+
+    /// One row's values in table order.
+    fn decode(
+        &self,
+        mut row: MySqlRow,
+        position: &BinlogPosition,
+    ) -> Result<ChunkRow, CaptureError> {
+        let mut values = Vec::with_capacity(self.schema.columns.len());
+        let mut undecodable = Vec::new();
+        for (i, column) in self.schema.columns.iter().enumerate() {
+            let raw = row.take::<mysql_async::Value, _>(i);
+            let value = match (&column.kind, raw) {
+                (ColumnKind::Text(charset), Some(mysql_async::Value::Bytes(bytes))) => {
+                    match text_value(charset, &bytes) {
+                        Err(ValueError::Text(_)) if self.undecodable == UndecodableText::Base64 => {
+                            undecodable.push(column.name.as_str().into());
+                            Ok(Value::Bytes(bytes))
+                        }
+                        decoded => decoded,
+                    }
+                }
+                (kind, raw) => decode_value(kind, raw.map(BinlogValue::Value)),
+            };
+            values.push(value.map_err(|e| CaptureError::Decode {
+                file: position.file.clone(),
+                pos: position.pos,
+                detail: format!(
+                    "snapshot of {}.{}, column `{}`: {e}",
+                    self.schema.db, self.schema.table, column.name
+                ),
+            })?);
+        }
+        Ok(ChunkRow {
+            values,
+            undecodable,
         })
     }
 
@@ -286,5 +358,108 @@ impl ChunkReader {
             transaction: None,
             undecodable,
         }
+    }
+}
+
+/// Rows the next chunk asks for, after one that asked for `ask` and read
+/// `read` rows of `bytes` (`cut`: it reached the byte bound): as many as fit
+/// at this chunk's bytes per row, and at most twice as many as it asked for.
+fn next_ask(ask: usize, read: usize, bytes: u64, cut: bool, bounds: ChunkBounds) -> usize {
+    let per_row = (bytes / read as u64).max(1);
+    let fit = usize::try_from(bounds.bytes / per_row).unwrap_or(usize::MAX);
+    let grown = if cut { read } else { ask.saturating_mul(2) };
+    grown.min(fit).clamp(1, bounds.rows)
+}
+
+/// The bytes a row holds, as the chunk bound counts them.
+fn row_bytes(row: &MySqlRow) -> u64 {
+    (0..row.len())
+        .map(|i| match row.as_ref(i) {
+            Some(mysql_async::Value::Bytes(bytes)) => bytes.len() as u64,
+            _ => FIXED_VALUE_BYTES,
+        })
+        .sum()
+}
+
+impl ChunkRows<'_> {
+    /// The next row; `None` once the chunk ends (the server sent its last
+    /// row, or the rows read reached the byte bound).
+    pub(crate) async fn next(&mut self) -> Result<Option<ChunkRow>, CaptureError> {
+        if self.ended || self.full() {
+            return Ok(None);
+        }
+        let Some(row) = self.stream.try_next().await? else {
+            self.ended = true;
+            return Ok(None);
+        };
+        self.read += 1;
+        self.bytes += row_bytes(&row);
+        if self.reader.has_primary_key() {
+            self.last_key = Some(self.reader.cursor_of(&row));
+        }
+        let row = self.reader.decode(row, self.position)?;
+        self.raw += usize::from(!row.undecodable.is_empty());
+        Ok(Some(row))
+    }
+
+    /// The `op: r` event of one row of this chunk.
+    pub(crate) fn event(&self, row: ChunkRow, source: &SourceInfo) -> ChangeEvent {
+        self.reader.event(row, source)
+    }
+
+    /// The rows read reached the byte bound (a table without a primary key
+    /// cannot be cut: it is streamed whole).
+    fn full(&self) -> bool {
+        self.reader.has_primary_key() && self.bytes >= self.reader.bounds.bytes
+    }
+
+    /// Where the chunk ended; sizes the next chunk from this one's rows. Rows
+    /// the server sent past a byte cut are skipped with the connection's next
+    /// query.
+    pub(crate) fn end(self) -> ChunkEnd {
+        let cut = self.full();
+        let reader = self.reader;
+        let complete = !reader.has_primary_key() || (self.ended && self.read < self.asked);
+        if self.read > 0 {
+            reader.ask = next_ask(reader.ask, self.read, self.bytes, cut, reader.bounds);
+        }
+        if self.raw > 0 {
+            warn!(
+                table = %format!("{}.{}", reader.schema.db, reader.schema.table),
+                rows = self.raw,
+                "snapshot text not valid in its character set published as raw bytes (undecodable_text: base64)"
+            );
+        }
+        ChunkEnd {
+            last_key: self.last_key,
+            complete,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: u64 = 1 << 20;
+
+    #[test]
+    fn chunks_ask_for_as_many_rows_as_fit() {
+        let bounds = ChunkBounds {
+            rows: 10_000,
+            bytes: 8 * MIB,
+        };
+        // Small rows: the ask doubles up to `chunk_rows`.
+        assert_eq!(next_ask(64, 64, 64 * 100, false, bounds), 128);
+        assert_eq!(next_ask(8192, 8192, 8192 * 100, false, bounds), 10_000);
+        // 2 MiB rows: cut at the fourth; four fit.
+        assert_eq!(next_ask(64, 4, 8 * MIB, true, bounds), 4);
+        // Rows larger than the bound: one at a time.
+        assert_eq!(next_ask(4, 1, 20 * MIB, true, bounds), 1);
+        // Rows that shrink: the ask grows again, to what fits.
+        assert_eq!(next_ask(4, 4, 4 * MIB, false, bounds), 8);
+        assert_eq!(next_ask(8, 8, 8 * 1024, false, bounds), 16);
+        // A chunk that fits but whose rows are large: no more than fit.
+        assert_eq!(next_ask(6, 6, 6 * 1280 * 1024, false, bounds), 6);
     }
 }

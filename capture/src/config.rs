@@ -72,6 +72,11 @@ pub struct CaptureConfig {
     /// again before it exits non-zero (so its supervisor restarts it, and says so).
     #[serde(default = "default_recovery_timeout_s")]
     pub recovery_timeout_s: u64,
+    /// Megabytes of change events capture may hold waiting for the broker's
+    /// acknowledgement (the producer's queue, `queue.buffering.max.kbytes`):
+    /// when it is full, reading waits (at most `kafka.stall_timeout_s`).
+    #[serde(default = "default_max_pending_mb")]
+    pub max_pending_mb: u64,
     /// HTTP endpoint for `/metrics`, `/healthz` and `/readyz`.
     #[serde(default)]
     pub metrics: HttpConfig,
@@ -156,6 +161,11 @@ pub struct SnapshotConfig {
     /// Rows per chunk of an on-demand snapshot, each merged with the binlog between two positions.
     #[serde(default = "default_incremental_chunk_rows")]
     pub incremental_chunk_rows: usize,
+    /// Megabytes of rows a chunk (of the initial or an on-demand snapshot) may
+    /// hold: a chunk ends at the row that reaches it, whatever its row count,
+    /// and the next chunks ask for as many rows as fit.
+    #[serde(default = "default_chunk_max_mb")]
+    pub chunk_max_mb: u64,
 }
 
 impl SnapshotConfig {
@@ -173,6 +183,7 @@ impl Default for SnapshotConfig {
             chunk_rows: default_chunk_rows(),
             signal_table: None,
             incremental_chunk_rows: default_incremental_chunk_rows(),
+            chunk_max_mb: default_chunk_max_mb(),
         }
     }
 }
@@ -183,6 +194,10 @@ fn default_chunk_rows() -> usize {
 
 fn default_incremental_chunk_rows() -> usize {
     1024
+}
+
+fn default_chunk_max_mb() -> u64 {
+    64
 }
 
 /// Include or exclude patterns (regular expressions matched against the whole name).
@@ -222,6 +237,9 @@ impl Default for TopicsConfig {
 const DEFAULT_COMMIT_INTERVAL: Duration = Duration::from_millis(1000);
 fn default_recovery_timeout_s() -> u64 {
     300
+}
+fn default_max_pending_mb() -> u64 {
+    256
 }
 fn default_mysql_port() -> u16 {
     3306
@@ -294,6 +312,12 @@ impl Validate for CaptureConfig {
                 "snapshot.incremental_chunk_rows",
                 "must be at least 1".into(),
             );
+        }
+        if self.snapshot.chunk_max_mb == 0 {
+            return bad("snapshot.chunk_max_mb", "must be at least 1".into());
+        }
+        if self.max_pending_mb == 0 {
+            return bad("max_pending_mb", "must be at least 1".into());
         }
         if let Some(name) = &self.snapshot.signal_table {
             let parts: Vec<&str> = name.split('.').collect();
@@ -433,6 +457,14 @@ kafka: { brokers: '127.0.0.1:19092', producer: { linger.ms: '5' } }
         assert_eq!(
             field_of(&format!("{GOOD}snapshot: {{ signal_table: signals }}")),
             "snapshot.signal_table"
+        );
+        assert_eq!(
+            field_of(&format!("{GOOD}snapshot: {{ chunk_max_mb: 0 }}")),
+            "snapshot.chunk_max_mb"
+        );
+        assert_eq!(
+            field_of(&format!("{GOOD}max_pending_mb: 0")),
+            "max_pending_mb"
         );
         assert_eq!(
             field_of(&format!("{GOOD}metrics: {{ stall_after_s: 3 }}")),

@@ -47,8 +47,12 @@ use crate::position::BinlogPosition;
 use crate::position_store::{PositionStore, offsets_topic};
 use crate::sink::ChangeSink;
 
-/// How many deliveries/positions may wait for acknowledgement.
+/// How many deliveries/positions may wait for acknowledgement (each a few
+/// dozen bytes: the records' bytes are in the producer's queue, bounded by
+/// `max_pending_mb`).
 const PENDING_CAPACITY: usize = 100_000;
+/// The largest `queue.buffering.max.kbytes` librdkafka accepts.
+const MAX_PRODUCER_QUEUE_KB: u64 = i32::MAX as u64;
 /// Timeout of each transactional call (`init`, `send_offsets`, `commit`, `abort`).
 const TRANSACTION_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -128,8 +132,6 @@ impl SideTopic {
     }
 }
 
-/// Capture's producer: idempotent, all acknowledgements (the user's
-/// `kafka.producer` map may tune the rest).
 /// Says which columns carry raw bytes instead of text (`source.undecodable_text: base64`).
 fn undecodable_headers(columns: &[std::sync::Arc<str>]) -> OwnedHeaders {
     OwnedHeaders::new()
@@ -143,9 +145,15 @@ fn undecodable_headers(columns: &[std::sync::Arc<str>]) -> OwnedHeaders {
         })
 }
 
-fn producer_config(kafka: &KafkaConfig) -> ClientBuilder<'_> {
+/// Capture's producer: idempotent, all acknowledgements, a queue of at most
+/// `max_pending_mb` (the user's `kafka.producer` map may tune the rest).
+fn producer_config(kafka: &KafkaConfig, max_pending_mb: u64) -> ClientBuilder<'_> {
+    let queue_kb = max_pending_mb
+        .saturating_mul(1024)
+        .clamp(1, MAX_PRODUCER_QUEUE_KB);
     let mut producer = kafka.producer("capture");
     producer
+        .set("queue.buffering.max.kbytes", queue_kb.to_string())
         .set("enable.idempotence", "true")
         .set("acks", "all")
         .set("linger.ms", "5")
@@ -159,7 +167,7 @@ impl KafkaWriter {
         config: &CaptureConfig,
         metrics: CaptureMetrics,
     ) -> Result<Self, CaptureError> {
-        let mut producer_config = producer_config(&config.kafka);
+        let mut producer_config = producer_config(&config.kafka, config.max_pending_mb);
         let exactly_once = config.delivery == Delivery::ExactlyOnce;
         if exactly_once {
             producer_config.set(

@@ -7,9 +7,10 @@
 //! → [`position_store`] (compacted `<server_name>.offsets`). While streaming,
 //! [`incremental`] snapshots requested tables chunk by chunk, merged with the stream.
 //!
-//! The streaming phase reads a [`change_stream::ChangeStream`], writes to a
-//! [`sink::ChangeSink`] and reads chunks from a [`chunk_source::ChunkSource`]:
-//! the binlog, Kafka and MySQL in production, [`memory`]'s doubles in tests.
+//! The snapshot reads a [`snapshot_source::SnapshotSource`]; the streaming
+//! phase reads a [`change_stream::ChangeStream`] and chunks from a
+//! [`chunk_source::ChunkSource`]; both write to a [`sink::ChangeSink`]: MySQL,
+//! the binlog and Kafka in production, [`memory`]'s doubles in tests.
 //!
 //! [`run`] ties them together and reconnects with backoff on transient errors,
 //! until `recovery_timeout_s` passes without a position stored: then it fails,
@@ -41,6 +42,7 @@ pub mod schema;
 pub mod sink;
 pub mod snapshot;
 mod snapshot_progress;
+pub mod snapshot_source;
 pub mod source;
 mod streaming;
 
@@ -62,6 +64,7 @@ use kafka_writer::KafkaWriter;
 use metrics::Snapshotting;
 use position::{BinlogPosition, StartPosition};
 use sink::ChangeSink;
+use snapshot::mysql_snapshot::MySqlSnapshot;
 use streaming::Stream;
 
 /// How long shutdown waits for outstanding deliveries.
@@ -144,31 +147,34 @@ async fn run_once(
     let mut conn = source::connect(&config.source).await?;
     let info = source::preflight(&mut conn).await?;
     drop(conn);
-    let from = match (stored, config.snapshot.mode) {
-        (Some(position), mode) if !position.snapshot_incomplete || mode == SnapshotMode::Never => {
-            if position.snapshot_incomplete {
-                warn!(
-                    "the last snapshot did not complete and snapshot.mode is never: tables may lack rows"
-                );
-            }
+    let from = match Start::of(stored, config.snapshot.mode) {
+        Start::Resume(position) => {
             info!(%position, "resuming from the stored position");
             metrics.resumed_at(&position);
             position
         }
-        (None, SnapshotMode::Never) => {
+        Start::Configured => {
             let mut conn = source::connect(&config.source).await?;
             start_position(&config.source.start, &mut conn, info.is_mariadb).await?
         }
-        (interrupted, mode) => {
+        Start::Snapshot { interrupted } => {
             let snapshotting = Snapshotting::start(metrics);
-            let snapshot =
-                snapshot::run(config, &info, &mut writer, metrics, shutdown, interrupted).await?;
+            let mut tables = MySqlSnapshot::new(config, info.is_mariadb);
+            let snapshot = snapshot::run(
+                &config.server_name,
+                &mut tables,
+                &mut writer,
+                metrics,
+                shutdown,
+                interrupted,
+            )
+            .await?;
             drop(snapshotting);
             let Some(position) = snapshot else {
                 return writer.close(CLOSE_TIMEOUT, false).await; // interrupted by shutdown
             };
             writer.commit(position.clone()).await?;
-            if mode == SnapshotMode::InitialOnly {
+            if config.snapshot.mode == SnapshotMode::InitialOnly {
                 info!("snapshot.mode is initial_only: stopping after the snapshot");
                 return writer.close(CLOSE_TIMEOUT, false).await;
             }
@@ -193,6 +199,35 @@ async fn run_once(
     reader.close().await;
     // A failed acknowledger makes `stream` fail with a bare cancellation; its own error says why.
     closed.and(result)
+}
+
+/// Where a run of capture starts.
+#[derive(Debug, PartialEq)]
+pub(crate) enum Start {
+    /// From the stored position.
+    Resume(BinlogPosition),
+    /// From `source.start` (no position stored, `snapshot.mode: never`).
+    Configured,
+    /// With a snapshot; `interrupted` is the stored start of an earlier one
+    /// that did not complete.
+    Snapshot { interrupted: Option<BinlogPosition> },
+}
+
+impl Start {
+    /// Where a run starts, given the stored position and `snapshot.mode`.
+    pub(crate) fn of(stored: Option<BinlogPosition>, mode: SnapshotMode) -> Start {
+        match (stored, mode) {
+            (Some(position), SnapshotMode::Never) if position.snapshot_incomplete => {
+                warn!(
+                    "the last snapshot did not complete and snapshot.mode is never: tables may lack rows"
+                );
+                Start::Resume(position)
+            }
+            (Some(position), _) if !position.snapshot_incomplete => Start::Resume(position),
+            (None, SnapshotMode::Never) => Start::Configured,
+            (interrupted, _) => Start::Snapshot { interrupted },
+        }
+    }
 }
 
 async fn start_position(

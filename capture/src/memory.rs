@@ -1,7 +1,8 @@
-//! In-memory doubles of capture's seams, for tests that run the streaming and
-//! on-demand snapshot rules in-process: a source database ([`MemoryDatabase`])
-//! with its change stream ([`MemoryStream`]) and chunk reads
-//! ([`MemoryChunks`]), and a sink ([`MemorySink`]).
+//! In-memory doubles of capture's seams, for tests that run the snapshot,
+//! streaming and on-demand snapshot rules in-process: a source database
+//! ([`MemoryDatabase`]) with its initial snapshot ([`MemorySnapshot`]), change
+//! stream ([`MemoryStream`]) and chunk reads ([`MemoryChunks`]), and a sink
+//! ([`MemorySink`]).
 //!
 //! The database holds tables of rows keyed by an integer `id` (the first
 //! column). Every transaction appends its changes and its commit position to a
@@ -9,8 +10,8 @@
 //! the tables as of that position, so that a chunk can be read at an earlier
 //! point than the latest (as a server whose commits become visible to readers
 //! after replicas saw them). Writes come from a workload the test gives, run
-//! one step each time a stream asks for an item, so that reads, writes and the
-//! stream interleave in one deterministic order. Any call can be made to fail
+//! one step each time a stream asks for an item or a snapshot reads a row, so
+//! that reads, writes and the stream interleave in one deterministic order. Any call can be made to fail
 //! once after a number of calls (a crash).
 
 use std::collections::BTreeMap;
@@ -26,6 +27,7 @@ use crate::event_decoder::{ReaderItem, SchemaChange};
 use crate::incremental_state::{CursorValue, KeyCursor};
 use crate::position::BinlogPosition;
 use crate::sink::ChangeSink;
+use crate::snapshot_source::{SnapshotRows, SnapshotSource, SnapshotTable, TableRead};
 
 /// The binlog file name of every memory position.
 const FILE: &str = "memory.000001";
@@ -250,6 +252,28 @@ impl MemoryDatabase {
         }
     }
 
+    /// The initial snapshot's reads of the tables.
+    pub fn snapshot(&self) -> MemorySnapshot {
+        MemorySnapshot {
+            database: self.clone(),
+            begun: None,
+        }
+    }
+
+    /// Counts a call (failing if it is the one to crash), then runs the next
+    /// step of the workload, if any.
+    fn step(&self) -> Result<(), CaptureError> {
+        let step = {
+            let mut inner = self.lock();
+            inner.call()?;
+            inner.workload.pop()
+        };
+        if let Some(mut step) = step {
+            step(self);
+        }
+        Ok(())
+    }
+
     /// Chunked reads of the tables, `chunk_rows` rows each.
     pub fn chunks(&self, chunk_rows: usize) -> MemoryChunks {
         MemoryChunks {
@@ -313,14 +337,7 @@ pub struct MemoryStream {
 
 impl ChangeStream for MemoryStream {
     async fn next(&mut self) -> Result<Option<ReaderItem>, CaptureError> {
-        let step = {
-            let mut inner = self.database.lock();
-            inner.call()?;
-            inner.workload.pop()
-        };
-        if let Some(mut step) = step {
-            step(&self.database);
-        }
+        self.database.step()?;
         let item = {
             let inner = self.database.lock();
             inner.log.get(self.next).cloned()
@@ -336,6 +353,73 @@ impl ChangeStream for MemoryStream {
     }
 
     async fn close(self) {}
+}
+
+/// The initial snapshot of a [`MemoryDatabase`]: the tables as of the last
+/// commit when it begins; each row read is a call (and runs a workload step).
+pub struct MemorySnapshot {
+    database: MemoryDatabase,
+    /// The state the read sees.
+    begun: Option<BTreeMap<String, MemoryTable>>,
+}
+
+impl SnapshotSource for MemorySnapshot {
+    async fn begin(&mut self) -> Result<(BinlogPosition, Vec<SnapshotTable>), CaptureError> {
+        let mut inner = self.database.lock();
+        inner.call()?;
+        let (pos, state) = inner.history.last().expect("an initial state").clone();
+        let tables = state
+            .iter()
+            .map(|(name, table)| SnapshotTable {
+                db: inner.db.to_string(),
+                table: name.clone(),
+                estimate: table.rows.len() as u64,
+            })
+            .collect();
+        self.begun = Some(state);
+        Ok((position(pos), tables))
+    }
+
+    async fn read_table<R: SnapshotRows>(
+        &mut self,
+        table: &SnapshotTable,
+        source: &SourceInfo,
+        rows: &mut R,
+    ) -> Result<TableRead, CaptureError> {
+        let state = self.begun.as_ref().expect("the snapshot was begun");
+        let Some(read) = state.get(&table.table) else {
+            return Ok(TableRead::Gone);
+        };
+        for (id, values) in &read.rows {
+            self.database.step()?;
+            let event = ChangeEvent {
+                op: Op::Read,
+                key: key_row(*id),
+                before: None,
+                after: Some(Row {
+                    columns: read.columns.clone(),
+                    values: values.clone(),
+                }),
+                source: SourceInfo {
+                    db: table.db.as_str().into(),
+                    table: table.table.as_str().into(),
+                    ..source.clone()
+                },
+                ts_ms: source.ts_ms,
+                transaction: None,
+                undecodable: Vec::new(),
+            };
+            if rows.row(event).await?.is_break() {
+                return Ok(TableRead::Stopped);
+            }
+        }
+        Ok(TableRead::Read)
+    }
+
+    async fn end(&mut self) -> Result<(), CaptureError> {
+        self.begun = None;
+        self.database.lock().call()
+    }
 }
 
 /// Chunked, consistent reads of a [`MemoryDatabase`].

@@ -947,3 +947,16 @@ pub fn spawn_random_writer(
         }
     })
 }
+
+/// Bytes as upper-case hex, as MariaDB's `HEX()` writes them.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02X}")).collect()
+}
+
+/// A base64 JSON string (Debezium's bytes) decoded.
+pub fn base64_decode(text: &str) -> Vec<u8> {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD
+        .decode(text)
+        .unwrap()
+}

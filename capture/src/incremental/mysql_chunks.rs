@@ -9,14 +9,14 @@ use mysql_async::prelude::Queryable;
 use tracing::{info, warn};
 use tributary_proto::SourceInfo;
 
-use crate::chunk_reader::ChunkReader;
+use crate::chunk_reader::{ChunkBounds, ChunkReader};
 use crate::chunk_source::{Begun, ChunkRead, ChunkSource, OpenedTable};
 use crate::config::CaptureConfig;
 use crate::error::CaptureError;
 use crate::filter::TableFilter;
 use crate::incremental_state::{CursorValue, KeyCursor};
 use crate::position::BinlogPosition;
-use crate::snapshot;
+use crate::snapshot::mysql_snapshot;
 
 /// MySQL error: the table does not exist.
 const ER_NO_SUCH_TABLE: u16 = 1146;
@@ -52,7 +52,7 @@ impl MySqlChunks {
 
     async fn connection(&mut self) -> Result<&mut Conn, CaptureError> {
         if self.conn.is_none() {
-            let mut conn = snapshot::connect(&self.config).await?;
+            let mut conn = mysql_snapshot::connect(&self.config).await?;
             if !self.is_mariadb {
                 // The read lock of each chunk's start waits for running statements
                 // while blocking writes: give up soon and try again later.
@@ -72,7 +72,10 @@ impl MySqlChunks {
 impl ChunkSource for MySqlChunks {
     async fn open(&mut self, name: &str) -> Result<Option<OpenedTable>, CaptureError> {
         let (db, table) = name.split_once('.').expect("checked when requested");
-        let chunk_rows = self.config.snapshot.incremental_chunk_rows;
+        let bounds = ChunkBounds {
+            rows: self.config.snapshot.incremental_chunk_rows,
+            bytes: self.config.snapshot.chunk_max_mb.saturating_mul(1 << 20),
+        };
         self.connection().await?;
         let (conn, filter) = (self.conn.as_mut().expect("connected"), &self.filter);
         let found: Option<(String, String, u64)> = conn
@@ -91,7 +94,7 @@ impl ChunkSource for MySqlChunks {
             Some((db, table, _)) => {
                 let keys = &self.config.message_key_columns;
                 let undecodable = self.config.source.undecodable_text;
-                ChunkReader::new(conn, db, table, chunk_rows, keys, undecodable).await?
+                ChunkReader::new(conn, db, table, bounds, keys, undecodable).await?
             }
             None => None,
         };
@@ -119,7 +122,7 @@ impl ChunkSource for MySqlChunks {
         let name = self.name().to_owned();
         let is_mariadb = self.is_mariadb;
         let conn = self.connection().await?;
-        match snapshot::begin(conn, is_mariadb).await {
+        match mysql_snapshot::begin(conn, is_mariadb).await {
             Ok(point) => Ok(Begun::At(point)),
             Err(CaptureError::MissingGrant { grant, detail }) => {
                 warn!(table = %name, %grant, %detail, "the capture user may not take the read lock an on-demand snapshot chunk needs on this server; skipped");
@@ -141,7 +144,7 @@ impl ChunkSource for MySqlChunks {
         point: &BinlogPosition,
         source: &SourceInfo,
     ) -> Result<ChunkRead, CaptureError> {
-        let (name, reader) = self.open.as_ref().expect("a table is open");
+        let (name, reader) = self.open.as_mut().expect("a table is open");
         let conn = self.conn.as_mut().expect("a read was begun");
         let after: Option<Vec<mysql_async::Value>> =
             after.map(|key| key.values.iter().map(mysql_async::Value::from).collect());
@@ -173,11 +176,11 @@ impl ChunkSource for MySqlChunks {
                 .into_iter()
                 .map(|row| reader.event(row, source))
                 .collect(),
-            last_key: chunk.last_key.map(|key| KeyCursor {
+            last_key: chunk.end.last_key.map(|key| KeyCursor {
                 columns: key_columns,
                 values: key.iter().map(CursorValue::from).collect(),
             }),
-            complete: chunk.complete,
+            complete: chunk.end.complete,
         })
     }
 

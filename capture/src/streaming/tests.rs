@@ -1,18 +1,21 @@
-//! The streaming phase and DBLog's merge, in-process over the in-memory
-//! doubles ([`crate::memory`]): whatever the interleaving of writes, chunk
-//! reads and the stream, crashes included, what the sink received replays to
-//! the table's state. Time is paused: a run ends when nothing is left to do.
+//! Capture's phases in-process over the in-memory doubles ([`crate::memory`]):
+//! the initial snapshot and the stream that follows it, the streaming phase,
+//! and DBLog's merge of on-demand snapshots. Whatever the interleaving of
+//! writes, snapshot reads, chunk reads and the stream, crashes and restarts
+//! included, what the sink received replays to the table's state. Time is
+//! paused: a run ends when nothing is left to do.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use prometheus_client::registry::Registry;
-use tributary_proto::{Op, SnapshotMarker, Value};
+use tributary_proto::{ChangeEvent, Op, SnapshotMarker, Value};
 
 use super::*;
-use crate::config::CaptureConfig;
+use crate::config::{CaptureConfig, SnapshotMode};
 use crate::incremental_state::IncrementalState;
 use crate::memory::{MemoryDatabase, MemorySink, Sent, Step, Write};
+use crate::{Start, snapshot};
 
 const CONFIG: &str = "
 server_name: shop
@@ -71,8 +74,6 @@ async fn run(
     sink: &mut MemorySink,
     start: &BinlogPosition,
 ) -> Result<(), CaptureError> {
-    let config = CaptureConfig::parse(CONFIG).unwrap();
-    let metrics = CaptureMetrics::register(&mut Registry::default());
     let from = sink.stored.clone().unwrap_or_else(|| BinlogPosition {
         incremental: Some(IncrementalState {
             tables: vec!["shop.items".into()],
@@ -80,6 +81,45 @@ async fn run(
         }),
         ..start.clone()
     });
+    stream_until_idle(db, sink, from).await
+}
+
+/// A run of capture over `db` as `tributary capture` makes it with
+/// `snapshot.mode: initial`: from the stored position, or after a snapshot
+/// (which `shutdown` may interrupt) from the position it gives; until nothing
+/// is left to do (`Ok`) or a call fails (a crash).
+async fn capture_once(
+    db: &MemoryDatabase,
+    sink: &mut MemorySink,
+    shutdown: &CancellationToken,
+) -> Result<(), CaptureError> {
+    let metrics = CaptureMetrics::register(&mut Registry::default());
+    let from = match Start::of(sink.stored.clone(), SnapshotMode::Initial) {
+        Start::Resume(position) => position,
+        Start::Snapshot { interrupted } => {
+            let mut tables = db.snapshot();
+            let snapshot =
+                snapshot::run("shop", &mut tables, sink, &metrics, shutdown, interrupted).await?;
+            let Some(position) = snapshot else {
+                return Ok(()); // stopped
+            };
+            sink.commit(position.clone()).await?;
+            position
+        }
+        Start::Configured => unreachable!("snapshot.mode is initial"),
+    };
+    stream_until_idle(db, sink, from).await
+}
+
+/// Streams `db` into `sink` from `from` until nothing is left to do (`Ok`)
+/// or a call fails (a crash).
+async fn stream_until_idle(
+    db: &MemoryDatabase,
+    sink: &mut MemorySink,
+    from: BinlogPosition,
+) -> Result<(), CaptureError> {
+    let config = CaptureConfig::parse(CONFIG).unwrap();
+    let metrics = CaptureMetrics::register(&mut Registry::default());
     let mut incremental =
         Incremental::new(&config, db.chunks(16), &metrics, from.incremental.clone());
     let mut reader = db.stream_from(&from);
@@ -226,4 +266,178 @@ async fn a_schema_change_during_a_chunk_drops_it_and_the_rows_come_again_with_th
             "seed {seed}: a chunk of the old shape was sent after the DDL"
         );
     }
+}
+
+/// Runs capture (snapshot first) and after every crash runs it again, until
+/// done; returns how many crashes there were.
+async fn capture_to_the_end(db: &MemoryDatabase, sink: &mut MemorySink) -> usize {
+    let mut crashes = 0;
+    while let Err(e) = capture_once(db, sink, &CancellationToken::new()).await {
+        assert!(e.is_transient(), "{e}");
+        crashes += 1;
+        assert!(crashes < 100, "no progress after {crashes} crashes");
+    }
+    crashes
+}
+
+/// The initial snapshot's `r` events (not on-demand ones).
+fn initial_reads(sink: &MemorySink) -> Vec<&ChangeEvent> {
+    sink.changes()
+        .filter(|e| e.op == Op::Read && e.source.snapshot != SnapshotMarker::Incremental)
+        .collect()
+}
+
+/// Checks what a finished capture of `db` left: the sink replays to the
+/// table, the stream caught up, and the last snapshot row is marked `last`.
+fn assert_captured(db: &MemoryDatabase, sink: &MemorySink, case: &str) {
+    assert_eq!(replay(sink, db), db.table("items").rows, "{case}");
+    let stored = sink.stored.as_ref().expect("positions were committed");
+    assert!(!stored.snapshot_incomplete, "{case}");
+    assert_eq!(*stored, db.head(), "{case}: the stream caught up");
+    let reads = initial_reads(sink);
+    assert_eq!(
+        reads.last().map(|e| e.source.snapshot),
+        Some(SnapshotMarker::Last),
+        "{case}: the last snapshot row is marked"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_snapshot_and_the_stream_meet_at_the_snapshot_position() {
+    const ROWS: i64 = 100;
+    for seed in 1..=20 {
+        let db = database(ROWS);
+        let before = db.table("items").rows;
+        // One write per row read, then more while streaming.
+        db.set_workload(workload(160, 130, seed, None));
+        let mut sink = MemorySink::default();
+        assert_eq!(capture_to_the_end(&db, &mut sink).await, 0);
+        assert_captured(&db, &sink, &format!("seed {seed}"));
+        let reads = initial_reads(&sink);
+        let read: BTreeMap<i64, Vec<Value>> = reads
+            .iter()
+            .map(|e| match (&e.key.values[0], &e.after) {
+                (Value::Int(id), Some(after)) => (*id, after.values.clone()),
+                other => panic!("a snapshot row without key or image: {other:?}"),
+            })
+            .collect();
+        assert_eq!(reads.len(), ROWS as usize, "seed {seed}: each row once");
+        assert_eq!(read, before, "seed {seed}: the rows as the snapshot began");
+        // Every change after the snapshot's position, none before it.
+        let at = reads[0].source.pos;
+        let streamed: Vec<u64> = sink
+            .changes()
+            .filter(|e| e.op != Op::Read)
+            .map(|e| e.source.pos)
+            .collect();
+        assert!(
+            streamed.iter().all(|&pos| pos > at),
+            "seed {seed}: a change from before the snapshot was streamed"
+        );
+        assert!(
+            streamed.len() >= 160,
+            "seed {seed}: every write was streamed"
+        );
+    }
+}
+
+/// A database of 40 rows and a workload of 70 transactions from `seed`,
+/// which runs during the snapshot and the stream.
+fn snapshot_crash_scenario(seed: u64) -> MemoryDatabase {
+    let db = database(40);
+    db.set_workload(workload(70, 60, seed, None));
+    db
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_crash_at_any_step_of_the_snapshot_or_the_stream_and_a_restart_lose_nothing() {
+    for seed in [5, 17] {
+        let db = snapshot_crash_scenario(seed);
+        capture_to_the_end(&db, &mut MemorySink::default()).await;
+        let calls = db.calls();
+        assert!(calls > 100, "a full run makes {calls} calls");
+        // A crash at every call: the snapshot's start, each row read, its end,
+        // and each stream read.
+        for crash_after in 0..calls {
+            let db = snapshot_crash_scenario(seed);
+            db.crash_after(crash_after);
+            let mut sink = MemorySink::default();
+            let crashes = capture_to_the_end(&db, &mut sink).await;
+            let case = format!("seed {seed}, crash after {crash_after} calls");
+            assert_eq!(crashes, 1, "{case}");
+            assert_captured(&db, &sink, &case);
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_snapshot_stopped_half_way_is_taken_again_and_streaming_starts_at_the_first_start() {
+    let db = database(60);
+    let first_start = db.head();
+    let shutdown = CancellationToken::new();
+    let stop = shutdown.clone();
+    // Writes during the snapshot, deletes among them; the stop after 30 rows.
+    let mut steps = workload(80, 60, 9, None);
+    steps.insert(
+        30,
+        Box::new(move |_: &MemoryDatabase| stop.cancel()) as Step,
+    );
+    db.set_workload(steps);
+    let mut sink = MemorySink::default();
+    capture_once(&db, &mut sink, &shutdown).await.unwrap();
+    let stored = sink
+        .stored
+        .clone()
+        .expect("the snapshot's start was stored");
+    assert!(stored.snapshot_incomplete, "{stored:?}");
+    assert_eq!(stored.pos, first_start.pos);
+    assert!(initial_reads(&sink).len() < 60, "the snapshot stopped");
+    // The next start snapshots again and streams from the first start: a row
+    // the first snapshot sent and a write then deleted gets its delete.
+    assert_eq!(capture_to_the_end(&db, &mut sink).await, 0);
+    assert_captured(&db, &sink, "after the stop");
+    let second_start = initial_reads(&sink).last().unwrap().source.pos;
+    assert!(second_start > first_start.pos, "written during the first");
+    assert!(
+        sink.changes()
+            .any(|e| e.op != Op::Read && e.source.pos <= second_start),
+        "streamed from the first start, not the second"
+    );
+}
+
+#[test]
+fn where_a_run_starts() {
+    let stored = |incomplete: bool| BinlogPosition {
+        pos: 42,
+        snapshot_incomplete: incomplete,
+        ..BinlogPosition::default()
+    };
+    for mode in [
+        SnapshotMode::Initial,
+        SnapshotMode::InitialOnly,
+        SnapshotMode::WhenNeeded,
+        SnapshotMode::Never,
+    ] {
+        assert_eq!(
+            Start::of(Some(stored(false)), mode),
+            Start::Resume(stored(false)),
+            "{mode:?}"
+        );
+    }
+    assert_eq!(Start::of(None, SnapshotMode::Never), Start::Configured);
+    assert_eq!(
+        Start::of(None, SnapshotMode::Initial),
+        Start::Snapshot { interrupted: None }
+    );
+    assert_eq!(
+        Start::of(Some(stored(true)), SnapshotMode::WhenNeeded),
+        Start::Snapshot {
+            interrupted: Some(stored(true))
+        }
+    );
+    // Never snapshot, even to finish one: resume, warning that rows may be missing.
+    assert_eq!(
+        Start::of(Some(stored(true)), SnapshotMode::Never),
+        Start::Resume(stored(true))
+    );
 }
