@@ -13,8 +13,7 @@ use mysql_async::prelude::Queryable;
 use prometheus_client::registry::Registry;
 use tokio_util::sync::CancellationToken;
 use tributary_capture::binlog_reader::{BinlogReader, ReaderSetup};
-use tributary_capture::change_stream::ChangeStream;
-use tributary_capture::event_decoder::ReaderItem;
+use tributary_capture::change_stream::{ChangeStream, ReaderItem};
 use tributary_capture::position::BinlogPosition;
 use tributary_capture::source;
 use tributary_capture::{CaptureConfig, CaptureMetrics};
@@ -248,7 +247,7 @@ async fn decode_only(yaml: &str, gtid: &str, rows: u64) -> anyhow::Result<Measur
         file: String::new(),
         pos: 4,
         gtid: Some(gtid.to_owned()),
-        ..BinlogPosition::default()
+        ts_ms: 0,
     };
     let mut reader = BinlogReader::open(ReaderSetup::of(&config, info), &from).await?;
     let started = Stopwatch::start()?;

@@ -10,8 +10,9 @@ use mysql_common::packets::{GnoInterval, Sid, Tag};
 use tracing::info;
 
 use crate::change_stream::ChangeStream;
+use crate::change_stream::ReaderItem;
 use crate::error::CaptureError;
-use crate::event_decoder::{DecoderSetup, EventDecoder, ReaderItem};
+use crate::event_decoder::{DecoderSetup, EventDecoder};
 use crate::filter::TableFilter;
 use crate::gtid_state::{GtidSet, GtidState};
 use crate::message_key::MessageKeyColumns;
@@ -127,6 +128,8 @@ impl BinlogReader {
 }
 
 impl ChangeStream for BinlogReader {
+    type Position = BinlogPosition;
+
     /// Ends the replication connection and the look-up pool.
     async fn close(self) {
         drop(self.stream);
@@ -134,7 +137,7 @@ impl ChangeStream for BinlogReader {
     }
 
     /// The next change or commit; `None` when the server ends the stream.
-    async fn next(&mut self) -> Result<Option<ReaderItem>, CaptureError> {
+    async fn next(&mut self) -> Result<Option<ReaderItem<BinlogPosition>>, CaptureError> {
         loop {
             if let Some(item) = self.decoder.pop() {
                 return Ok(Some(item));

@@ -12,7 +12,7 @@ use tributary_proto::{ChangeEvent, SourceInfo};
 
 use crate::error::CaptureError;
 use crate::incremental_state::KeyCursor;
-use crate::position::BinlogPosition;
+use crate::source_position::SourcePosition;
 
 /// A table opened for chunked reads.
 #[derive(Debug, Clone)]
@@ -29,11 +29,11 @@ pub struct OpenedTable {
     pub estimate: u64,
 }
 
-/// How a consistent read started.
+/// How a consistent read started, `P` being the source's positions.
 #[derive(Debug)]
-pub enum Begun {
+pub enum Begun<P> {
     /// It sees exactly the transactions committed up to this position.
-    At(BinlogPosition),
+    At(P),
     /// It could not start now (a lock wait timed out); try again later.
     Retry,
     /// The table cannot be snapshotted here (a privilege is missing); skip it.
@@ -60,6 +60,9 @@ pub enum ChunkRead {
 
 /// Reads chunks of tables in consistent reads.
 pub trait ChunkSource: Send {
+    /// The source's positions.
+    type Position: SourcePosition;
+
     /// Opens `db.table` (as requested); `None`, after saying why, when it
     /// cannot be snapshotted (no such table, not captured, no unique key).
     fn open(
@@ -68,14 +71,15 @@ pub trait ChunkSource: Send {
     ) -> impl Future<Output = Result<Option<OpenedTable>, CaptureError>> + Send;
 
     /// Starts a consistent read of the open table.
-    fn begin(&mut self) -> impl Future<Output = Result<Begun, CaptureError>> + Send;
+    fn begin(&mut self)
+    -> impl Future<Output = Result<Begun<Self::Position>, CaptureError>> + Send;
 
     /// In the read begun at `point`: the chunk after `after` (the first when
     /// `None`), its events' `source` from `source`; ends the read.
     fn read(
         &mut self,
         after: Option<&KeyCursor>,
-        point: &BinlogPosition,
+        point: &Self::Position,
         source: &SourceInfo,
     ) -> impl Future<Output = Result<ChunkRead, CaptureError>> + Send;
 

@@ -24,6 +24,7 @@ use tracing::{debug, info, warn};
 use tributary_proto::gtid::{Gtid, MySqlSource};
 use tributary_proto::{ChangeEvent, Op, Row, SnapshotMarker, SourceInfo, TransactionInfo, Value};
 
+use crate::change_stream::{ReaderItem, SchemaChange};
 use crate::config::UndecodableText;
 use crate::error::CaptureError;
 use crate::filter::TableFilter;
@@ -33,33 +34,6 @@ use crate::position::BinlogPosition;
 use crate::row_image::RowImages;
 use crate::schema::TableSchema;
 use crate::source::{self, ServerInfo};
-
-/// What the decoder yields.
-#[derive(Debug, Clone)]
-pub enum ReaderItem {
-    /// One row change.
-    Change(Box<ChangeEvent>),
-    /// A transaction committed: everything before this is complete, resume from here.
-    Commit(BinlogPosition),
-    /// A DDL statement: the schema-history topic records it when `recorded`.
-    SchemaChange(SchemaChange),
-    /// The server is idle; the position between transactions, for the heartbeat topic.
-    Heartbeat(BinlogPosition),
-}
-
-/// A DDL statement and where it is in the binlog.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SchemaChange {
-    /// The statement's default database (may be empty).
-    pub db: String,
-    /// The statement as the server logged it.
-    pub ddl: String,
-    /// Binlog file, position after the statement, and the GTID state after it.
-    pub position: BinlogPosition,
-    /// Whether the schema history keeps it: its default database may hold
-    /// captured tables, or it has none (the statement names its tables).
-    pub recorded: bool,
-}
 
 /// The TABLE_MAP events seen so far, by table id: rows events are decoded with them.
 pub trait TableMaps {
@@ -155,7 +129,7 @@ pub struct EventDecoder {
     trx: Option<OpenTransaction>,
     pending: TransactionStart,
     payload: Option<Payload>,
-    out: VecDeque<ReaderItem>,
+    out: VecDeque<ReaderItem<BinlogPosition>>,
 }
 
 impl EventDecoder {
@@ -190,7 +164,7 @@ impl EventDecoder {
     }
 
     /// The next decoded item, if any is queued.
-    pub fn pop(&mut self) -> Option<ReaderItem> {
+    pub fn pop(&mut self) -> Option<ReaderItem<BinlogPosition>> {
         self.out.pop_front()
     }
 
@@ -464,7 +438,6 @@ impl EventDecoder {
             pos: self.end_of(event),
             gtid,
             ts_ms: self.ts_ms(event),
-            ..Default::default()
         }
     }
 

@@ -37,15 +37,15 @@ use tributary_proto::debezium_json::{encode_key, encode_value};
 use tributary_proto::partition::partition_for_key;
 use tributary_proto::{ChangeEvent, Op};
 
-use crate::event_decoder::SchemaChange;
+use crate::change_stream::SchemaChange;
 use tributary_kafka::{ClientBuilder, KafkaConfig};
 
 use crate::config::{CaptureConfig, Delivery, TopicsConfig};
 use crate::error::CaptureError;
 use crate::metrics::{CaptureMetrics, TableLabel};
-use crate::position::BinlogPosition;
 use crate::position_store::{PositionStore, offsets_topic};
 use crate::sink::ChangeSink;
+use crate::source_position::{CapturePosition, SourcePosition};
 
 /// How many deliveries/positions may wait for acknowledgement (each a few
 /// dozen bytes: the records' bytes are in the producer's queue, bounded by
@@ -56,9 +56,9 @@ const MAX_PRODUCER_QUEUE_KB: u64 = i32::MAX as u64;
 /// Timeout of each transactional call (`init`, `send_offsets`, `commit`, `abort`).
 const TRANSACTION_TIMEOUT: Duration = Duration::from_secs(60);
 
-enum Pending {
+enum Pending<P> {
     Delivery(DeliveryFuture),
-    Commit(BinlogPosition),
+    Commit(CapturePosition<P>),
 }
 
 struct TopicInfo {
@@ -67,8 +67,8 @@ struct TopicInfo {
     label: TableLabel,
 }
 
-/// The Kafka side of capture.
-pub struct KafkaWriter {
+/// The Kafka side of capture, for a source with positions `P`.
+pub struct KafkaWriter<P> {
     producer: FutureProducer,
     admin: AdminClient<DefaultClientContext>,
     server_name: String,
@@ -77,25 +77,25 @@ pub struct KafkaWriter {
     replication_factor: i32,
     /// Change topics by database, then table.
     topics: HashMap<String, HashMap<String, TopicInfo>>,
-    pending: mpsc::Sender<Pending>,
+    pending: mpsc::Sender<Pending<P>>,
     acker: JoinHandle<Result<(), CaptureError>>,
     store: PositionStore,
     metrics: CaptureMetrics,
     /// Bits of the [`SideTopic`]s already created.
     side_topics_ready: u8,
     /// Kafka transactions, with `delivery: exactly_once`.
-    transactions: Option<Transactions>,
+    transactions: Option<Transactions<P>>,
     /// Longest wait on the broker (`kafka.stall_timeout_s`).
     stall_timeout: Duration,
 }
 
 /// The state of Kafka transactions (`delivery: exactly_once`).
-struct Transactions {
+struct Transactions<P> {
     open: bool,
     last_commit: Instant,
     interval: Duration,
     /// The newest position the open transaction's events reach.
-    position: Option<BinlogPosition>,
+    position: Option<CapturePosition<P>>,
     /// Events were sent after `position`: a binlog transaction is half read, and
     /// the Kafka transaction cannot commit until its end.
     past_position: bool,
@@ -161,7 +161,7 @@ fn producer_config(kafka: &KafkaConfig, max_pending_mb: u64) -> ClientBuilder<'_
     producer
 }
 
-impl KafkaWriter {
+impl<P: SourcePosition> KafkaWriter<P> {
     /// Connects to Kafka, creates the positions topic and starts the acknowledger.
     pub async fn connect(
         config: &CaptureConfig,
@@ -293,7 +293,7 @@ impl KafkaWriter {
         txn.last_commit = Instant::now();
         txn.position = None;
         if let Some(position) = position {
-            self.metrics.committed(&position);
+            self.metrics.committed(&position.source);
         }
         Ok(())
     }
@@ -341,7 +341,7 @@ impl KafkaWriter {
 
     /// Queues a delivery or position for the acknowledger, waiting (at most
     /// `kafka.stall_timeout_s`) while its queue is full.
-    async fn queue(&self, item: Pending) -> Result<(), CaptureError> {
+    async fn queue(&self, item: Pending<P>) -> Result<(), CaptureError> {
         match tokio::time::timeout(self.stall_timeout, self.pending.send(item)).await {
             Ok(Ok(())) => Ok(()),
             // The acknowledger stopped: it failed. Its error is returned by `close`.
@@ -413,9 +413,9 @@ impl KafkaWriter {
     }
 }
 
-impl ChangeSink for KafkaWriter {
+impl<P: SourcePosition> ChangeSink<P> for KafkaWriter<P> {
     /// The stored position, if any.
-    async fn stored_position(&self) -> Result<Option<BinlogPosition>, CaptureError> {
+    async fn stored_position(&self) -> Result<Option<CapturePosition<P>>, CaptureError> {
         self.store.load(self.transactions.is_some()).await
     }
 
@@ -482,11 +482,11 @@ impl ChangeSink for KafkaWriter {
     }
 
     /// Appends a DDL statement to `<server_name>.schema-history` (kept forever, one partition).
-    async fn send_schema_change(&mut self, change: &SchemaChange) -> Result<(), CaptureError> {
+    async fn send_schema_change(&mut self, change: &SchemaChange<P>) -> Result<(), CaptureError> {
         let value = serde_json::json!({
             "source": { "server": self.server_name },
-            "position": { "file": change.position.file, "pos": change.position.pos, "gtid": change.position.gtid },
-            "ts_ms": change.position.ts_ms,
+            "position": change.position.to_json(),
+            "ts_ms": change.position.ts_ms(),
             "databaseName": change.db,
             "ddl": change.ddl,
         });
@@ -496,10 +496,10 @@ impl ChangeSink for KafkaWriter {
 
     /// Writes a heartbeat (`<server_name>.heartbeat`) and commits its position, so an idle
     /// source still advances the stored position and consumers see capture is alive.
-    async fn send_heartbeat(&mut self, position: BinlogPosition) -> Result<(), CaptureError> {
+    async fn send_heartbeat(&mut self, position: CapturePosition<P>) -> Result<(), CaptureError> {
         let value = serde_json::json!({
-            "ts_ms": position.ts_ms,
-            "position": { "file": position.file, "pos": position.pos, "gtid": position.gtid },
+            "ts_ms": position.source.ts_ms(),
+            "position": position.source.to_json(),
         });
         self.send_to_side_topic(SideTopic::Heartbeat, &value)
             .await?;
@@ -507,7 +507,7 @@ impl ChangeSink for KafkaWriter {
     }
 
     /// Marks a committed transaction: `position` is stored once everything before it is acknowledged.
-    async fn commit(&mut self, position: BinlogPosition) -> Result<(), CaptureError> {
+    async fn commit(&mut self, position: CapturePosition<P>) -> Result<(), CaptureError> {
         let Some(txn) = &mut self.transactions else {
             return self.queue(Pending::Commit(position)).await;
         };
@@ -534,7 +534,7 @@ impl ChangeSink for KafkaWriter {
     }
 
     /// Stores `position` right away, before anything else is sent (snapshot start markers).
-    async fn store_now(&mut self, position: &BinlogPosition) -> Result<(), CaptureError> {
+    async fn store_now(&mut self, position: &CapturePosition<P>) -> Result<(), CaptureError> {
         let Some(txn) = &mut self.transactions else {
             let offset = self.store.save(position).await?;
             return self.store.mark_and_wait(offset).await;
@@ -602,25 +602,25 @@ async fn blocking<T: Send + 'static>(
 
 /// The acknowledger: awaits deliveries in order and stores positions that are safe.
 /// A delivery report that takes longer than `stall_timeout` fails it.
-async fn acknowledge(
-    mut rx: mpsc::Receiver<Pending>,
+async fn acknowledge<P: SourcePosition>(
+    mut rx: mpsc::Receiver<Pending<P>>,
     store: PositionStore,
     interval: Duration,
     stall_timeout: Duration,
     metrics: CaptureMetrics,
 ) -> Result<(), CaptureError> {
-    let mut unsaved: Option<BinlogPosition> = None;
+    let mut unsaved: Option<CapturePosition<P>> = None;
     let mut last_save = tokio::time::Instant::now();
     // The offset of the last position stored: marked without waiting while
     // running, and waited for at a clean close.
     let mut last_offset = None;
-    let save = |position: BinlogPosition| {
+    let save = |position: CapturePosition<P>| {
         let store = store.clone();
         let metrics = metrics.clone();
         async move {
             let offset = store.save(&position).await?;
             store.mark(offset)?;
-            metrics.committed(&position);
+            metrics.committed(&position.source);
             Ok::<_, CaptureError>(offset)
         }
     };

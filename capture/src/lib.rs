@@ -44,6 +44,7 @@ pub mod snapshot;
 mod snapshot_progress;
 pub mod snapshot_source;
 pub mod source;
+pub mod source_position;
 mod streaming;
 
 use std::time::{Duration, Instant};
@@ -65,6 +66,7 @@ use metrics::Snapshotting;
 use position::{BinlogPosition, StartPosition};
 use sink::ChangeSink;
 use snapshot::mysql_snapshot::MySqlSnapshot;
+use source_position::CapturePosition;
 use streaming::Stream;
 
 /// How long shutdown waits for outstanding deliveries.
@@ -137,7 +139,7 @@ async fn run_once(
     resnapshot: bool,
     progressed: &mut bool,
 ) -> Result<(), CaptureError> {
-    let mut writer = KafkaWriter::connect(config, metrics.clone()).await?;
+    let mut writer = KafkaWriter::<BinlogPosition>::connect(config, metrics.clone()).await?;
     // A lost position is replaced by a new snapshot's (snapshot.mode: when_needed).
     let stored = if resnapshot {
         None
@@ -150,12 +152,13 @@ async fn run_once(
     let from = match Start::of(stored, config.snapshot.mode) {
         Start::Resume(position) => {
             info!(%position, "resuming from the stored position");
-            metrics.resumed_at(&position);
+            metrics.resumed_at(&position.source);
             position
         }
         Start::Configured => {
             let mut conn = source::connect(&config.source).await?;
-            start_position(&config.source.start, &mut conn, info.is_mariadb).await?
+            let start = start_position(&config.source.start, &mut conn, info.is_mariadb).await?;
+            CapturePosition::at(start)
         }
         Start::Snapshot { interrupted } => {
             let snapshotting = Snapshotting::start(metrics);
@@ -173,6 +176,7 @@ async fn run_once(
             let Some(position) = snapshot else {
                 return writer.close(CLOSE_TIMEOUT, false).await; // interrupted by shutdown
             };
+            let position = CapturePosition::at(position);
             writer.commit(position.clone()).await?;
             if config.snapshot.mode == SnapshotMode::InitialOnly {
                 info!("snapshot.mode is initial_only: stopping after the snapshot");
@@ -182,15 +186,15 @@ async fn run_once(
         }
     };
     let chunks = MySqlChunks::new(config, info.is_mariadb);
-    let mut incremental = Incremental::new(config, chunks, metrics, from.incremental.clone());
-    let mut reader = BinlogReader::open(ReaderSetup::of(config, info), &from).await?;
+    let mut incremental = Incremental::new(config, chunks, metrics, from.incremental);
+    let mut reader = BinlogReader::open(ReaderSetup::of(config, info), &from.source).await?;
     metrics.streaming.set(1);
     let mut stream = Stream {
         reader: &mut reader,
         writer: &mut writer,
         incremental: &mut incremental,
         metrics,
-        at: from,
+        at: from.source,
         in_transaction: false,
     };
     let result = stream.run(shutdown, progressed).await;
@@ -201,21 +205,21 @@ async fn run_once(
     closed.and(result)
 }
 
-/// Where a run of capture starts.
+/// Where a run of capture starts, `P` being the source's positions.
 #[derive(Debug, PartialEq)]
-pub(crate) enum Start {
+pub(crate) enum Start<P> {
     /// From the stored position.
-    Resume(BinlogPosition),
+    Resume(CapturePosition<P>),
     /// From `source.start` (no position stored, `snapshot.mode: never`).
     Configured,
-    /// With a snapshot; `interrupted` is the stored start of an earlier one
-    /// that did not complete.
-    Snapshot { interrupted: Option<BinlogPosition> },
+    /// With a snapshot; `interrupted` is the start of an earlier one that did
+    /// not complete.
+    Snapshot { interrupted: Option<P> },
 }
 
-impl Start {
+impl<P> Start<P> {
     /// Where a run starts, given the stored position and `snapshot.mode`.
-    pub(crate) fn of(stored: Option<BinlogPosition>, mode: SnapshotMode) -> Start {
+    pub(crate) fn of(stored: Option<CapturePosition<P>>, mode: SnapshotMode) -> Start<P> {
         match (stored, mode) {
             (Some(position), SnapshotMode::Never) if position.snapshot_incomplete => {
                 warn!(
@@ -225,7 +229,9 @@ impl Start {
             }
             (Some(position), _) if !position.snapshot_incomplete => Start::Resume(position),
             (None, SnapshotMode::Never) => Start::Configured,
-            (interrupted, _) => Start::Snapshot { interrupted },
+            (interrupted, _) => Start::Snapshot {
+                interrupted: interrupted.map(|position| position.source),
+            },
         }
     }
 }
@@ -243,14 +249,12 @@ async fn start_position(
             pos: 4,
             gtid: Some(gtid.clone()),
             ts_ms: 0,
-            ..Default::default()
         },
         StartPosition::Binlog { file, pos } => BinlogPosition {
             file: file.clone(),
             pos: *pos,
             gtid: None,
             ts_ms: 0,
-            ..Default::default()
         },
     };
     info!(%position, ?start, "no stored position; starting from the configured start");

@@ -18,19 +18,63 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use serde::{Deserialize, Serialize};
+
 use tributary_proto::{ChangeEvent, Op, Row, SnapshotMarker, SourceInfo, Value};
 
 use crate::change_stream::ChangeStream;
+use crate::change_stream::{ReaderItem, SchemaChange};
 use crate::chunk_source::{Begun, ChunkRead, ChunkSource, OpenedTable};
 use crate::error::CaptureError;
-use crate::event_decoder::{ReaderItem, SchemaChange};
 use crate::incremental_state::{CursorValue, KeyCursor};
-use crate::position::BinlogPosition;
 use crate::sink::ChangeSink;
 use crate::snapshot_source::{SnapshotRows, SnapshotSource, SnapshotTable, TableRead};
+use crate::source_position::{CapturePosition, SourcePosition};
 
-/// The binlog file name of every memory position.
-const FILE: &str = "memory.000001";
+/// The file name events of the memory database name in their `source`.
+const FILE: &str = "memory";
+
+/// A position in a [`MemoryDatabase`]'s log: commits are two apart, and a
+/// consistent read sees the state at a commit or just after it. The database
+/// has no GTIDs: positions alone order it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemoryPosition {
+    /// The commit counter.
+    pub pos: u64,
+}
+
+impl SourcePosition for MemoryPosition {
+    fn reached(&self, other: &Self) -> bool {
+        self.pos >= other.pos
+    }
+
+    fn is_after(&self, other: &Self) -> bool {
+        self.pos > other.pos
+    }
+
+    fn same_transactions(&self, _other: &Self) -> bool {
+        false
+    }
+
+    fn ts_ms(&self) -> i64 {
+        0
+    }
+
+    fn mark_source(&self, source: &mut SourceInfo) {
+        source.file = FILE.into();
+        source.pos = self.pos;
+    }
+
+    fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({ "pos": self.pos })
+    }
+}
+
+impl std::fmt::Display for MemoryPosition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{FILE}:{}", self.pos)
+    }
+}
 
 /// One table: its columns (the first is the integer key `id`) and rows by key.
 #[derive(Debug, Clone, PartialEq)]
@@ -63,7 +107,7 @@ struct Inner {
     db: Arc<str>,
     tables: BTreeMap<String, MemoryTable>,
     /// Every committed item, in commit order.
-    log: Vec<ReaderItem>,
+    log: Vec<ReaderItem<MemoryPosition>>,
     /// The tables as of each commit, by the commit's `pos`.
     history: Vec<(u64, BTreeMap<String, MemoryTable>)>,
     next_pos: u64,
@@ -114,7 +158,7 @@ impl MemoryDatabase {
     }
 
     /// The position after the last commit.
-    pub fn head(&self) -> BinlogPosition {
+    pub fn head(&self) -> MemoryPosition {
         let inner = self.lock();
         position(inner.history.last().expect("an initial state").0)
     }
@@ -233,7 +277,7 @@ impl MemoryDatabase {
     }
 
     /// A stream of the items committed after `from`.
-    pub fn stream_from(&self, from: &BinlogPosition) -> MemoryStream {
+    pub fn stream_from(&self, from: &MemoryPosition) -> MemoryStream {
         let inner = self.lock();
         let next = inner
             .log
@@ -314,12 +358,8 @@ impl Inner {
     }
 }
 
-fn position(pos: u64) -> BinlogPosition {
-    BinlogPosition {
-        file: FILE.into(),
-        pos,
-        ..BinlogPosition::default()
-    }
+fn position(pos: u64) -> MemoryPosition {
+    MemoryPosition { pos }
 }
 
 fn key_row(id: i64) -> Row {
@@ -336,7 +376,9 @@ pub struct MemoryStream {
 }
 
 impl ChangeStream for MemoryStream {
-    async fn next(&mut self) -> Result<Option<ReaderItem>, CaptureError> {
+    type Position = MemoryPosition;
+
+    async fn next(&mut self) -> Result<Option<ReaderItem<MemoryPosition>>, CaptureError> {
         self.database.step()?;
         let item = {
             let inner = self.database.lock();
@@ -364,7 +406,9 @@ pub struct MemorySnapshot {
 }
 
 impl SnapshotSource for MemorySnapshot {
-    async fn begin(&mut self) -> Result<(BinlogPosition, Vec<SnapshotTable>), CaptureError> {
+    type Position = MemoryPosition;
+
+    async fn begin(&mut self) -> Result<(MemoryPosition, Vec<SnapshotTable>), CaptureError> {
         let mut inner = self.database.lock();
         inner.call()?;
         let (pos, state) = inner.history.last().expect("an initial state").clone();
@@ -433,6 +477,8 @@ pub struct MemoryChunks {
 }
 
 impl ChunkSource for MemoryChunks {
+    type Position = MemoryPosition;
+
     async fn open(&mut self, name: &str) -> Result<Option<OpenedTable>, CaptureError> {
         let mut inner = self.database.lock();
         inner.call()?;
@@ -453,7 +499,7 @@ impl ChunkSource for MemoryChunks {
         Ok(Some(opened))
     }
 
-    async fn begin(&mut self) -> Result<Begun, CaptureError> {
+    async fn begin(&mut self) -> Result<Begun<MemoryPosition>, CaptureError> {
         let mut inner = self.database.lock();
         inner.call()?;
         // Once the writes are done, every commit is visible.
@@ -474,7 +520,7 @@ impl ChunkSource for MemoryChunks {
     async fn read(
         &mut self,
         after: Option<&KeyCursor>,
-        _point: &BinlogPosition,
+        _point: &MemoryPosition,
         source: &SourceInfo,
     ) -> Result<ChunkRead, CaptureError> {
         self.database.lock().call()?;
@@ -544,11 +590,11 @@ pub enum Sent {
     /// A change event.
     Change(Box<ChangeEvent>),
     /// A DDL statement.
-    SchemaChange(SchemaChange),
+    SchemaChange(SchemaChange<MemoryPosition>),
     /// A heartbeat (its position is committed too).
-    Heartbeat(BinlogPosition),
+    Heartbeat(CapturePosition<MemoryPosition>),
     /// A committed position.
-    Commit(BinlogPosition),
+    Commit(CapturePosition<MemoryPosition>),
 }
 
 /// A sink in memory: everything sent is kept at once (as an at-least-once
@@ -559,7 +605,7 @@ pub struct MemorySink {
     /// Everything received, in order, across restarts.
     pub sent: Vec<Sent>,
     /// The position a restart resumes from.
-    pub stored: Option<BinlogPosition>,
+    pub stored: Option<CapturePosition<MemoryPosition>>,
 }
 
 impl MemorySink {
@@ -599,8 +645,10 @@ impl MemorySink {
     }
 }
 
-impl ChangeSink for MemorySink {
-    async fn stored_position(&self) -> Result<Option<BinlogPosition>, CaptureError> {
+impl ChangeSink<MemoryPosition> for MemorySink {
+    async fn stored_position(
+        &self,
+    ) -> Result<Option<CapturePosition<MemoryPosition>>, CaptureError> {
         Ok(self.stored.clone())
     }
 
@@ -609,17 +657,26 @@ impl ChangeSink for MemorySink {
         Ok(())
     }
 
-    async fn send_schema_change(&mut self, change: &SchemaChange) -> Result<(), CaptureError> {
+    async fn send_schema_change(
+        &mut self,
+        change: &SchemaChange<MemoryPosition>,
+    ) -> Result<(), CaptureError> {
         self.sent.push(Sent::SchemaChange(change.clone()));
         Ok(())
     }
 
-    async fn send_heartbeat(&mut self, position: BinlogPosition) -> Result<(), CaptureError> {
+    async fn send_heartbeat(
+        &mut self,
+        position: CapturePosition<MemoryPosition>,
+    ) -> Result<(), CaptureError> {
         self.sent.push(Sent::Heartbeat(position.clone()));
         self.commit(position).await
     }
 
-    async fn commit(&mut self, position: BinlogPosition) -> Result<(), CaptureError> {
+    async fn commit(
+        &mut self,
+        position: CapturePosition<MemoryPosition>,
+    ) -> Result<(), CaptureError> {
         self.sent.push(Sent::Commit(position.clone()));
         self.stored = Some(position);
         Ok(())
@@ -633,7 +690,10 @@ impl ChangeSink for MemorySink {
         Ok(())
     }
 
-    async fn store_now(&mut self, position: &BinlogPosition) -> Result<(), CaptureError> {
+    async fn store_now(
+        &mut self,
+        position: &CapturePosition<MemoryPosition>,
+    ) -> Result<(), CaptureError> {
         self.commit(position.clone()).await
     }
 

@@ -8,6 +8,8 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
+use crate::source_position::SourcePosition;
+
 /// Label: a captured table, as `db.table`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct TableLabel {
@@ -92,21 +94,21 @@ impl CaptureMetrics {
     }
 
     /// Capture resumes from `position`, stored before: it is both committed and read.
-    pub fn resumed_at(&self, position: &crate::position::BinlogPosition) {
+    pub fn resumed_at(&self, position: &impl SourcePosition) {
         self.committed(position);
         self.read_up_to(position);
     }
 
     /// `position` has been stored.
-    pub fn committed(&self, position: &crate::position::BinlogPosition) {
+    pub fn committed(&self, position: &impl SourcePosition) {
         self.committed_source_time_seconds
-            .set(position.ts_ms as f64 / 1000.0);
+            .set(position.ts_ms() as f64 / 1000.0);
     }
 
     /// `position` has been read from the binlog and is to be stored.
-    pub fn read_up_to(&self, position: &crate::position::BinlogPosition) {
+    pub fn read_up_to(&self, position: &impl SourcePosition) {
         self.read_source_time_seconds
-            .set(position.ts_ms as f64 / 1000.0);
+            .set(position.ts_ms() as f64 / 1000.0);
     }
 
     /// Counts an error by kind.

@@ -1,11 +1,14 @@
-//! Binlog positions: where capture is and where it starts.
+//! MySQL/MariaDB binlog positions (a [`SourcePosition`]), and where capture
+//! starts in the binlog when no position is stored.
 
 use std::fmt;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
+use tributary_proto::SourceInfo;
 
 use crate::gtid_state::{GtidState, GtidStateError};
-use crate::incremental_state::IncrementalState;
+use crate::source_position::SourcePosition;
 
 /// A position in the source's binlog, recorded after a committed transaction.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -22,15 +25,6 @@ pub struct BinlogPosition {
     /// Commit time of the transaction on the source, in milliseconds since the epoch.
     #[serde(default)]
     pub ts_ms: i64,
-    /// Stored when a snapshot starts, at the snapshot's position: until the snapshot
-    /// completes, a restart snapshots again and then streams from here, so that rows
-    /// the interrupted snapshot already sent but that were deleted since are deleted.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub snapshot_incomplete: bool,
-    /// The on-demand snapshots still to finish, stored with the position so a
-    /// restart goes on with the next chunk.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub incremental: Option<IncrementalState>,
 }
 
 impl BinlogPosition {
@@ -40,12 +34,13 @@ impl BinlogPosition {
         let (base, seq) = self.file.rsplit_once('.')?;
         Some((base, seq.parse().ok()?, self.pos))
     }
+}
 
-    /// Whether this position is at or after `other`. Unplaced positions have not
-    /// reached anything; positions in files of different base names (the server's
-    /// `log_bin` name changed) count as reached, since callers use this to release
-    /// data that is safe to send early and wrong to send late.
-    pub fn reached(&self, other: &BinlogPosition) -> bool {
+impl SourcePosition for BinlogPosition {
+    /// Unplaced positions (a start given only as a GTID) have not reached
+    /// anything; positions in files of different base names (the server's
+    /// `log_bin` name changed) count as reached.
+    fn reached(&self, other: &BinlogPosition) -> bool {
         match (self.order(), other.order()) {
             (Some((a, ..)), Some((b, ..))) if a != b => true,
             (Some((_, seq, pos)), Some((_, other_seq, other_pos))) => {
@@ -55,22 +50,33 @@ impl BinlogPosition {
         }
     }
 
-    /// Whether both positions carry the same GTID state: the same
-    /// transactions are behind them, whatever non-transaction events lie between.
-    pub fn same_transactions(&self, other: &BinlogPosition) -> bool {
-        let state = |p: &BinlogPosition| p.gtid.as_deref().map(GtidState::parse);
-        matches!((state(self), state(other)), (Some(Ok(a)), Some(Ok(b))) if a == b)
-    }
-
-    /// Whether this position is after `other`; true when the two cannot be
-    /// ordered (the cautious answer for callers that discard data older than `other`).
-    pub fn is_after(&self, other: &BinlogPosition) -> bool {
+    fn is_after(&self, other: &BinlogPosition) -> bool {
         match (self.order(), other.order()) {
             (Some((a, seq, pos)), Some((b, other_seq, other_pos))) if a == b => {
                 (seq, pos) > (other_seq, other_pos)
             }
             _ => true,
         }
+    }
+
+    /// Both carry the same GTID state.
+    fn same_transactions(&self, other: &BinlogPosition) -> bool {
+        let state = |p: &BinlogPosition| p.gtid.as_deref().map(GtidState::parse);
+        matches!((state(self), state(other)), (Some(Ok(a)), Some(Ok(b))) if a == b)
+    }
+
+    fn ts_ms(&self) -> i64 {
+        self.ts_ms
+    }
+
+    fn mark_source(&self, source: &mut SourceInfo) {
+        source.gtid = self.gtid.as_deref().map(Arc::from);
+        source.file = self.file.as_str().into();
+        source.pos = self.pos;
+    }
+
+    fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({ "file": self.file, "pos": self.pos, "gtid": self.gtid })
     }
 }
 

@@ -1,7 +1,8 @@
 //! Stored capture positions: the compacted `<server_name>.offsets` topic.
 //!
-//! Each record is keyed by the server name and holds a [`BinlogPosition`] as
-//! JSON. The stored position is the record just before the offset of the
+//! Each record is keyed by the server name and holds a [`CapturePosition`]
+//! as JSON (for MySQL, the binlog file, offset and GTID state, with capture's
+//! snapshot state beside them). The stored position is the record just before the offset of the
 //! consumer group `tributary-capture.<server_name>` on that topic:
 //!
 //! - with `delivery: at_least_once` a position is written once every event before
@@ -29,7 +30,7 @@ use tracing::{debug, info, warn};
 use tributary_kafka::KafkaConfig;
 
 use crate::error::CaptureError;
-use crate::position::BinlogPosition;
+use crate::source_position::{CapturePosition, SourcePosition};
 
 /// Reads and writes the stored position of one server.
 #[derive(Clone)]
@@ -70,7 +71,10 @@ impl PositionStore {
     }
 
     /// Stores a position, waits until the broker has it and returns its offset.
-    pub async fn save(&self, position: &BinlogPosition) -> Result<i64, CaptureError> {
+    pub async fn save<P: SourcePosition>(
+        &self,
+        position: &CapturePosition<P>,
+    ) -> Result<i64, CaptureError> {
         let value = serde_json::to_vec(position).expect("a position serializes");
         let record = FutureRecord::to(&self.topic)
             .key(&self.key)
@@ -138,7 +142,10 @@ impl PositionStore {
     /// offset marks (the newest record where there is no such mark); otherwise the
     /// newest record, which at-least-once stores only once it is safe (and which
     /// the mark, written without waiting, may trail).
-    pub async fn load(&self, exactly_once: bool) -> Result<Option<BinlogPosition>, CaptureError> {
+    pub async fn load<P: SourcePosition>(
+        &self,
+        exactly_once: bool,
+    ) -> Result<Option<CapturePosition<P>>, CaptureError> {
         let store = self.clone();
         tokio::task::spawn_blocking(move || {
             if exactly_once {
@@ -173,11 +180,11 @@ impl PositionStore {
     }
 
     /// The position record at exactly `offset`, or `None` if the topic has none there.
-    fn read_at(
+    fn read_at<P: SourcePosition>(
         &self,
         consumer: &BaseConsumer,
         offset: i64,
-    ) -> Result<Option<BinlogPosition>, CaptureError> {
+    ) -> Result<Option<CapturePosition<P>>, CaptureError> {
         let mut tpl = TopicPartitionList::new();
         tpl.add_partition_offset(&self.topic, 0, Offset::Offset(offset))?;
         consumer.assign(&tpl)?;
@@ -200,10 +207,10 @@ impl PositionStore {
         })
     }
 
-    fn parse(
+    fn parse<P: SourcePosition>(
         &self,
         msg: &rdkafka::message::BorrowedMessage<'_>,
-    ) -> Result<BinlogPosition, CaptureError> {
+    ) -> Result<CapturePosition<P>, CaptureError> {
         let payload = msg.payload().unwrap_or_default();
         serde_json::from_slice(payload).map_err(|e| CaptureError::BadStoredPosition {
             topic: self.topic.clone(),
@@ -212,7 +219,10 @@ impl PositionStore {
     }
 
     /// The newest record of this server.
-    fn newest(&self, consumer: &BaseConsumer) -> Result<Option<BinlogPosition>, CaptureError> {
+    fn newest<P: SourcePosition>(
+        &self,
+        consumer: &BaseConsumer,
+    ) -> Result<Option<CapturePosition<P>>, CaptureError> {
         let (_, high) = consumer.fetch_watermarks(&self.topic, 0, Duration::from_secs(10))?;
         if high <= 0 {
             return Ok(None);

@@ -3,7 +3,9 @@
 //! tests, which records what was sent and which positions were committed, in
 //! order, so the streaming, snapshot and restart rules can be checked in-process.
 //!
-//! The contract every sink keeps: a position passed to [`ChangeSink::commit`]
+//! A sink takes the positions of one kind of source, `P` (stored with
+//! capture's state as [`CapturePosition`]s). The contract every sink keeps: a
+//! position passed to [`ChangeSink::commit`]
 //! is stored only once every change sent before it is safe, and a restart
 //! resumes from the last stored position (so changes after it may be sent
 //! again, never skipped).
@@ -13,16 +15,17 @@ use std::time::Duration;
 
 use tributary_proto::ChangeEvent;
 
+use crate::change_stream::SchemaChange;
 use crate::error::CaptureError;
-use crate::event_decoder::SchemaChange;
-use crate::position::BinlogPosition;
+use crate::source_position::{CapturePosition, SourcePosition};
 
-/// Where change events, schema changes and positions go.
-pub trait ChangeSink: Send {
+/// Where change events, schema changes and positions of a source with
+/// positions `P` go.
+pub trait ChangeSink<P: SourcePosition>: Send {
     /// The position stored by an earlier run, if any.
     fn stored_position(
         &self,
-    ) -> impl Future<Output = Result<Option<BinlogPosition>, CaptureError>> + Send;
+    ) -> impl Future<Output = Result<Option<CapturePosition<P>>, CaptureError>> + Send;
 
     /// Queues one change event.
     fn send(
@@ -33,20 +36,20 @@ pub trait ChangeSink: Send {
     /// Records a DDL statement (the schema history).
     fn send_schema_change(
         &mut self,
-        change: &SchemaChange,
+        change: &SchemaChange<P>,
     ) -> impl Future<Output = Result<(), CaptureError>> + Send;
 
     /// Records that the source is alive at `position`, and commits it.
     fn send_heartbeat(
         &mut self,
-        position: BinlogPosition,
+        position: CapturePosition<P>,
     ) -> impl Future<Output = Result<(), CaptureError>> + Send;
 
     /// A source transaction ended at `position`: stored once everything sent
     /// before it is safe.
     fn commit(
         &mut self,
-        position: BinlogPosition,
+        position: CapturePosition<P>,
     ) -> impl Future<Output = Result<(), CaptureError>> + Send;
 
     /// How often [`ChangeSink::commit_if_due`] should be called between source
@@ -59,7 +62,7 @@ pub trait ChangeSink: Send {
     /// Stores `position` at once, before anything else is sent (the start of a snapshot).
     fn store_now(
         &mut self,
-        position: &BinlogPosition,
+        position: &CapturePosition<P>,
     ) -> impl Future<Output = Result<(), CaptureError>> + Send;
 
     /// Waits up to `timeout` for what is in flight and stores the last safe

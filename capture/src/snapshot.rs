@@ -10,7 +10,6 @@
 //! sent which was deleted before the next snapshot gets its delete.
 
 use std::ops::ControlFlow;
-use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use tokio_util::sync::CancellationToken;
@@ -19,10 +18,10 @@ use tributary_proto::{ChangeEvent, SnapshotMarker, SourceInfo};
 
 use crate::error::CaptureError;
 use crate::metrics::{CaptureMetrics, TableLabel};
-use crate::position::BinlogPosition;
 use crate::sink::ChangeSink;
 use crate::snapshot_progress::SnapshotProgress;
 use crate::snapshot_source::{SnapshotRows, SnapshotSource, TableRead};
+use crate::source_position::{CapturePosition, SourcePosition};
 
 pub(crate) mod mysql_snapshot;
 
@@ -33,14 +32,14 @@ const PROGRESS_EVERY_ROWS: u64 = 1024;
 /// continues from, or `None` when `shutdown` interrupted it. `interrupted` is
 /// the stored start of an earlier snapshot that did not complete: streaming
 /// then continues from there. `server_name` names the events' source.
-pub async fn run(
+pub async fn run<S: SnapshotSource>(
     server_name: &str,
-    source: &mut impl SnapshotSource,
-    writer: &mut impl ChangeSink,
+    source: &mut S,
+    writer: &mut impl ChangeSink<S::Position>,
     metrics: &CaptureMetrics,
     shutdown: &CancellationToken,
-    interrupted: Option<BinlogPosition>,
-) -> Result<Option<BinlogPosition>, CaptureError> {
+    interrupted: Option<S::Position>,
+) -> Result<Option<S::Position>, CaptureError> {
     let (position, tables) = source.begin().await?;
     info!(%position, tables = tables.len(), "snapshot started");
     // Stored before any row is sent: if this snapshot is cut short, the next one
@@ -48,16 +47,13 @@ pub async fn run(
     let stream_from = match interrupted {
         Some(earlier) => {
             info!(%earlier, "an earlier snapshot did not complete: streaming will start at its position");
-            BinlogPosition {
-                snapshot_incomplete: false,
-                ..earlier
-            }
+            earlier
         }
         None => {
             writer
-                .store_now(&BinlogPosition {
+                .store_now(&CapturePosition {
                     snapshot_incomplete: true,
-                    ..position.clone()
+                    ..CapturePosition::at(position.clone())
                 })
                 .await?;
             position.clone()
@@ -67,18 +63,13 @@ pub async fn run(
     let ts_ms = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64);
-    let events_source = SourceInfo {
+    let mut events_source = SourceInfo {
         name: server_name.into(),
         ts_ms,
         snapshot: SnapshotMarker::True,
-        db: "".into(),
-        table: "".into(),
-        server_id: 0,
-        gtid: position.gtid.as_deref().map(Arc::from),
-        file: position.file.as_str().into(),
-        pos: position.pos,
-        row: 0,
+        ..SourceInfo::default()
     };
+    position.mark_source(&mut events_source);
     // The latest event, held back so the very last one can be marked `last`.
     let mut held: Option<ChangeEvent> = None;
     for table in &tables {
@@ -95,6 +86,7 @@ pub async fn run(
             .set(table.estimate as i64);
         let mut rows = TableRows {
             writer: &mut *writer,
+            positions: std::marker::PhantomData,
             held: &mut held,
             shutdown,
             metrics,
@@ -121,8 +113,10 @@ pub async fn run(
 }
 
 /// One table's rows on their way to the sink, counted.
-struct TableRows<'a, W> {
+struct TableRows<'a, W, P> {
     writer: &'a mut W,
+    /// The positions of the sink's source.
+    positions: std::marker::PhantomData<P>,
     /// The latest event, sent when the next one comes.
     held: &'a mut Option<ChangeEvent>,
     shutdown: &'a CancellationToken,
@@ -132,7 +126,7 @@ struct TableRows<'a, W> {
     done: u64,
 }
 
-impl<W: ChangeSink> SnapshotRows for TableRows<'_, W> {
+impl<P: SourcePosition, W: ChangeSink<P>> SnapshotRows for TableRows<'_, W, P> {
     async fn row(&mut self, event: ChangeEvent) -> Result<ControlFlow<()>, CaptureError> {
         if let Some(previous) = self.held.replace(event) {
             self.writer.send(&previous).await?;
@@ -149,7 +143,7 @@ impl<W: ChangeSink> SnapshotRows for TableRows<'_, W> {
     }
 }
 
-impl<W> TableRows<'_, W> {
+impl<W, P> TableRows<'_, W, P> {
     fn report(&mut self) {
         self.metrics
             .snapshot_rows_done

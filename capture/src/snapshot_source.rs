@@ -11,7 +11,7 @@ use std::ops::ControlFlow;
 use tributary_proto::{ChangeEvent, SourceInfo};
 
 use crate::error::CaptureError;
-use crate::position::BinlogPosition;
+use crate::source_position::SourcePosition;
 
 /// A table the snapshot reads.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,11 +53,14 @@ pub trait SnapshotRows: Send {
 
 /// Reads every captured table in one consistent read.
 pub trait SnapshotSource: Send {
+    /// The source's positions.
+    type Position: SourcePosition;
+
     /// Starts the read: the position it sees exactly (every transaction
     /// committed up to it, none after), and the tables to read.
     fn begin(
         &mut self,
-    ) -> impl Future<Output = Result<(BinlogPosition, Vec<SnapshotTable>), CaptureError>> + Send;
+    ) -> impl Future<Output = Result<(Self::Position, Vec<SnapshotTable>), CaptureError>> + Send;
 
     /// Reads `table` in key order, handing each row to `rows` as it comes;
     /// each event's `source` is `source` with the table filled in.

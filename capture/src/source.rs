@@ -191,7 +191,6 @@ pub async fn current_position(
         pos,
         gtid,
         ts_ms: 0,
-        ..Default::default()
     })
 }
 
@@ -219,7 +218,6 @@ pub async fn earliest_position(
         pos: 4,
         gtid: None,
         ts_ms: 0,
-        ..Default::default()
     })
 }
 

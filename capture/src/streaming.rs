@@ -6,13 +6,11 @@
 
 use tokio_util::sync::CancellationToken;
 
-use crate::change_stream::ChangeStream;
+use crate::change_stream::{ChangeStream, ReaderItem};
 use crate::chunk_source::ChunkSource;
 use crate::error::CaptureError;
-use crate::event_decoder::ReaderItem;
 use crate::incremental::Incremental;
 use crate::metrics::{CaptureMetrics, Snapshotting};
-use crate::position::BinlogPosition;
 use crate::sink::ChangeSink;
 
 #[cfg(test)]
@@ -20,18 +18,23 @@ mod tests;
 
 /// The streaming phase: items of a change stream to a sink, with on-demand
 /// snapshots merged in.
-pub(crate) struct Stream<'a, R, W, C> {
+pub(crate) struct Stream<'a, R: ChangeStream, W, C: ChunkSource> {
     pub(crate) reader: &'a mut R,
     pub(crate) writer: &'a mut W,
     pub(crate) incremental: &'a mut Incremental<C>,
     pub(crate) metrics: &'a CaptureMetrics,
     /// The position the stream has reached (the last commit or heartbeat).
-    pub(crate) at: BinlogPosition,
+    pub(crate) at: R::Position,
     /// A transaction's changes have been read but not its commit.
     pub(crate) in_transaction: bool,
 }
 
-impl<R: ChangeStream, W: ChangeSink, C: ChunkSource> Stream<'_, R, W, C> {
+impl<R, W, C> Stream<'_, R, W, C>
+where
+    R: ChangeStream,
+    W: ChangeSink<R::Position>,
+    C: ChunkSource<Position = R::Position>,
+{
     /// Runs until `shutdown` or an error; `progressed` is set once a position was committed.
     pub(crate) async fn run(
         &mut self,
@@ -108,7 +111,7 @@ impl<R: ChangeStream, W: ChangeSink, C: ChunkSource> Stream<'_, R, W, C> {
         &mut self,
         shutdown: &CancellationToken,
         commit_ticks: &mut Option<tokio::time::Interval>,
-    ) -> Result<Option<Option<ReaderItem>>, CaptureError> {
+    ) -> Result<Option<Option<ReaderItem<R::Position>>>, CaptureError> {
         let Stream {
             reader,
             writer,

@@ -291,7 +291,10 @@ fn decoder(from: &BinlogPosition, gtid_mode_on: bool) -> EventDecoder {
 
 /// Feeds the events to a decoder as the replication connection does (a
 /// TRANSACTION_PAYLOAD event, then the events inside it), collecting its output.
-async fn decode(binlog: &Binlog, from: &BinlogPosition) -> Result<Vec<ReaderItem>, CaptureError> {
+async fn decode(
+    binlog: &Binlog,
+    from: &BinlogPosition,
+) -> Result<Vec<ReaderItem<BinlogPosition>>, CaptureError> {
     decode_in_mode(binlog, from, true).await
 }
 
@@ -300,7 +303,7 @@ async fn decode_in_mode(
     binlog: &Binlog,
     from: &BinlogPosition,
     gtid_mode_on: bool,
-) -> Result<Vec<ReaderItem>, CaptureError> {
+) -> Result<Vec<ReaderItem<BinlogPosition>>, CaptureError> {
     let mut reader = EventStreamReader::new(BinlogVersion::Version4);
     let mut decoder = decoder(from, gtid_mode_on);
     let mut items = Vec::new();
@@ -322,7 +325,7 @@ async fn decode_in_mode(
     Ok(items)
 }
 
-fn changes(items: &[ReaderItem]) -> Vec<&ChangeEvent> {
+fn changes(items: &[ReaderItem<BinlogPosition>]) -> Vec<&ChangeEvent> {
     items
         .iter()
         .filter_map(|i| match i {
@@ -332,7 +335,7 @@ fn changes(items: &[ReaderItem]) -> Vec<&ChangeEvent> {
         .collect()
 }
 
-fn commits(items: &[ReaderItem]) -> Vec<&BinlogPosition> {
+fn commits(items: &[ReaderItem<BinlogPosition>]) -> Vec<&BinlogPosition> {
     items
         .iter()
         .filter_map(|i| match i {

@@ -36,9 +36,9 @@ use crate::error::CaptureError;
 use crate::filter::TableFilter;
 use crate::incremental_state::{IncrementalState, KeyCursor};
 use crate::metrics::{CaptureMetrics, TableLabel};
-use crate::position::BinlogPosition;
 use crate::sink::ChangeSink;
 use crate::snapshot_progress::SnapshotProgress;
+use crate::source_position::{CapturePosition, SourcePosition};
 
 /// What an attempt to read a chunk came to.
 enum Chunked {
@@ -52,7 +52,7 @@ enum Chunked {
 }
 
 /// Runs the on-demand snapshots of one capture's stream, reading chunks from `C`.
-pub(crate) struct Incremental<C> {
+pub(crate) struct Incremental<C: ChunkSource> {
     server_name: Arc<str>,
     filter: TableFilter,
     metrics: CaptureMetrics,
@@ -61,7 +61,7 @@ pub(crate) struct Incremental<C> {
     /// The first table, opened; closed after a DDL so the next chunk sees the new columns.
     opened: Option<OpenedTable>,
     progress: Option<TableProgress>,
-    window: Option<Window>,
+    window: Option<Window<C::Position>>,
 }
 
 struct TableProgress {
@@ -70,9 +70,9 @@ struct TableProgress {
     done: u64,
 }
 
-/// A chunk read but not yet sent, and the binlog position its read saw.
-struct Window {
-    point: BinlogPosition,
+/// A chunk read but not yet sent, and the position its read saw.
+struct Window<P> {
+    point: P,
     db: Arc<str>,
     table: Arc<str>,
     /// The columns the chunk was read with.
@@ -174,8 +174,8 @@ impl<C: ChunkSource> Incremental<C> {
     /// commits the position [`stamp`](Self::stamp)ed afterwards.
     pub(crate) async fn on_commit(
         &mut self,
-        position: &BinlogPosition,
-        writer: &mut impl ChangeSink,
+        position: &C::Position,
+        writer: &mut impl ChangeSink<C::Position>,
     ) -> Result<(), CaptureError> {
         let Some(w) = &mut self.window else {
             return Ok(());
@@ -196,8 +196,8 @@ impl<C: ChunkSource> Incremental<C> {
     /// when there is nothing to do until the stream moves.
     pub(crate) async fn step(
         &mut self,
-        at: &BinlogPosition,
-        writer: &mut impl ChangeSink,
+        at: &C::Position,
+        writer: &mut impl ChangeSink<C::Position>,
     ) -> Result<bool, CaptureError> {
         match &self.window {
             None if self.state.tables.is_empty() => return Ok(false),
@@ -217,13 +217,15 @@ impl<C: ChunkSource> Incremental<C> {
     }
 
     /// `position` with the state of the snapshots in progress, to be stored.
-    pub(crate) fn stamp(&self, mut position: BinlogPosition) -> BinlogPosition {
-        position.incremental = (!self.state.tables.is_empty()).then(|| self.state.clone());
-        position
+    pub(crate) fn stamp(&self, position: C::Position) -> CapturePosition<C::Position> {
+        CapturePosition {
+            incremental: (!self.state.tables.is_empty()).then(|| self.state.clone()),
+            ..CapturePosition::at(position)
+        }
     }
 
     /// Reads the first table's next chunk into a window, the stream being at `at`.
-    async fn read_chunk(&mut self, at: &BinlogPosition) -> Result<Chunked, CaptureError> {
+    async fn read_chunk(&mut self, at: &C::Position) -> Result<Chunked, CaptureError> {
         let name = self.state.tables[0].clone();
         if self.opened.is_none() && !self.open_table(&name).await? {
             self.finish_table();
@@ -242,17 +244,15 @@ impl<C: ChunkSource> Incremental<C> {
             self.chunks.abort().await?;
             return Ok(Chunked::Retry);
         }
-        let source = SourceInfo {
+        let mut source = SourceInfo {
             name: self.server_name.clone(),
             ts_ms: SystemTime::now()
                 .duration_since(UNIX_EPOCH)
                 .map_or(0, |d| d.as_millis() as i64),
             snapshot: SnapshotMarker::Incremental,
-            gtid: point.gtid.as_deref().map(Arc::from),
-            file: point.file.as_str().into(),
-            pos: point.pos,
             ..SourceInfo::default()
         };
+        point.mark_source(&mut source);
         let (rows, last_key, complete) = match self
             .chunks
             .read(self.state.after.as_ref(), &point, &source)
@@ -324,7 +324,10 @@ impl<C: ChunkSource> Incremental<C> {
     }
 
     /// Sends the window's rows that the stream did not supersede.
-    async fn send_chunk(&mut self, writer: &mut impl ChangeSink) -> Result<(), CaptureError> {
+    async fn send_chunk(
+        &mut self,
+        writer: &mut impl ChangeSink<C::Position>,
+    ) -> Result<(), CaptureError> {
         let w = self.window.take().expect("a window is open");
         let read = w.rows.len() as u64;
         for (key, event) in &w.rows {

@@ -70,6 +70,8 @@ impl MySqlChunks {
 }
 
 impl ChunkSource for MySqlChunks {
+    type Position = BinlogPosition;
+
     async fn open(&mut self, name: &str) -> Result<Option<OpenedTable>, CaptureError> {
         let (db, table) = name.split_once('.').expect("checked when requested");
         let bounds = ChunkBounds {
@@ -118,7 +120,7 @@ impl ChunkSource for MySqlChunks {
         Ok(Some(opened))
     }
 
-    async fn begin(&mut self) -> Result<Begun, CaptureError> {
+    async fn begin(&mut self) -> Result<Begun<BinlogPosition>, CaptureError> {
         let name = self.name().to_owned();
         let is_mariadb = self.is_mariadb;
         let conn = self.connection().await?;

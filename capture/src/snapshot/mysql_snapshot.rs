@@ -45,6 +45,8 @@ impl<'a> MySqlSnapshot<'a> {
 }
 
 impl SnapshotSource for MySqlSnapshot<'_> {
+    type Position = BinlogPosition;
+
     async fn begin(&mut self) -> Result<(BinlogPosition, Vec<SnapshotTable>), CaptureError> {
         let mut conn = connect(self.config).await?;
         let position = begin(&mut conn, self.is_mariadb).await?;

@@ -14,7 +14,8 @@ use tributary_proto::{ChangeEvent, Op, SnapshotMarker, Value};
 use super::*;
 use crate::config::{CaptureConfig, SnapshotMode};
 use crate::incremental_state::IncrementalState;
-use crate::memory::{MemoryDatabase, MemorySink, Sent, Step, Write};
+use crate::memory::{MemoryDatabase, MemoryPosition, MemorySink, Sent, Step, Write};
+use crate::source_position::CapturePosition;
 use crate::{Start, snapshot};
 
 const CONFIG: &str = "
@@ -72,14 +73,14 @@ fn workload(steps: usize, keys: u64, seed: u64, ddl_at: Option<usize>) -> Vec<St
 async fn run(
     db: &MemoryDatabase,
     sink: &mut MemorySink,
-    start: &BinlogPosition,
+    start: &MemoryPosition,
 ) -> Result<(), CaptureError> {
-    let from = sink.stored.clone().unwrap_or_else(|| BinlogPosition {
+    let from = sink.stored.clone().unwrap_or_else(|| CapturePosition {
         incremental: Some(IncrementalState {
             tables: vec!["shop.items".into()],
             after: None,
         }),
-        ..start.clone()
+        ..CapturePosition::at(*start)
     });
     stream_until_idle(db, sink, from).await
 }
@@ -103,6 +104,7 @@ async fn capture_once(
             let Some(position) = snapshot else {
                 return Ok(()); // stopped
             };
+            let position = CapturePosition::at(position);
             sink.commit(position.clone()).await?;
             position
         }
@@ -116,19 +118,18 @@ async fn capture_once(
 async fn stream_until_idle(
     db: &MemoryDatabase,
     sink: &mut MemorySink,
-    from: BinlogPosition,
+    from: CapturePosition<MemoryPosition>,
 ) -> Result<(), CaptureError> {
     let config = CaptureConfig::parse(CONFIG).unwrap();
     let metrics = CaptureMetrics::register(&mut Registry::default());
-    let mut incremental =
-        Incremental::new(&config, db.chunks(16), &metrics, from.incremental.clone());
-    let mut reader = db.stream_from(&from);
+    let mut incremental = Incremental::new(&config, db.chunks(16), &metrics, from.incremental);
+    let mut reader = db.stream_from(&from.source);
     let mut stream = Stream {
         reader: &mut reader,
         writer: sink,
         incremental: &mut incremental,
         metrics: &metrics,
-        at: from,
+        at: from.source,
         in_transaction: false,
     };
     let shutdown = CancellationToken::new();
@@ -152,7 +153,7 @@ async fn stream_until_idle(
 async fn run_to_the_end(
     db: &MemoryDatabase,
     sink: &mut MemorySink,
-    start: &BinlogPosition,
+    start: &MemoryPosition,
 ) -> usize {
     let mut crashes = 0;
     while let Err(e) = run(db, sink, start).await {
@@ -193,13 +194,17 @@ async fn an_on_demand_snapshot_merged_with_concurrent_writes_ends_in_the_tables_
             stored.incremental, None,
             "seed {seed}: the snapshot finished"
         );
-        assert_eq!(*stored, db.head(), "seed {seed}: the stream caught up");
+        assert_eq!(
+            stored.source,
+            db.head(),
+            "seed {seed}: the stream caught up"
+        );
     }
 }
 
 /// A database with 120 rows and a workload of 60 transactions from `seed`,
 /// chunk reads lagging.
-fn crash_scenario(seed: u64) -> (MemoryDatabase, BinlogPosition) {
+fn crash_scenario(seed: u64) -> (MemoryDatabase, MemoryPosition) {
     let db = database(120);
     let start = db.head();
     db.set_workload(workload(60, 150, seed, None));
@@ -228,7 +233,7 @@ async fn a_crash_at_any_step_and_a_restart_from_the_stored_position_lose_nothing
             );
             let stored = sink.stored.as_ref().unwrap();
             assert_eq!(stored.incremental, None);
-            assert_eq!(*stored, db.head());
+            assert_eq!(stored.source, db.head());
         }
     }
 }
@@ -293,7 +298,7 @@ fn assert_captured(db: &MemoryDatabase, sink: &MemorySink, case: &str) {
     assert_eq!(replay(sink, db), db.table("items").rows, "{case}");
     let stored = sink.stored.as_ref().expect("positions were committed");
     assert!(!stored.snapshot_incomplete, "{case}");
-    assert_eq!(*stored, db.head(), "{case}: the stream caught up");
+    assert_eq!(stored.source, db.head(), "{case}: the stream caught up");
     let reads = initial_reads(sink);
     assert_eq!(
         reads.last().map(|e| e.source.snapshot),
@@ -390,7 +395,7 @@ async fn a_snapshot_stopped_half_way_is_taken_again_and_streaming_starts_at_the_
         .clone()
         .expect("the snapshot's start was stored");
     assert!(stored.snapshot_incomplete, "{stored:?}");
-    assert_eq!(stored.pos, first_start.pos);
+    assert_eq!(stored.source, first_start);
     assert!(initial_reads(&sink).len() < 60, "the snapshot stopped");
     // The next start snapshots again and streams from the first start: a row
     // the first snapshot sent and a write then deleted gets its delete.
@@ -407,10 +412,10 @@ async fn a_snapshot_stopped_half_way_is_taken_again_and_streaming_starts_at_the_
 
 #[test]
 fn where_a_run_starts() {
-    let stored = |incomplete: bool| BinlogPosition {
-        pos: 42,
+    let at = MemoryPosition { pos: 42 };
+    let stored = |incomplete: bool| CapturePosition {
         snapshot_incomplete: incomplete,
-        ..BinlogPosition::default()
+        ..CapturePosition::at(at)
     };
     for mode in [
         SnapshotMode::Initial,
@@ -424,15 +429,18 @@ fn where_a_run_starts() {
             "{mode:?}"
         );
     }
-    assert_eq!(Start::of(None, SnapshotMode::Never), Start::Configured);
     assert_eq!(
-        Start::of(None, SnapshotMode::Initial),
+        Start::<MemoryPosition>::of(None, SnapshotMode::Never),
+        Start::Configured
+    );
+    assert_eq!(
+        Start::<MemoryPosition>::of(None, SnapshotMode::Initial),
         Start::Snapshot { interrupted: None }
     );
     assert_eq!(
         Start::of(Some(stored(true)), SnapshotMode::WhenNeeded),
         Start::Snapshot {
-            interrupted: Some(stored(true))
+            interrupted: Some(at)
         }
     );
     // Never snapshot, even to finish one: resume, warning that rows may be missing.
