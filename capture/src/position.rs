@@ -168,6 +168,7 @@ impl TryFrom<StartRepr> for StartPosition {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::source_position::CapturePosition;
 
     #[test]
     fn positions_compare_across_files() {
@@ -222,5 +223,34 @@ mod tests {
         assert_eq!(p, StartPosition::Gtid(mysql.into()));
         let bad = "gtid: \"3e11fa47-71ca-11e1-9e33-c80aa9429562:0\"";
         assert!(tributary_config::parse_yaml::<StartPosition>(bad).is_err());
+    }
+
+    /// A position as versions before the split stored it (one object).
+    const STORED: &str = r#"{"file":"mariadb-bin.000003","pos":1234,"gtid":"0-1-42","ts_ms":1700000000000,"snapshot_incomplete":true,"incremental":{"tables":["shop.users"],"after":{"columns":["id"],"values":[{"int":7}]}}}"#;
+
+    #[test]
+    fn a_stored_position_reads_and_writes_the_same_json() {
+        let position: CapturePosition<BinlogPosition> = serde_json::from_str(STORED).unwrap();
+        assert_eq!(
+            position.source,
+            BinlogPosition {
+                file: "mariadb-bin.000003".into(),
+                pos: 1234,
+                gtid: Some("0-1-42".into()),
+                ts_ms: 1_700_000_000_000,
+            }
+        );
+        assert!(position.snapshot_incomplete);
+        let incremental = position.incremental.as_ref().unwrap();
+        assert_eq!(incremental.tables, ["shop.users"]);
+        let written = serde_json::to_value(&position).unwrap();
+        let stored: serde_json::Value = serde_json::from_str(STORED).unwrap();
+        assert_eq!(written, stored);
+        // Nothing in progress: only the source's fields.
+        let plain = serde_json::to_value(CapturePosition::at(position.source)).unwrap();
+        assert_eq!(
+            plain,
+            serde_json::json!({ "file": "mariadb-bin.000003", "pos": 1234, "gtid": "0-1-42", "ts_ms": 1_700_000_000_000_i64 })
+        );
     }
 }
