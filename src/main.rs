@@ -3,6 +3,7 @@
 
 mod enrich_cmd;
 mod http;
+mod import_debezium;
 mod kafka_check;
 mod lookup_cmd;
 mod status;
@@ -83,6 +84,20 @@ enum Command {
     /// Print the health of running components: position, lag, throughput, and an
     /// OK / WARN / STALLED / STOPPED evaluation over the last minute.
     Status(status_cmd::StatusArgs),
+    /// Print the capture configuration equivalent to a Debezium MySQL connector's
+    /// (Kafka Connect JSON or .properties), with what it does not reproduce.
+    ImportDebezium {
+        /// The connector configuration: `{"name", "config"}`, its `config` map, or .properties.
+        file: PathBuf,
+        /// The Kafka cluster, when the connector config does not name one
+        /// (in `schema.history.internal.kafka.bootstrap.servers`).
+        #[arg(long)]
+        brokers: Option<String>,
+        /// Continue where the connector stopped: the value of its record in the
+        /// Connect offsets topic (`{"file", "pos", "gtids", …}`), instead of a snapshot.
+        #[arg(long)]
+        offset: Option<String>,
+    },
 }
 
 #[tokio::main]
@@ -107,6 +122,11 @@ async fn main() -> anyhow::Result<()> {
         Command::Validate { file, connect } => validate(&file, connect).await,
         Command::Tail(args) => tail::run(args).await,
         Command::Status(args) => status_cmd::run(args).await,
+        Command::ImportDebezium {
+            file,
+            brokers,
+            offset,
+        } => import_debezium(&file, brokers.as_deref(), offset.as_deref()),
     }
 }
 
@@ -186,6 +206,31 @@ async fn capture(path: PathBuf) -> anyhow::Result<()> {
     server.await.ok();
     sampler.await.ok();
     result
+}
+
+fn import_debezium(
+    file: &std::path::Path,
+    brokers: Option<&str>,
+    offset: Option<&str>,
+) -> anyhow::Result<()> {
+    let text =
+        std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+    let props = import_debezium::parse_connector(&text)
+        .with_context(|| format!("reading {}", file.display()))?;
+    let offset = offset
+        .map(import_debezium::DebeziumOffset::parse)
+        .transpose()
+        .context("reading --offset")?;
+    let imported = import_debezium::import(&props, brokers, offset.as_ref())?;
+    print!("{}", imported.yaml);
+    eprintln!(
+        "{} properties or Debezium defaults are not reproduced and {} are not needed: see the comments \
+         at the end of the output. Set {} to the database password before starting capture.",
+        imported.not_reproduced.len(),
+        imported.not_needed.len(),
+        import_debezium::PASSWORD_VARIABLE
+    );
+    Ok(())
 }
 
 async fn request_snapshot(path: PathBuf, tables: &[String]) -> anyhow::Result<()> {

@@ -1,0 +1,871 @@
+//! `tributary import-debezium`: a Debezium MySQL (or MariaDB) connector's
+//! Kafka Connect configuration, as JSON (`{"name", "config": {…}}` or the bare
+//! map) or `.properties`, turned into the equivalent capture configuration.
+//!
+//! Every property is accounted for: mapped onto a capture setting, not
+//! needed (Tributary does the same without it), or not reproduced, with the
+//! reason. Debezium defaults that Tributary does not reproduce are listed too,
+//! set or not, since a consumer built on them would see the difference. The
+//! password is never copied: the output reads it from an environment variable.
+//! A Debezium offset (`{"file", "pos", "gtids", …}` from the Connect offsets
+//! topic) becomes the start position, so capture continues where the
+//! connector stopped instead of taking a snapshot.
+
+use std::collections::BTreeMap;
+
+use anyhow::{Context, bail};
+use serde_json::Value as Json;
+use tributary_capture::CaptureConfig;
+
+/// The environment variable the imported configuration reads the password from.
+pub(crate) const PASSWORD_VARIABLE: &str = "TRIBUTARY_MYSQL_PASSWORD";
+
+/// What became of a connector configuration.
+#[derive(Debug)]
+pub(crate) struct Imported {
+    /// The capture configuration (YAML, checked by the capture config's own
+    /// validation), with the notes below as comments at its end.
+    pub(crate) yaml: String,
+    /// Properties with no counterpart needed, and why.
+    pub(crate) not_needed: Vec<Note>,
+    /// Properties (or Debezium defaults) whose behaviour Tributary does not
+    /// reproduce, and how its output differs.
+    pub(crate) not_reproduced: Vec<Note>,
+}
+
+/// One property and what is said of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Note {
+    /// The property, with its value where it matters (`decimal.handling.mode=precise`).
+    pub(crate) property: String,
+    /// Why.
+    pub(crate) reason: String,
+}
+
+/// Reads a connector configuration: JSON (`{"name", "config"}` or the bare
+/// map; values may be strings, numbers or booleans) or Java properties.
+pub(crate) fn parse_connector(text: &str) -> anyhow::Result<BTreeMap<String, String>> {
+    if text.trim_start().starts_with('{') {
+        let json: Json =
+            serde_json::from_str(text).context("the connector config is not valid JSON")?;
+        let mut map = match json {
+            Json::Object(mut top) => match top.remove("config") {
+                Some(Json::Object(config)) => {
+                    let mut config = config;
+                    if let Some(name) = top.remove("name") {
+                        config.entry("name").or_insert(name);
+                    }
+                    config
+                }
+                Some(_) => bail!("`config` is not a JSON object"),
+                None => top,
+            },
+            _ => bail!("the connector config is not a JSON object"),
+        };
+        map.iter_mut()
+            .map(|(key, value)| {
+                let text = match std::mem::take(value) {
+                    Json::String(s) => s,
+                    scalar @ (Json::Number(_) | Json::Bool(_)) => scalar.to_string(),
+                    other => bail!("`{key}` is {other}, not a string, number or boolean"),
+                };
+                Ok((key.clone(), text))
+            })
+            .collect()
+    } else {
+        let map = java_properties::read(text.as_bytes())
+            .context("the connector config is neither JSON nor a valid .properties file")?;
+        Ok(map.into_iter().collect())
+    }
+}
+
+/// A Debezium MySQL offset, as stored in the Connect offsets topic.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct DebeziumOffset {
+    /// The binlog file.
+    pub(crate) file: String,
+    /// The position in it.
+    pub(crate) pos: u64,
+    /// The GTID set of completed transactions, when the server has GTIDs.
+    pub(crate) gtids: Option<String>,
+    /// Events of the transaction at `pos` already sent (0 at a transaction boundary).
+    pub(crate) event: u64,
+}
+
+impl DebeziumOffset {
+    /// Reads an offset value (`{"ts_sec", "file", "pos", "gtids", "row", "event", "server_id"}`).
+    pub(crate) fn parse(text: &str) -> anyhow::Result<Self> {
+        let json: Json = serde_json::from_str(text).context("the offset is not valid JSON")?;
+        let file = json["file"]
+            .as_str()
+            .context("the offset has no `file` (a Debezium MySQL offset has file, pos and, with GTIDs, gtids)")?;
+        let pos = json["pos"]
+            .as_u64()
+            .context("the offset has no numeric `pos`")?;
+        Ok(DebeziumOffset {
+            file: file.to_owned(),
+            pos,
+            gtids: json["gtids"]
+                .as_str()
+                .filter(|g| !g.is_empty())
+                .map(str::to_owned),
+            event: json["event"].as_u64().unwrap_or(0),
+        })
+    }
+}
+
+/// The capture configuration equivalent to `props`; `brokers` is the Kafka
+/// cluster when the connector config does not name it (a connector's cluster
+/// is the Connect worker's); `offset` is where the connector stopped.
+pub(crate) fn import(
+    props: &BTreeMap<String, String>,
+    brokers: Option<&str>,
+    offset: Option<&DebeziumOffset>,
+) -> anyhow::Result<Imported> {
+    let mut out = Builder::default();
+    check_class(props)?;
+    for (key, value) in props {
+        out.property(key, value)?;
+    }
+    out.defaults(props);
+    out.brokers = brokers.map(str::to_owned).or(out.brokers.take());
+    if let Some(offset) = offset {
+        out.start_at(offset);
+    }
+    out.finish()
+}
+
+fn check_class(props: &BTreeMap<String, String>) -> anyhow::Result<()> {
+    match props.get("connector.class").map(String::as_str) {
+        Some(
+            "io.debezium.connector.mysql.MySqlConnector"
+            | "io.debezium.connector.mariadb.MariaDbConnector"
+            | "MySqlConnector"
+            | "MariaDbConnector",
+        ) => Ok(()),
+        Some(other) => bail!(
+            "connector.class is {other}: only Debezium's MySQL and MariaDB connectors can be imported"
+        ),
+        None => bail!("connector.class is missing: is this a Kafka Connect connector config?"),
+    }
+}
+
+/// The capture configuration as it is built.
+#[derive(Default)]
+struct Builder {
+    name: Option<String>,
+    server_name: Option<String>,
+    host: Option<String>,
+    port: Option<u16>,
+    user: Option<String>,
+    password_given: bool,
+    server_id: Option<u32>,
+    connect_timeout_s: Option<u64>,
+    heartbeat_s: Option<u64>,
+    include_databases: Vec<String>,
+    include_tables: Vec<String>,
+    exclude_databases: Vec<String>,
+    exclude_tables: Vec<String>,
+    message_key_columns: Option<String>,
+    snapshot_mode: Option<&'static str>,
+    start: Option<String>,
+    signal_table: Option<String>,
+    incremental_chunk_rows: Option<u64>,
+    brokers: Option<String>,
+    max_pending_mb: Option<u64>,
+    not_needed: Vec<Note>,
+    not_reproduced: Vec<Note>,
+}
+
+/// A comma-separated list of regular expressions, as Debezium's list properties hold them.
+fn patterns(value: &str) -> Vec<String> {
+    value
+        .split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+fn number<T: std::str::FromStr>(key: &str, value: &str) -> anyhow::Result<T> {
+    value
+        .trim()
+        .parse()
+        .ok()
+        .with_context(|| format!("`{key}` is {value:?}, not a number"))
+}
+
+/// What Tributary writes instead of Debezium's schema change topic.
+const SCHEMA_CHANGES: &str = "Tributary records DDL in <server_name>.schema-history \
+     ({source, position, ts_ms, databaseName, ddl}), not in Debezium's <topic.prefix> topic with tableChanges";
+
+impl Builder {
+    fn note_not_needed(&mut self, property: &str, reason: &str) {
+        self.not_needed.push(Note {
+            property: property.to_owned(),
+            reason: reason.to_owned(),
+        });
+    }
+
+    fn note_not_reproduced(&mut self, property: String, reason: &str) {
+        self.not_reproduced.push(Note {
+            property,
+            reason: reason.to_owned(),
+        });
+    }
+
+    /// Maps, or notes, one property.
+    fn property(&mut self, key: &str, value: &str) -> anyhow::Result<()> {
+        let with_value = || format!("{key}={value}");
+        match key {
+            "name" => self.name = Some(value.to_owned()),
+            "connector.class" | "tasks.max" => {}
+            "topic.prefix" | "database.server.name" => self.server_name = Some(value.to_owned()),
+            "database.hostname" => self.host = Some(value.to_owned()),
+            "database.port" => self.port = Some(number(key, value)?),
+            "database.user" => self.user = Some(value.to_owned()),
+            "database.password" => self.password_given = true,
+            "database.server.id" => self.server_id = Some(number(key, value)?),
+            "connect.timeout.ms" => {
+                let ms: u64 = number(key, value)?;
+                self.connect_timeout_s = Some(ms.div_ceil(1000).max(1));
+            }
+            "heartbeat.interval.ms" => {
+                let ms: u64 = number(key, value)?;
+                self.heartbeat_s = Some(ms.div_ceil(1000));
+                if ms > 0 {
+                    self.note_not_reproduced(
+                        with_value(),
+                        "heartbeats go to <server_name>.heartbeat as {ts_ms, position}, not to \
+                         __debezium-heartbeat.<topic.prefix> as {ts_ms}",
+                    );
+                }
+            }
+            "database.include.list" | "database.whitelist" => {
+                self.include_databases = patterns(value)
+            }
+            "database.exclude.list" | "database.blacklist" => {
+                self.exclude_databases = patterns(value)
+            }
+            "table.include.list" | "table.whitelist" => self.include_tables = patterns(value),
+            "table.exclude.list" | "table.blacklist" => self.exclude_tables = patterns(value),
+            "message.key.columns" => self.message_key_columns = Some(value.to_owned()),
+            "snapshot.mode" => self.snapshot_mode(value)?,
+            "signal.data.collection" => self.signal_table = Some(value.to_owned()),
+            "incremental.snapshot.chunk.size" => {
+                self.incremental_chunk_rows = Some(number(key, value)?)
+            }
+            "max.queue.size.in.bytes" => {
+                let bytes: u64 = number(key, value)?;
+                if bytes > 0 {
+                    self.max_pending_mb = Some(bytes.div_ceil(1 << 20).max(1));
+                }
+            }
+            "schema.history.internal.kafka.bootstrap.servers"
+            | "database.history.kafka.bootstrap.servers" => {
+                self.brokers = Some(value.to_owned());
+                self.note_not_needed(
+                    key,
+                    "taken as kafka.brokers; Tributary keeps no schema history to recover from \
+                     (column names and types come with every binlog TABLE_MAP)",
+                );
+            }
+            _ => self.other(key, value)?,
+        }
+        Ok(())
+    }
+
+    fn snapshot_mode(&mut self, mode: &str) -> anyhow::Result<()> {
+        let (ours, note) = match mode {
+            "initial" => ("initial", None),
+            "initial_only" => ("initial_only", None),
+            "when_needed" => ("when_needed", None),
+            // Debezium's `never` reads the binlog from its start; `no_data`
+            // (formerly `schema_only`) from now.
+            "never" => {
+                self.start = Some("earliest".into());
+                ("never", None)
+            }
+            "no_data" | "schema_only" => ("never", None),
+            "always" => (
+                "initial",
+                Some(
+                    "Tributary snapshots only without a stored position (initial), not at every start",
+                ),
+            ),
+            "recovery" | "schema_only_recovery" => (
+                "initial",
+                Some("there is no schema history to recover: Tributary needs none"),
+            ),
+            "configuration_based" | "custom" => (
+                "initial",
+                Some("snapshot modes built from other properties or plugins are not supported"),
+            ),
+            other => bail!("snapshot.mode is {other:?}, which Debezium does not define"),
+        };
+        self.snapshot_mode = Some(ours);
+        if let Some(note) = note {
+            self.note_not_reproduced(format!("snapshot.mode={mode}"), note);
+        }
+        Ok(())
+    }
+
+    /// Properties with no mapping: not needed, or not reproduced.
+    fn other(&mut self, key: &str, value: &str) -> anyhow::Result<()> {
+        let with_value = format!("{key}={value}");
+        let not_reproduced = |reason: &str| Some((true, reason.to_owned()));
+        let not_needed = |reason: &str| Some((false, reason.to_owned()));
+        let verdict = match (key, value) {
+            ("decimal.handling.mode", "string") => None,
+            ("decimal.handling.mode", _) => not_reproduced(
+                "DECIMAL columns are written as exact decimal strings (Debezium's `string` mode)",
+            ),
+            ("binary.handling.mode", "bytes" | "base64") => None,
+            ("binary.handling.mode", _) => not_reproduced(
+                "binary columns are written as base64 strings (`bytes` with the JSON converter)",
+            ),
+            ("time.precision.mode", "adaptive_time_microseconds") => None,
+            ("time.precision.mode", _) => not_reproduced(
+                "temporal columns are written as Debezium's adaptive_time_microseconds mode writes them",
+            ),
+            ("bigint.unsigned.handling.mode", "long") => None,
+            ("bigint.unsigned.handling.mode", _) => not_reproduced(
+                "BIGINT UNSIGNED is written as a JSON integer, exact above 2^63-1 (not a Connect Decimal)",
+            ),
+            ("tombstones.on.delete", "true") => None,
+            ("tombstones.on.delete", _) => {
+                not_reproduced("every delete is followed by a tombstone (topics are compacted)")
+            }
+            ("provide.transaction.metadata", "true") => not_reproduced(
+                "no <topic.prefix>.transaction topic of BEGIN/END events is written; each event's \
+                 `transaction` block is (id, total_order, data_collection_order)",
+            ),
+            ("provide.transaction.metadata", _) => None, // the default: see `defaults`
+            ("include.schema.changes", "false") => {
+                not_reproduced("DDL is always recorded in <server_name>.schema-history")
+            }
+            ("include.schema.changes", _) => None, // the default: see `defaults`
+            ("event.processing.failure.handling.mode", "fail") => None,
+            ("event.processing.failure.handling.mode", _) => not_reproduced(
+                "an event that cannot be decoded stops capture, naming the column (source.undecodable_text: \
+                 base64 publishes undecodable text as raw bytes instead)",
+            ),
+            ("snapshot.locking.mode", "minimal" | "none") => not_needed(
+                "MariaDB snapshots take no lock; on MySQL a global read lock is held only while \
+                 the snapshot's transaction starts (Debezium's `minimal`)",
+            ),
+            ("database.ssl.mode", "disabled") => None,
+            ("signal.enabled.channels", "source") => None,
+            ("skipped.operations", "t" | "none") => None,
+            ("include.query", "false") | ("table.ignore.builtin", "true") => None,
+            ("snapshot.fetch.size", _) => not_needed(
+                "snapshots read in key-ordered chunks of snapshot.chunk_rows rows and \
+                 snapshot.chunk_max_mb, each streamed from the server",
+            ),
+            (
+                "max.batch.size"
+                | "max.queue.size"
+                | "poll.interval.ms"
+                | "binlog.buffer.size"
+                | "snapshot.delay.ms"
+                | "streaming.delay.ms"
+                | "snapshot.max.threads"
+                | "min.row.count.to.stream.results"
+                | "topic.cache.size"
+                | "statistics.metrics.enabled"
+                | "custom.metric.tags"
+                | "connect.keep.alive"
+                | "connect.keep.alive.interval.ms"
+                | "database.query.timeout.ms"
+                | "errors.max.retries"
+                | "database.jdbc.driver"
+                | "database.protocol"
+                | "enable.time.adjuster"
+                | "inconsistent.schema.handling.mode"
+                | "ddl.parser.type",
+                _,
+            ) => not_needed(
+                "a Debezium or JDBC tuning knob: Tributary's queues are bounded by max_pending_mb, \
+                 and it parses no DDL",
+            ),
+            (k, _)
+                if k.starts_with("schema.history.internal.")
+                    || k.starts_with("database.history.") =>
+            {
+                not_needed("Tributary keeps no schema history to recover from")
+            }
+            (k, _) if k.starts_with("errors.") => {
+                not_needed("Kafka Connect's error handling: capture stops on an error, naming it")
+            }
+            (k, _)
+                if k.starts_with("key.converter")
+                    || k.starts_with("value.converter")
+                    || k.starts_with("header.converter") =>
+            {
+                None // judged with the defaults
+            }
+            (k, _) if k.starts_with("transforms") || k.starts_with("predicates") => {
+                not_reproduced("Kafka Connect's single message transforms do not run in Tributary")
+            }
+            (k, _) if k.starts_with("column.") => not_reproduced(
+                "columns are not filtered, masked or truncated: every column is written whole",
+            ),
+            (k, _) if k.starts_with("topic.") => {
+                not_reproduced("topics are named <server_name>.<db>.<table>")
+            }
+            (k, _) if k.starts_with("gtid.") => {
+                not_reproduced("transactions of every GTID source are captured")
+            }
+            (k, _) if k.starts_with("database.ssl.") => not_reproduced(
+                "TLS to the database is not supported yet: capture connects without it",
+            ),
+            _ => not_reproduced("not supported"),
+        };
+        match verdict {
+            Some((true, reason)) => self.note_not_reproduced(with_value, &reason),
+            Some((false, reason)) => self.note_not_needed(key, &reason),
+            None => {}
+        }
+        Ok(())
+    }
+
+    /// Debezium's defaults whose output Tributary does not reproduce, when
+    /// the connector left them unset.
+    fn defaults(&mut self, props: &BTreeMap<String, String>) {
+        let unset = |key: &str| !props.contains_key(key);
+        if unset("decimal.handling.mode") {
+            self.note_not_reproduced(
+                "decimal.handling.mode=precise (Debezium's default)".into(),
+                "DECIMAL columns are written as exact decimal strings, not as Connect Decimal \
+                 (base64 bytes in JSON)",
+            );
+        }
+        if unset("provide.transaction.metadata") {
+            self.note_not_reproduced(
+                "provide.transaction.metadata=false (Debezium's default)".into(),
+                "each event carries a `transaction` block (id, total_order, data_collection_order), \
+                 where Debezium writes null",
+            );
+        }
+        if props
+            .get("include.schema.changes")
+            .is_none_or(|v| v == "true")
+        {
+            self.note_not_reproduced(
+                "include.schema.changes=true (Debezium's default)".into(),
+                SCHEMA_CHANGES,
+            );
+        }
+        let converter = props.get("value.converter").map(String::as_str);
+        let schemas = props
+            .get("value.converter.schemas.enable")
+            .map(String::as_str);
+        match (converter, schemas) {
+            (Some(class), _) if !class.ends_with("JsonConverter") => self.note_not_reproduced(
+                format!("value.converter={class}"),
+                "Tributary writes JSON (Kafka's JsonConverter with schemas.enable=false)",
+            ),
+            (_, Some("false")) => {}
+            _ => self.note_not_reproduced(
+                "value.converter.schemas.enable=true (the JsonConverter's default, if the Connect \
+                 worker does not turn it off)"
+                    .into(),
+                "Tributary writes JSON without the {schema, payload} wrapper",
+            ),
+        }
+        if unset("heartbeat.interval.ms") {
+            self.note_not_needed(
+                "heartbeat.interval.ms",
+                "unset, Debezium writes no heartbeats; Tributary writes one to <server_name>.heartbeat \
+                 every 5 s while the source is idle, so its stored position keeps up \
+                 (source.heartbeat_s: 0 turns them off)",
+            );
+        }
+    }
+
+    /// Continues from a Debezium offset instead of snapshotting.
+    fn start_at(&mut self, offset: &DebeziumOffset) {
+        self.snapshot_mode = Some("never");
+        self.start = Some(match &offset.gtids {
+            Some(gtids) => format!("{{gtid: {}}}", json_string(gtids)),
+            None => format!(
+                "{{binlog: {{file: {}, pos: {}}}}}",
+                json_string(&offset.file),
+                offset.pos
+            ),
+        });
+        if offset.event > 0 {
+            self.note_not_reproduced(
+                format!("offset event={}", offset.event),
+                "the connector stopped inside a transaction, after sending some of its events: \
+                 capture starts at the transaction and sends them again (at least once). Stop the \
+                 connector while the source is idle to switch without repeats",
+            );
+        }
+    }
+
+    fn finish(self) -> anyhow::Result<Imported> {
+        let server_name = self
+            .server_name
+            .context("topic.prefix (database.server.name before Debezium 2) is missing")?;
+        let host = self.host.context("database.hostname is missing")?;
+        let user = self.user.context("database.user is missing")?;
+        let brokers = self.brokers.context(
+            "the connector config names no Kafka cluster (schema.history.internal.kafka.bootstrap.servers): \
+             pass --brokers",
+        )?;
+        let server_id = self.server_id.context(
+            "database.server.id is missing (Debezium picks a random one): set a replica id unique \
+             among the server's replicas",
+        )?;
+        let mut yaml = String::new();
+        let mut line = |text: String| {
+            yaml.push_str(&text);
+            yaml.push('\n');
+        };
+        line(match &self.name {
+            Some(name) => format!(
+                "# Imported from the Debezium connector {} by `tributary import-debezium`.",
+                json_string(name)
+            ),
+            None => "# Imported from a Debezium connector by `tributary import-debezium`.".into(),
+        });
+        line(format!("server_name: {}", json_string(&server_name)));
+        line("source:".into());
+        line(format!("  host: {}", json_string(&host)));
+        line(format!("  port: {}", self.port.unwrap_or(3306)));
+        line(format!("  user: {}", json_string(&user)));
+        let password_note = if self.password_given {
+            "not copied from the connector config: set the variable"
+        } else {
+            "the connector config had none: set the variable (empty for no password)"
+        };
+        line(format!(
+            "  password: ${{{PASSWORD_VARIABLE}}}   # {password_note}"
+        ));
+        line(format!("  server_id: {server_id}"));
+        if let Some(start) = &self.start {
+            line(format!("  start: {start}"));
+        }
+        if let Some(s) = self.connect_timeout_s {
+            line(format!("  connect_timeout_s: {s}"));
+        }
+        if let Some(s) = self.heartbeat_s {
+            line(format!("  heartbeat_s: {s}"));
+        }
+        for (section, databases, tables) in [
+            ("include", &self.include_databases, &self.include_tables),
+            ("exclude", &self.exclude_databases, &self.exclude_tables),
+        ] {
+            if databases.is_empty() && tables.is_empty() {
+                continue;
+            }
+            line(format!("{section}:"));
+            for (key, list) in [("databases", databases), ("tables", tables)] {
+                if !list.is_empty() {
+                    let items: Vec<String> = list.iter().map(|p| json_string(p)).collect();
+                    line(format!("  {key}: [{}]", items.join(", ")));
+                }
+            }
+        }
+        if let Some(keys) = &self.message_key_columns {
+            line(format!("message_key_columns: {}", json_string(keys)));
+        }
+        line("snapshot:".into());
+        line(format!(
+            "  mode: {}",
+            self.snapshot_mode.unwrap_or("initial")
+        ));
+        if let Some(table) = &self.signal_table {
+            line(format!("  signal_table: {}", json_string(table)));
+        }
+        if let Some(rows) = self.incremental_chunk_rows {
+            line(format!("  incremental_chunk_rows: {rows}"));
+        }
+        line("kafka:".into());
+        line(format!("  brokers: {}", json_string(&brokers)));
+        if let Some(mb) = self.max_pending_mb {
+            line(format!("max_pending_mb: {mb}"));
+        }
+        for (title, notes) in [
+            (
+                "Not reproduced (consumers see a difference)",
+                &self.not_reproduced,
+            ),
+            ("Not needed", &self.not_needed),
+        ] {
+            if notes.is_empty() {
+                continue;
+            }
+            line(format!("#\n# {title}:"));
+            for note in notes {
+                line(format!("#   {}: {}", note.property, note.reason));
+            }
+        }
+        check(&yaml)?;
+        Ok(Imported {
+            yaml,
+            not_needed: self.not_needed,
+            not_reproduced: self.not_reproduced,
+        })
+    }
+}
+
+/// A string as a YAML scalar (JSON's quoting is valid YAML).
+fn json_string(text: &str) -> String {
+    Json::String(text.to_owned()).to_string()
+}
+
+/// Checks the output as `tributary capture` would read it, the password
+/// variable standing in for itself; an error names the setting and the
+/// Debezium property it came from.
+fn check(yaml: &str) -> anyhow::Result<()> {
+    let text = yaml.replace(&format!("${{{PASSWORD_VARIABLE}}}"), "checked");
+    CaptureConfig::parse(&text)
+        .map(drop)
+        .context("the imported configuration is not valid (the setting named comes from the Debezium property of the same meaning)")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Debezium's tutorial connector (`inventory-connector`), as its docs register it.
+    const TUTORIAL: &str = r#"{
+      "name": "inventory-connector",
+      "config": {
+        "connector.class": "io.debezium.connector.mysql.MySqlConnector",
+        "tasks.max": "1",
+        "database.hostname": "mysql",
+        "database.port": "3306",
+        "database.user": "debezium",
+        "database.password": "dbz",
+        "database.server.id": "184054",
+        "topic.prefix": "dbserver1",
+        "database.include.list": "inventory",
+        "schema.history.internal.kafka.bootstrap.servers": "kafka:9092",
+        "schema.history.internal.kafka.topic": "schemahistory.inventory"
+      }
+    }"#;
+
+    fn imported(text: &str) -> Imported {
+        import(&parse_connector(text).unwrap(), None, None).unwrap()
+    }
+
+    fn properties(notes: &[Note]) -> Vec<&str> {
+        notes.iter().map(|n| n.property.as_str()).collect()
+    }
+
+    #[test]
+    fn the_tutorial_connector_becomes_a_capture_config() {
+        let out = imported(TUTORIAL);
+        let config =
+            CaptureConfig::parse(&out.yaml.replace("${TRIBUTARY_MYSQL_PASSWORD}", "x")).unwrap();
+        assert_eq!(config.server_name, "dbserver1");
+        assert_eq!(config.source.host, "mysql");
+        assert_eq!(config.source.port, 3306);
+        assert_eq!(config.source.user, "debezium");
+        assert_eq!(config.source.server_id, 184054);
+        assert_eq!(config.include.databases, ["inventory"]);
+        assert_eq!(config.kafka.brokers, "kafka:9092");
+        assert!(
+            !out.yaml.contains("dbz"),
+            "the password is never copied:\n{}",
+            out.yaml
+        );
+        assert!(out.yaml.contains("${TRIBUTARY_MYSQL_PASSWORD}"));
+        // Debezium's defaults that differ are said, though the connector left them unset.
+        let differ = properties(&out.not_reproduced);
+        assert!(
+            differ
+                .iter()
+                .any(|p| p.starts_with("decimal.handling.mode=precise")),
+            "{differ:?}"
+        );
+        assert!(
+            differ
+                .iter()
+                .any(|p| p.starts_with("value.converter.schemas.enable=true")),
+            "{differ:?}"
+        );
+        assert!(
+            differ
+                .iter()
+                .any(|p| p.starts_with("provide.transaction.metadata=false")),
+            "{differ:?}"
+        );
+        assert!(properties(&out.not_needed).contains(&"schema.history.internal.kafka.topic"));
+        // And written into the file, as comments.
+        assert!(
+            out.yaml.contains("#   decimal.handling.mode=precise"),
+            "{}",
+            out.yaml
+        );
+    }
+
+    #[test]
+    fn properties_files_and_every_mapped_property() {
+        let text = "\
+connector.class=io.debezium.connector.mysql.MySqlConnector
+# a comment
+database.hostname=db.internal
+database.port=3307
+database.user=cdc
+database.server.id=5500
+topic.prefix=shop
+table.include.list=shop\\\\.orders, shop\\\\.users
+table.exclude.list=shop\\\\.audit_.*
+database.exclude.list=tmp
+message.key.columns=shop.orders:customer_id,id
+snapshot.mode=when_needed
+signal.data.collection=shop.debezium_signal
+incremental.snapshot.chunk.size=2048
+heartbeat.interval.ms=10000
+connect.timeout.ms=30000
+max.queue.size.in.bytes=104857600
+decimal.handling.mode=string
+value.converter=org.apache.kafka.connect.json.JsonConverter
+value.converter.schemas.enable=false
+provide.transaction.metadata=true
+column.mask.with.4.chars=shop.users.ssn
+";
+        let props = parse_connector(text).unwrap();
+        let out = import(&props, Some("broker:9092"), None).unwrap();
+        let config =
+            CaptureConfig::parse(&out.yaml.replace("${TRIBUTARY_MYSQL_PASSWORD}", "x")).unwrap();
+        assert_eq!(config.source.port, 3307);
+        assert_eq!(config.include.tables, ["shop\\.orders", "shop\\.users"]);
+        assert_eq!(config.exclude.tables, ["shop\\.audit_.*"]);
+        assert_eq!(config.exclude.databases, ["tmp"]);
+        assert_eq!(
+            config.snapshot.mode,
+            tributary_capture::config::SnapshotMode::WhenNeeded
+        );
+        assert_eq!(
+            config.snapshot.signal_table.as_deref(),
+            Some("shop.debezium_signal")
+        );
+        assert_eq!(config.snapshot.incremental_chunk_rows, 2048);
+        assert_eq!(config.source.heartbeat_s, 10);
+        assert_eq!(config.source.connect_timeout_s, 30);
+        assert_eq!(config.max_pending_mb, 100);
+        assert_eq!(config.kafka.brokers, "broker:9092");
+        let differ = properties(&out.not_reproduced);
+        assert!(
+            !differ
+                .iter()
+                .any(|p| p.starts_with("decimal.handling.mode")),
+            "{differ:?}"
+        );
+        assert!(
+            !differ.iter().any(|p| p.starts_with("value.converter")),
+            "{differ:?}"
+        );
+        assert!(
+            differ.contains(&"provide.transaction.metadata=true"),
+            "{differ:?}"
+        );
+        assert!(
+            differ.contains(&"column.mask.with.4.chars=shop.users.ssn"),
+            "{differ:?}"
+        );
+        assert!(
+            differ.contains(&"heartbeat.interval.ms=10000"),
+            "{differ:?}"
+        );
+    }
+
+    #[test]
+    fn a_debezium_offset_becomes_the_start() {
+        let props = parse_connector(TUTORIAL).unwrap();
+        let gtids = DebeziumOffset::parse(
+            r#"{"ts_sec":1700000000,"file":"mysql-bin.000003","pos":1516,"gtids":"3e11fa47-71ca-11e1-9e33-c80aa9429562:1-42","row":0,"server_id":223344,"event":0}"#,
+        )
+        .unwrap();
+        let out = import(&props, None, Some(&gtids)).unwrap();
+        let config =
+            CaptureConfig::parse(&out.yaml.replace("${TRIBUTARY_MYSQL_PASSWORD}", "x")).unwrap();
+        assert_eq!(
+            config.snapshot.mode,
+            tributary_capture::config::SnapshotMode::Never
+        );
+        assert_eq!(
+            config.source.start,
+            tributary_capture::position::StartPosition::Gtid(
+                "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-42".into()
+            )
+        );
+        assert!(
+            !properties(&out.not_reproduced)
+                .iter()
+                .any(|p| p.starts_with("offset"))
+        );
+
+        let mid_transaction =
+            DebeziumOffset::parse(r#"{"file":"mysql-bin.000003","pos":1516,"row":1,"event":2}"#)
+                .unwrap();
+        let out = import(&props, None, Some(&mid_transaction)).unwrap();
+        let config =
+            CaptureConfig::parse(&out.yaml.replace("${TRIBUTARY_MYSQL_PASSWORD}", "x")).unwrap();
+        assert_eq!(
+            config.source.start,
+            tributary_capture::position::StartPosition::Binlog {
+                file: "mysql-bin.000003".into(),
+                pos: 1516
+            }
+        );
+        assert!(properties(&out.not_reproduced).contains(&"offset event=2"));
+    }
+
+    #[test]
+    fn debeziums_snapshot_modes() {
+        let mode = |value: &str| {
+            let text = TUTORIAL.replace(
+                r#""tasks.max": "1","#,
+                &format!(r#""tasks.max": "1", "snapshot.mode": "{value}","#),
+            );
+            let out = imported(&text);
+            let config =
+                CaptureConfig::parse(&out.yaml.replace("${TRIBUTARY_MYSQL_PASSWORD}", "x"))
+                    .unwrap();
+            (format!("{:?}", config.snapshot.mode), config.source.start)
+        };
+        use tributary_capture::position::StartPosition;
+        assert_eq!(mode("initial"), ("Initial".into(), StartPosition::Latest));
+        assert_eq!(mode("no_data"), ("Never".into(), StartPosition::Latest));
+        assert_eq!(mode("schema_only"), ("Never".into(), StartPosition::Latest));
+        assert_eq!(mode("never"), ("Never".into(), StartPosition::Earliest));
+        assert_eq!(
+            mode("initial_only"),
+            ("InitialOnly".into(), StartPosition::Latest)
+        );
+    }
+
+    #[test]
+    fn errors_name_the_property() {
+        let err = |text: String| {
+            let props = parse_connector(&text).unwrap();
+            format!("{:#}", import(&props, None, None).unwrap_err())
+        };
+        assert!(
+            err(TUTORIAL.replace("MySqlConnector", "PostgresConnector"))
+                .contains("connector.class")
+        );
+        assert!(
+            err(TUTORIAL.replace(r#""database.server.id": "184054","#, ""))
+                .contains("database.server.id")
+        );
+        assert!(
+            err(TUTORIAL.replace(r#""database.port": "3306""#, r#""database.port": "lots""#))
+                .contains("database.port")
+        );
+        assert!(err(TUTORIAL.replace("kafka:9092", "")).contains("kafka.brokers"));
+        assert!(err(TUTORIAL.replace(r#""inventory""#, r#""(""#)).contains("include.databases[0]"));
+        assert!(
+            err(TUTORIAL.replace("dbserver1", "")).contains("topic.prefix")
+                || err(TUTORIAL.replace("dbserver1", "")).contains("server_name")
+        );
+        let secret = err(TUTORIAL.replace(r#""database.port": "3306""#, r#""database.port": "x""#));
+        assert!(!secret.contains("dbz"), "{secret}");
+    }
+}
