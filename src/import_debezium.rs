@@ -173,6 +173,8 @@ struct Builder {
     incremental_chunk_rows: Option<u64>,
     brokers: Option<String>,
     max_pending_mb: Option<u64>,
+    /// `events:`, Debezium's names and values (`tombstones.on.delete`, …).
+    events: BTreeMap<&'static str, bool>,
     not_needed: Vec<Note>,
     not_reproduced: Vec<Note>,
 }
@@ -261,6 +263,9 @@ impl Builder {
                     self.max_pending_mb = Some(bytes.div_ceil(1 << 20).max(1));
                 }
             }
+            "tombstones.on.delete" | "provide.transaction.metadata" | "include.schema.changes" => {
+                self.event_option(key, value)?
+            }
             "schema.history.internal.kafka.bootstrap.servers"
             | "database.history.kafka.bootstrap.servers" => {
                 self.brokers = Some(value.to_owned());
@@ -271,6 +276,32 @@ impl Builder {
                 );
             }
             _ => self.other(key, value)?,
+        }
+        Ok(())
+    }
+
+    /// One of Debezium's options that `events:` takes under its own name.
+    fn event_option(&mut self, key: &str, value: &str) -> anyhow::Result<()> {
+        let on = match value.trim() {
+            "true" => true,
+            "false" => false,
+            other => bail!("`{key}` is {other:?}, not true or false"),
+        };
+        let name = [
+            "tombstones.on.delete",
+            "provide.transaction.metadata",
+            "include.schema.changes",
+        ]
+        .into_iter()
+        .find(|name| *name == key)
+        .expect("called for these names");
+        self.events.insert(name, on);
+        if on && key == "provide.transaction.metadata" {
+            self.note_not_reproduced(
+                format!("{key}={value}"),
+                "each event carries its `transaction` block, but no <topic.prefix>.transaction \
+                 topic of BEGIN/END events is written",
+            );
         }
         Ok(())
     }
@@ -332,19 +363,6 @@ impl Builder {
             ("bigint.unsigned.handling.mode", _) => not_reproduced(
                 "BIGINT UNSIGNED is written as a JSON integer, exact above 2^63-1 (not a Connect Decimal)",
             ),
-            ("tombstones.on.delete", "true") => None,
-            ("tombstones.on.delete", _) => {
-                not_reproduced("every delete is followed by a tombstone (topics are compacted)")
-            }
-            ("provide.transaction.metadata", "true") => not_reproduced(
-                "no <topic.prefix>.transaction topic of BEGIN/END events is written; each event's \
-                 `transaction` block is (id, total_order, data_collection_order)",
-            ),
-            ("provide.transaction.metadata", _) => None, // the default: see `defaults`
-            ("include.schema.changes", "false") => {
-                not_reproduced("DDL is always recorded in <server_name>.schema-history")
-            }
-            ("include.schema.changes", _) => None, // the default: see `defaults`
             ("event.processing.failure.handling.mode", "fail") => None,
             ("event.processing.failure.handling.mode", _) => not_reproduced(
                 "an event that cannot be decoded stops capture, naming the column (source.undecodable_text: \
@@ -440,17 +458,11 @@ impl Builder {
                  (base64 bytes in JSON)",
             );
         }
-        if unset("provide.transaction.metadata") {
-            self.note_not_reproduced(
-                "provide.transaction.metadata=false (Debezium's default)".into(),
-                "each event carries a `transaction` block (id, total_order, data_collection_order), \
-                 where Debezium writes null",
-            );
-        }
-        if props
-            .get("include.schema.changes")
-            .is_none_or(|v| v == "true")
-        {
+        // Debezium's default, not Tributary's: written out so that the topics match.
+        self.events
+            .entry("provide.transaction.metadata")
+            .or_insert(false);
+        if self.events.get("include.schema.changes") != Some(&false) {
             self.note_not_reproduced(
                 "include.schema.changes=true (Debezium's default)".into(),
                 SCHEMA_CHANGES,
@@ -582,6 +594,12 @@ impl Builder {
         if let Some(rows) = self.incremental_chunk_rows {
             line(format!("  incremental_chunk_rows: {rows}"));
         }
+        if !self.events.is_empty() {
+            line("events:".into());
+            for (name, on) in &self.events {
+                line(format!("  {name}: {on}"));
+            }
+        }
         line("kafka:".into());
         line(format!("  brokers: {}", json_string(&brokers)));
         if let Some(mb) = self.max_pending_mb {
@@ -688,12 +706,9 @@ mod tests {
                 .any(|p| p.starts_with("value.converter.schemas.enable=true")),
             "{differ:?}"
         );
-        assert!(
-            differ
-                .iter()
-                .any(|p| p.starts_with("provide.transaction.metadata=false")),
-            "{differ:?}"
-        );
+        // Debezium's default where it is not Tributary's: written out.
+        assert!(!config.events.provide_transaction_metadata, "{}", out.yaml);
+        assert!(config.events.tombstones_on_delete);
         assert!(properties(&out.not_needed).contains(&"schema.history.internal.kafka.topic"));
         // And written into the file, as comments.
         assert!(
@@ -727,6 +742,8 @@ decimal.handling.mode=string
 value.converter=org.apache.kafka.connect.json.JsonConverter
 value.converter.schemas.enable=false
 provide.transaction.metadata=true
+tombstones.on.delete=false
+include.schema.changes=false
 column.mask.with.4.chars=shop.users.ssn
 ";
         let props = parse_connector(text).unwrap();
@@ -763,6 +780,15 @@ column.mask.with.4.chars=shop.users.ssn
         );
         assert!(
             differ.contains(&"provide.transaction.metadata=true"),
+            "{differ:?}"
+        );
+        assert!(config.events.provide_transaction_metadata);
+        assert!(!config.events.tombstones_on_delete);
+        assert!(!config.events.include_schema_changes);
+        assert!(
+            !differ
+                .iter()
+                .any(|p| p.starts_with("include.schema.changes")),
             "{differ:?}"
         );
         assert!(

@@ -392,6 +392,68 @@ async fn inserts_updates_deletes_and_tombstones() {
     assert!(metrics.contains(&line), "expected `{line}` in:\n{metrics}");
 }
 
+/// `events:` takes Debezium's options under their names: without tombstones,
+/// transaction blocks or schema changes, a delete is one record, every
+/// `transaction` is null and no schema history is written.
+#[tokio::test(flavor = "multi_thread")]
+async fn debeziums_event_options_drop_tombstones_transaction_blocks_and_schema_changes() {
+    let mut conn = root_conn().await;
+    let db = create_db(&mut conn, "evopts").await;
+    conn.query_drop(format!("CREATE TABLE `{db}`.t (id INT PRIMARY KEY, v INT)"))
+        .await
+        .unwrap();
+    let mut setup = CaptureSetup::new(&db, &gtid_now(&mut conn).await);
+    setup.extra = "events: { tombstones.on.delete: false, provide.transaction.metadata: false, \
+                   include.schema.changes: false }\n"
+        .into();
+    let capture = TributaryProcess::capture(&setup.yaml());
+    for sql in [
+        "INSERT INTO `DB`.t VALUES (1, 10)",
+        "DELETE FROM `DB`.t WHERE id = 1",
+        "ALTER TABLE `DB`.t ADD COLUMN w INT",
+        "INSERT INTO `DB`.t VALUES (2, 20, 200)",
+    ] {
+        conn.query_drop(sql.replace("DB", &db)).await.unwrap();
+    }
+    let topic = setup.topic("t");
+    read_topic(&topic, WAIT, |r| {
+        r.iter().any(|r| r.key == json!({ "id": 2 }))
+    })
+    .await;
+    // Everything written before the last row is in the topic by now (a
+    // tombstone would follow its delete at once): read it all again.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let records = read_topic(&topic, Duration::from_secs(3), |_| false).await;
+    let ops = |id: i64| -> Vec<String> {
+        records
+            .iter()
+            .filter(|r| r.key == json!({ "id": id }))
+            .map(|r| {
+                r.value
+                    .as_ref()
+                    .map_or("tombstone".into(), |v| v["op"].as_str().unwrap().to_owned())
+            })
+            .collect()
+    };
+    assert_eq!(ops(1), ["c", "d"], "no tombstone; log:\n{}", capture.log());
+    assert_eq!(ops(2), ["c"]);
+    for event in events(&records) {
+        assert!(event.as_object().unwrap().contains_key("transaction"));
+        assert_eq!(event["transaction"], Json::Null, "{event}");
+    }
+    let last = events(&records)
+        .into_iter()
+        .find(|e| e["after"]["id"] == 2)
+        .unwrap();
+    assert_eq!(last["after"], json!({ "id": 2, "v": 20, "w": 200 }));
+    let history = format!("{}.schema-history", setup.server_name);
+    let recorded = read_raw(&history, Duration::from_secs(2), |_| false).await;
+    assert!(
+        recorded.is_empty(),
+        "schema changes were recorded: {recorded:?}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_transaction_keeps_its_id_and_order() {
     let mut conn = root_conn().await;

@@ -54,6 +54,9 @@ pub struct CaptureConfig {
     /// How change topics are created.
     #[serde(default)]
     pub topics: TopicsConfig,
+    /// What capture writes besides each change, under Debezium's property names.
+    #[serde(default)]
+    pub events: EventsConfig,
     /// The initial snapshot of existing rows.
     #[serde(default)]
     pub snapshot: SnapshotConfig,
@@ -210,6 +213,39 @@ pub struct Patterns {
     /// Table names qualified by database: `db.table`.
     #[serde(default)]
     pub tables: Vec<String>,
+}
+
+/// What capture writes besides each change's record, under the names of
+/// Debezium's properties of the same meaning.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EventsConfig {
+    /// A delete is followed by a tombstone (its key, no value), so that
+    /// compaction can drop the key. Debezium's default too.
+    #[serde(rename = "tombstones.on.delete", default = "yes")]
+    pub tombstones_on_delete: bool,
+    /// Each event carries its `transaction` block (id, total order, order in
+    /// its table). Tributary's default; Debezium's is false (`null`). Debezium's
+    /// `<topic.prefix>.transaction` topic of BEGIN/END events is not written.
+    #[serde(rename = "provide.transaction.metadata", default = "yes")]
+    pub provide_transaction_metadata: bool,
+    /// DDL statements go to `<server_name>.schema-history`. Debezium's default too.
+    #[serde(rename = "include.schema.changes", default = "yes")]
+    pub include_schema_changes: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl Default for EventsConfig {
+    fn default() -> Self {
+        EventsConfig {
+            tombstones_on_delete: true,
+            provide_transaction_metadata: true,
+            include_schema_changes: true,
+        }
+    }
 }
 
 /// Creation of change topics.
@@ -400,6 +436,25 @@ kafka: { brokers: '127.0.0.1:19092', producer: { linger.ms: '5' } }
         assert_eq!(c.topics.partitions, 3);
         assert_eq!(c.kafka.producer["linger.ms"], "5");
         assert_eq!(c.source.start, StartPosition::Latest);
+    }
+
+    #[test]
+    fn event_options_have_debeziums_names() {
+        let c = CaptureConfig::parse(GOOD).unwrap();
+        assert_eq!(c.events, EventsConfig::default());
+        let text = format!(
+            "{GOOD}events: {{ tombstones.on.delete: false, provide.transaction.metadata: false, include.schema.changes: false }}\n"
+        );
+        let c = CaptureConfig::parse(&text).unwrap();
+        assert!(!c.events.tombstones_on_delete);
+        assert!(!c.events.provide_transaction_metadata);
+        assert!(!c.events.include_schema_changes);
+        assert_eq!(
+            field_of(&format!(
+                "{GOOD}events: {{ decimal.handling.mode: precise }}\n"
+            )),
+            "events.decimal.handling.mode"
+        );
     }
 
     #[test]

@@ -33,14 +33,14 @@ use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord, Producer};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
-use tributary_proto::debezium_json::{encode_key, encode_value};
+use tributary_proto::debezium_json::{EnvelopeOptions, encode_key, encode_value};
 use tributary_proto::partition::partition_for_key;
 use tributary_proto::{ChangeEvent, Op};
 
 use crate::change_stream::SchemaChange;
 use tributary_kafka::{ClientBuilder, KafkaConfig};
 
-use crate::config::{CaptureConfig, Delivery, TopicsConfig};
+use crate::config::{CaptureConfig, Delivery, EventsConfig, TopicsConfig};
 use crate::error::CaptureError;
 use crate::metrics::{CaptureMetrics, TableLabel};
 use crate::position_store::{PositionStore, offsets_topic};
@@ -73,6 +73,8 @@ pub struct KafkaWriter<P> {
     admin: AdminClient<DefaultClientContext>,
     server_name: String,
     topics_cfg: TopicsConfig,
+    /// Tombstones, transaction blocks, schema changes (`events`).
+    events: EventsConfig,
     /// `kafka.replication_factor` of every topic capture creates.
     replication_factor: i32,
     /// Change topics by database, then table.
@@ -205,6 +207,7 @@ impl<P: SourcePosition> KafkaWriter<P> {
             admin,
             server_name: config.server_name.clone(),
             topics_cfg: config.topics.clone(),
+            events: config.events,
             replication_factor: config.kafka.replication_factor,
             topics: HashMap::new(),
             pending: tx,
@@ -425,7 +428,8 @@ impl<P: SourcePosition> ChangeSink<P> for KafkaWriter<P> {
         self.transactions.as_ref().map(|txn| txn.interval)
     }
 
-    /// Queues one change event (and a tombstone after a delete).
+    /// Queues one change event (and a tombstone after a delete, unless
+    /// `events.tombstones.on.delete` is off).
     async fn send(&mut self, event: &ChangeEvent) -> Result<(), CaptureError> {
         self.begin_transaction()?;
         let (db, table) = (&*event.source.db, &*event.source.table);
@@ -454,7 +458,10 @@ impl<P: SourcePosition> ChangeSink<P> for KafkaWriter<P> {
         }
         let topic = &self.topics[db][table];
         let key = keyed.then(|| encode_key(event));
-        let value = encode_value(event);
+        let options = EnvelopeOptions {
+            transaction: self.events.provide_transaction_metadata,
+        };
+        let value = encode_value(event, options);
         let partition = key
             .as_ref()
             .map_or(0, |key| partition_for_key(key, topic.partitions));
@@ -469,7 +476,8 @@ impl<P: SourcePosition> ChangeSink<P> for KafkaWriter<P> {
         }
         let delivery = self.produce(record).await?;
         self.queue(Pending::Delivery(delivery)).await?;
-        if let Some(key) = key.as_ref().filter(|_| event.op == Op::Delete) {
+        let tombstone_after = event.op == Op::Delete && self.events.tombstones_on_delete;
+        if let Some(key) = key.as_ref().filter(|_| tombstone_after) {
             let tombstone = FutureRecord::<[u8], [u8]>::to(&topic.name)
                 .key(key.as_slice())
                 .partition(partition);
@@ -481,8 +489,12 @@ impl<P: SourcePosition> ChangeSink<P> for KafkaWriter<P> {
         Ok(())
     }
 
-    /// Appends a DDL statement to `<server_name>.schema-history` (kept forever, one partition).
+    /// Appends a DDL statement to `<server_name>.schema-history` (kept forever,
+    /// one partition), unless `events.include.schema.changes` is off.
     async fn send_schema_change(&mut self, change: &SchemaChange<P>) -> Result<(), CaptureError> {
+        if !self.events.include_schema_changes {
+            return Ok(());
+        }
         let value = serde_json::json!({
             "source": { "server": self.server_name },
             "position": change.position.to_json(),

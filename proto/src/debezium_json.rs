@@ -84,8 +84,22 @@ pub fn encode_key(event: &ChangeEvent) -> Vec<u8> {
     serde_json::to_vec(&event.key).expect("a row always serializes")
 }
 
+/// What an envelope carries besides the change itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EnvelopeOptions {
+    /// The `transaction` block (Debezium's `provide.transaction.metadata`);
+    /// `null` without it.
+    pub transaction: bool,
+}
+
+impl Default for EnvelopeOptions {
+    fn default() -> Self {
+        EnvelopeOptions { transaction: true }
+    }
+}
+
 /// Encodes the record value: the Debezium envelope.
-pub fn encode_value(event: &ChangeEvent) -> Vec<u8> {
+pub fn encode_value(event: &ChangeEvent, options: EnvelopeOptions) -> Vec<u8> {
     let src = &event.source;
     let envelope = EnvelopeJson {
         before: event.before.as_ref(),
@@ -109,11 +123,15 @@ pub fn encode_value(event: &ChangeEvent) -> Vec<u8> {
         },
         op: event.op.code(),
         ts_ms: event.ts_ms,
-        transaction: event.transaction.as_ref().map(|t| TransactionJson {
-            id: &t.id,
-            total_order: t.total_order,
-            data_collection_order: t.data_collection_order,
-        }),
+        transaction: event
+            .transaction
+            .as_ref()
+            .filter(|_| options.transaction)
+            .map(|t| TransactionJson {
+                id: &t.id,
+                total_order: t.total_order,
+                data_collection_order: t.data_collection_order,
+            }),
     };
     serde_json::to_vec(&envelope).expect("an envelope always serializes")
 }
@@ -323,7 +341,8 @@ mod tests {
     #[test]
     fn envelope_has_debezium_shape() {
         let event = sample();
-        let json: serde_json::Value = serde_json::from_slice(&encode_value(&event)).unwrap();
+        let json: serde_json::Value =
+            serde_json::from_slice(&encode_value(&event, EnvelopeOptions::default())).unwrap();
         assert_eq!(json["op"], "u");
         assert_eq!(
             json["before"]["big"],
@@ -345,12 +364,22 @@ mod tests {
             ["before", "after", "source", "op", "ts_ms", "transaction"]
         );
         assert_eq!(encode_key(&event), br#"{"id":7}"#);
+        // Without transaction metadata (Debezium's default) the block is null.
+        let options = EnvelopeOptions { transaction: false };
+        let json: serde_json::Value =
+            serde_json::from_slice(&encode_value(&event, options)).unwrap();
+        assert_eq!(json["transaction"], serde_json::Value::Null);
+        assert!(json.as_object().unwrap().contains_key("transaction"));
     }
 
     #[test]
     fn round_trips() {
         let event = sample();
-        let decoded = decode(&encode_key(&event), &encode_value(&event)).unwrap();
+        let decoded = decode(
+            &encode_key(&event),
+            &encode_value(&event, EnvelopeOptions::default()),
+        )
+        .unwrap();
         assert_eq!(decoded, event);
     }
 
