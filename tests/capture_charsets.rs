@@ -483,6 +483,73 @@ async fn a_snapshot_pages_exactly_through_a_text_key_in_a_legacy_character_set()
     assert_eq!(keys, expected, "log:\n{}", capture.log());
 }
 
+/// An on-demand snapshot cursor stored by a version before keys outside
+/// UTF-8 were kept as their bytes (converted text, no `hex:` mark) cannot be
+/// compared with the table's bytes: capture says so and reads the table again
+/// from its first row, so no row is skipped.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_older_versions_text_cursor_reads_the_table_again_from_its_start() {
+    let mut conn = root_conn().await;
+    let db = create_db(&mut conn, "oldcursor").await;
+    conn.query_drop(format!(
+        "CREATE TABLE `{db}`.t (k VARCHAR(10) CHARACTER SET latin1 PRIMARY KEY, n INT);
+         INSERT INTO `{db}`.t VALUES ('a', 1), ('b', 2), ('c', 3), ('é', 4);"
+    ))
+    .await
+    .unwrap();
+    let mut expected: Vec<String> = conn
+        .query(format!("SELECT CONVERT(k USING utf8mb4) FROM `{db}`.t"))
+        .await
+        .unwrap();
+    expected.sort();
+    let status: mysql_async::Row = conn
+        .query_first("SHOW MASTER STATUS")
+        .await
+        .unwrap()
+        .unwrap();
+    let (file, pos): (String, u64) = (status.get(0).unwrap(), status.get(1).unwrap());
+    let setup = CaptureSetup::new(&db, &gtid_now(&mut conn).await);
+    // The position an older version stored mid-way through `t`, after
+    // 'bbbbbb' (read as a `hex:` cursor, it would mean "after 0xBB": only 'é').
+    let offsets = format!("{}.offsets", setup.server_name);
+    create_topic_with(&offsets, 1, "compact").await;
+    let stored = serde_json::json!({
+        "file": file, "pos": pos, "gtid": setup.gtid, "ts_ms": 0,
+        "incremental": { "tables": [format!("{db}.t")],
+                         "after": { "columns": ["k"], "values": [{ "bytes": b"bbbbbb".to_vec() }] } },
+    });
+    let key = serde_json::json!({ "server": setup.server_name });
+    produce(&offsets, 1, &[(key, Some(stored.to_string().into_bytes()))]).await;
+
+    let capture = TributaryProcess::capture(&setup.yaml());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !capture.log().contains("table snapshot done") {
+        assert!(Instant::now() < deadline, "log:\n{}", capture.log());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        capture.log().contains(
+            "cursor stored by an older version; the table is read again from its first row"
+        ),
+        "{}",
+        capture.log()
+    );
+    let count = expected.len();
+    let records = read_raw(&setup.topic("t"), Duration::from_secs(60), move |r| {
+        r.len() >= count
+    })
+    .await;
+    let mut keys: Vec<String> = records
+        .iter()
+        .map(|r| {
+            assert_eq!(r.json()["source"]["snapshot"], "incremental");
+            r.json()["after"]["k"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    keys.sort();
+    assert_eq!(keys, expected, "log:\n{}", capture.log());
+}
+
 /// Every table of `capture/charsets` is what the server itself converts each
 /// byte sequence to: `CONVERT(CONVERT(b USING cs) USING utf8mb4)` over every
 /// sequence of one byte, of two bytes with a lead byte of 0x80 or more, and of
