@@ -218,7 +218,7 @@ impl Builder {
 
     /// Maps, or notes, one property.
     fn property(&mut self, key: &str, value: &str) -> anyhow::Result<()> {
-        let with_value = || format!("{key}={value}");
+        let with_value = || shown(key, value);
         match key {
             "name" => self.name = Some(value.to_owned()),
             "connector.class" | "tasks.max" => {}
@@ -343,7 +343,7 @@ impl Builder {
 
     /// Properties with no mapping: not needed, or not reproduced.
     fn other(&mut self, key: &str, value: &str) -> anyhow::Result<()> {
-        let with_value = format!("{key}={value}");
+        let with_value = shown(key, value);
         let not_reproduced = |reason: &str| Some((true, reason.to_owned()));
         let not_needed = |reason: &str| Some((false, reason.to_owned()));
         let verdict = match (key, value) {
@@ -629,6 +629,21 @@ impl Builder {
     }
 }
 
+/// `key=value` as the notes show it; the value of a property that may hold a
+/// secret (a password, a JAAS config, a key, a token) is never shown.
+fn shown(key: &str, value: &str) -> String {
+    let lower = key.to_ascii_lowercase();
+    let secret = ["password", "jaas", "secret", "token", "credential"]
+        .iter()
+        .any(|word| lower.contains(word))
+        || lower.ends_with(".key");
+    if secret {
+        format!("{key}=<not shown>")
+    } else {
+        format!("{key}={value}")
+    }
+}
+
 /// A string as a YAML scalar (JSON's quoting is valid YAML).
 fn json_string(text: &str) -> String {
     Json::String(text.to_owned()).to_string()
@@ -864,6 +879,25 @@ column.mask.with.4.chars=shop.users.ssn
         assert_eq!(
             mode("initial_only"),
             ("InitialOnly".into(), StartPosition::Latest)
+        );
+    }
+
+    #[test]
+    fn secrets_in_other_properties_are_never_shown() {
+        let text = TUTORIAL.replace(
+            r#""tasks.max": "1","#,
+            r#""tasks.max": "1", "database.ssl.keystore.password": "hunter2",
+               "schema.history.internal.producer.sasl.jaas.config": "user='u' password='hunter3'",
+               "transforms.x.secret": "hunter4","#,
+        );
+        let out = imported(&text);
+        for secret in ["hunter2", "hunter3", "hunter4", "dbz"] {
+            assert!(!out.yaml.contains(secret), "{secret} in:\n{}", out.yaml);
+        }
+        assert!(
+            properties(&out.not_reproduced).contains(&"database.ssl.keystore.password=<not shown>"),
+            "{:?}",
+            out.not_reproduced
         );
     }
 

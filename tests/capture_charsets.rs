@@ -464,11 +464,7 @@ async fn a_snapshot_pages_exactly_through_a_text_key_in_a_legacy_character_set()
     ))
     .await
     .unwrap();
-    let mut expected: Vec<String> = conn
-        .query(format!("SELECT CONVERT(k USING utf8mb4) FROM `{db}`.t"))
-        .await
-        .unwrap();
-    expected.sort();
+    let expected = server_keys(&mut conn, &db).await;
     let setup = CaptureSetup::new(&db, "").with_snapshot(2);
     let capture = TributaryProcess::start(&["capture"], &write_config(&setup.yaml()), &[]);
     let records = read_raw(&setup.topic("t"), Duration::from_secs(60), |r| {
@@ -481,6 +477,16 @@ async fn a_snapshot_pages_exactly_through_a_text_key_in_a_legacy_character_set()
         .collect();
     keys.sort();
     assert_eq!(keys, expected, "log:\n{}", capture.log());
+}
+
+/// The keys of `db.t` (column `k`) as the server converts them to utf8mb4, sorted.
+async fn server_keys(conn: &mut mysql_async::Conn, db: &str) -> Vec<String> {
+    let mut keys: Vec<String> = conn
+        .query(format!("SELECT CONVERT(k USING utf8mb4) FROM `{db}`.t"))
+        .await
+        .unwrap();
+    keys.sort();
+    keys
 }
 
 /// An on-demand snapshot cursor stored by a version before keys outside
@@ -497,11 +503,7 @@ async fn an_older_versions_text_cursor_reads_the_table_again_from_its_start() {
     ))
     .await
     .unwrap();
-    let mut expected: Vec<String> = conn
-        .query(format!("SELECT CONVERT(k USING utf8mb4) FROM `{db}`.t"))
-        .await
-        .unwrap();
-    expected.sort();
+    let expected = server_keys(&mut conn, &db).await;
     let status: mysql_async::Row = conn
         .query_first("SHOW MASTER STATUS")
         .await
