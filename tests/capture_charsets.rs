@@ -524,11 +524,9 @@ async fn an_older_versions_text_cursor_reads_the_table_again_from_its_start() {
     produce(&offsets, 1, &[(key, Some(stored.to_string().into_bytes()))]).await;
 
     let capture = TributaryProcess::capture(&setup.yaml());
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !capture.log().contains("table snapshot done") {
-        assert!(Instant::now() < deadline, "log:\n{}", capture.log());
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    capture
+        .wait_for_log("table snapshot done", Duration::from_secs(60))
+        .await;
     assert!(
         capture.log().contains(
             "cursor stored by an older version; the table is read again from its first row"

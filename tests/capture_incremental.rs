@@ -71,18 +71,6 @@ fn request_snapshots(config: &Path, tables: &[&str]) -> String {
     stdout
 }
 
-async fn wait_for_log(capture: &TributaryProcess, text: &str, timeout: Duration) {
-    let deadline = Instant::now() + timeout;
-    while !capture.log().contains(text) {
-        assert!(
-            Instant::now() < deadline,
-            "no {text:?} within {timeout:?}; log:\n{}",
-            capture.log()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 async fn table_state(db: &str) -> BTreeMap<i64, Json> {
     let mut conn = root_conn().await;
     let rows: Vec<(i64, i64)> = conn
@@ -156,7 +144,9 @@ async fn an_on_demand_snapshot_under_concurrent_writes_converges_to_the_table() 
 
     let printed = request_snapshot(&config, &db);
     assert!(printed.contains(&format!("{db}.t")), "{printed}");
-    wait_for_log(&capture, "table snapshot done", Duration::from_secs(120)).await;
+    capture
+        .wait_for_log("table snapshot done", Duration::from_secs(120))
+        .await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     stop.store(true, Ordering::Relaxed);
     writer.await.unwrap();
@@ -185,7 +175,9 @@ async fn an_interrupted_on_demand_snapshot_resumes_from_its_last_chunk() {
     // re-sends is what was sent since, far less than starting over would.
     let config = write_config(&yaml.replace("commit_interval_ms: 200", "commit_interval_ms: 20"));
     let mut capture = TributaryProcess::start(&["capture"], &config, &[]);
-    wait_for_log(&capture, "binlog stream opened", Duration::from_secs(60)).await;
+    capture
+        .wait_for_log("binlog stream opened", Duration::from_secs(60))
+        .await;
     request_snapshot(&config, &db);
 
     // SIGKILL once a third of the table has been sent.
@@ -205,13 +197,12 @@ async fn an_interrupted_on_demand_snapshot_resumes_from_its_last_chunk() {
         "the snapshot finished before the kill ({done_at_kill} rows): make the table larger"
     );
     let capture = TributaryProcess::start(&["capture"], &config, &[]);
-    wait_for_log(
-        &capture,
-        "resuming the on-demand snapshot",
-        Duration::from_secs(60),
-    )
-    .await;
-    wait_for_log(&capture, "table snapshot done", Duration::from_secs(120)).await;
+    capture
+        .wait_for_log("resuming the on-demand snapshot", Duration::from_secs(60))
+        .await;
+    capture
+        .wait_for_log("table snapshot done", Duration::from_secs(120))
+        .await;
 
     let expected = table_state(&db).await;
     assert_eq!(expected.len(), ROWS as usize);
@@ -238,7 +229,9 @@ async fn tables_that_cannot_be_snapshotted_are_skipped_and_the_rest_are_read() {
     .unwrap();
     let config = write_config(&yaml);
     let capture = TributaryProcess::start(&["capture"], &config, &[]);
-    wait_for_log(&capture, "binlog stream opened", Duration::from_secs(60)).await;
+    capture
+        .wait_for_log("binlog stream opened", Duration::from_secs(60))
+        .await;
     let (missing, nopk, t) = (
         format!("{db}.missing"),
         format!("{db}.nopk"),
@@ -251,7 +244,9 @@ async fn tables_that_cannot_be_snapshotted_are_skipped_and_the_rest_are_read() {
     .await
     .unwrap();
     request_snapshots(&config, &[&missing, &nopk, &t]);
-    wait_for_log(&capture, "table snapshot done", Duration::from_secs(60)).await;
+    capture
+        .wait_for_log("table snapshot done", Duration::from_secs(60))
+        .await;
     let log = capture.log();
     assert!(
         log.contains("ignoring a signal row") && log.contains("`data` is not JSON"),
@@ -287,7 +282,9 @@ async fn a_schema_change_during_an_on_demand_snapshot_is_merged() {
     let (db, setup, yaml) = setup("incrddl", ROWS, 50).await;
     let config = write_config(&yaml);
     let capture = TributaryProcess::start(&["capture"], &config, &[]);
-    wait_for_log(&capture, "binlog stream opened", Duration::from_secs(60)).await;
+    capture
+        .wait_for_log("binlog stream opened", Duration::from_secs(60))
+        .await;
     let stop = Arc::new(AtomicBool::new(false));
     let writer = spawn_random_writer(
         db.clone(),
@@ -304,19 +301,21 @@ async fn a_schema_change_during_an_on_demand_snapshot_is_merged() {
         .await
         .unwrap();
     request_snapshot(&config, &db);
-    wait_for_log(
-        &capture,
-        "on-demand snapshot of the table starts",
-        Duration::from_secs(60),
-    )
-    .await;
+    capture
+        .wait_for_log(
+            "on-demand snapshot of the table starts",
+            Duration::from_secs(60),
+        )
+        .await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     dba.query_drop(format!(
         "ALTER TABLE `{db}`.t ADD COLUMN note VARCHAR(10) NOT NULL DEFAULT 'x'; UNLOCK TABLES"
     ))
     .await
     .unwrap();
-    wait_for_log(&capture, "table snapshot done", Duration::from_secs(120)).await;
+    capture
+        .wait_for_log("table snapshot done", Duration::from_secs(120))
+        .await;
     stop.store(true, Ordering::Relaxed);
     writer.await.unwrap();
 
@@ -393,7 +392,9 @@ async fn large_rows_are_captured_within_the_byte_bounds() {
     let yaml = format!("{yaml}max_pending_mb: {BOUND_MB}\n");
     let config = write_config(&yaml);
     let capture = TributaryProcess::start(&["capture"], &config, &[]);
-    wait_for_log(&capture, "binlog stream opened", Duration::from_secs(30)).await;
+    capture
+        .wait_for_log("binlog stream opened", Duration::from_secs(30))
+        .await;
 
     // The binlog holds all the rows when capture reads again.
     let insert = async {
@@ -410,7 +411,9 @@ async fn large_rows_are_captured_within_the_byte_bounds() {
     wait_for_events(&capture, port, ROWS).await;
     request_snapshots(&config, &[&format!("{db}.big")]);
     wait_for_events(&capture, port, 2 * ROWS).await;
-    wait_for_log(&capture, "table snapshot done", Duration::from_secs(60)).await;
+    capture
+        .wait_for_log("table snapshot done", Duration::from_secs(60))
+        .await;
     let grown_mib = capture.peak_growth_mib(idle_kib);
     let input_mib = (ROWS as u64 * ROW_BYTES as u64) >> 20;
     eprintln!("grew {grown_mib} MiB for {input_mib} MiB of rows, streamed and snapshotted");

@@ -261,6 +261,19 @@ impl TributaryProcess {
             .unwrap_or_else(|| panic!("no {field} in /proc/<pid>/status:\n{status}"))
     }
 
+    /// Waits until the process has logged `text`; fails after `timeout`, with the log.
+    pub async fn wait_for_log(&self, text: &str, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        while !self.log().contains(text) {
+            assert!(
+                Instant::now() < deadline,
+                "no {text:?} within {timeout:?}; log:\n{}",
+                self.log()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     /// The file the process's stdout goes to.
     pub fn stdout_path(&self) -> PathBuf {
         self.stdout.clone()
