@@ -155,7 +155,8 @@ pub(crate) async fn run(args: CaptureBenchArgs) -> anyhow::Result<()> {
     anyhow::ensure!(status.success(), "mariadb-binlog failed: {status}");
 
     eprintln!("[bench] python-mysql-replication decoding the same events");
-    let python = python_mysql_replication(&host, port, &start_file, start_pos, n).await?;
+    // A peer that fails is reported as failed; the other series are still measured.
+    let python = python_mysql_replication(&host, port, &start_file, start_pos, n).await;
 
     eprintln!("[bench] snapshot of the same table");
     let snapshot = CaptureConfig::parse(&yaml(&format!("{server}snap"), "initial_only", ""))?;
@@ -179,23 +180,23 @@ pub(crate) async fn run(args: CaptureBenchArgs) -> anyhow::Result<()> {
     for (name, d) in [
         (
             "broker ceiling: plain producer (lz4, linger 20 ms), the captured records",
-            ceiling,
+            Ok(ceiling),
         ),
         (
             "broker ceiling, payloads of 'x' of the same size (compress ~100×)",
-            ceiling_x,
+            Ok(ceiling_x),
         ),
         (
             "Tributary: binlog → broker (Debezium JSON, acks=all)",
-            streamed,
+            Ok(streamed),
         ),
         (
             "Tributary: decode only (binlog → typed change events, nothing produced)",
-            decode_only,
+            Ok(decode_only),
         ),
         (
             "mariadb-binlog --verbose --base64-output=DECODE-ROWS > /dev/null",
-            decoded,
+            Ok(decoded),
         ),
         (
             "python-mysql-replication 1.0 (PyPI `mysql-replication`), rows decoded",
@@ -203,9 +204,18 @@ pub(crate) async fn run(args: CaptureBenchArgs) -> anyhow::Result<()> {
         ),
         (
             "Tributary: snapshot of the same table → broker",
-            snapshotted,
+            Ok(snapshotted),
         ),
     ] {
+        let d = match d {
+            Ok(d) => d,
+            Err(e) => {
+                let reason = format!("{e:#}");
+                let last = reason.lines().last().unwrap_or_default();
+                println!("| {name} | failed: {last} | | | | |");
+                continue;
+            }
+        };
         let wall = d.wall.as_secs_f64();
         println!(
             "| {name} | {wall:.2} | {:.0} | {:.2}× | {:.2} | {:.0} |",
