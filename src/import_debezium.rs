@@ -16,9 +16,12 @@ use std::collections::BTreeMap;
 use anyhow::{Context, bail};
 use serde_json::Value as Json;
 use tributary_capture::CaptureConfig;
+use tributary_capture::column_rules::ColumnRules;
 
 /// The environment variable the imported configuration reads the password from.
 pub(crate) const PASSWORD_VARIABLE: &str = "TRIBUTARY_MYSQL_PASSWORD";
+/// The variables the salts of `column.mask.hash` properties are read from (`_1`, `_2`, …).
+const SALT_VARIABLE: &str = "TRIBUTARY_COLUMN_SALT";
 
 /// What became of a connector configuration.
 #[derive(Debug)]
@@ -175,6 +178,15 @@ struct Builder {
     max_pending_mb: Option<u64>,
     /// `events:`, Debezium's names and values (`tombstones.on.delete`, …).
     events: BTreeMap<&'static str, bool>,
+    /// `values:`, Debezium's names and values (`decimal.handling.mode`, …).
+    values: BTreeMap<&'static str, String>,
+    /// `converter.schemas.enable`, and whether the connector config set it.
+    schemas_enable: (bool, bool),
+    /// `columns:`, Debezium's `column.*` properties; a hash's salt is an
+    /// environment variable (`TRIBUTARY_COLUMN_SALT_<n>`), never copied.
+    columns: BTreeMap<String, String>,
+    /// Salts taken out of hash properties, by variable: the property they came from.
+    salts: Vec<String>,
     not_needed: Vec<Note>,
     not_reproduced: Vec<Note>,
 }
@@ -196,6 +208,14 @@ fn number<T: std::str::FromStr>(key: &str, value: &str) -> anyhow::Result<T> {
         .ok()
         .with_context(|| format!("`{key}` is {value:?}, not a number"))
 }
+
+/// Debezium's value converter properties, which `values:` takes by name.
+const VALUE_MODES: [&str; 4] = [
+    "decimal.handling.mode",
+    "bigint.unsigned.handling.mode",
+    "time.precision.mode",
+    "binary.handling.mode",
+];
 
 /// What Tributary writes instead of Debezium's schema change topic.
 const SCHEMA_CHANGES: &str = "Tributary records DDL in <server_name>.schema-history \
@@ -266,6 +286,11 @@ impl Builder {
             "tombstones.on.delete" | "provide.transaction.metadata" | "include.schema.changes" => {
                 self.event_option(key, value)?
             }
+            k if k.starts_with("column.") => self.column_rule(key, value),
+            "decimal.handling.mode"
+            | "bigint.unsigned.handling.mode"
+            | "time.precision.mode"
+            | "binary.handling.mode" => self.value_mode(key, value)?,
             "schema.history.internal.kafka.bootstrap.servers"
             | "database.history.kafka.bootstrap.servers" => {
                 self.brokers = Some(value.to_owned());
@@ -304,6 +329,56 @@ impl Builder {
             );
         }
         Ok(())
+    }
+
+    /// One of Debezium's value converter modes, which `values:` takes under
+    /// its own name; a mode Tributary does not have is noted.
+    fn value_mode(&mut self, key: &str, value: &str) -> anyhow::Result<()> {
+        let value = value.trim();
+        let supported: &[&str] = match key {
+            "decimal.handling.mode" => &["precise", "string", "double"],
+            "bigint.unsigned.handling.mode" => &["long", "precise"],
+            "time.precision.mode" => &["adaptive_time_microseconds", "connect"],
+            _ => &["bytes", "base64", "base64-url-safe", "hex"],
+        };
+        if supported.contains(&value) {
+            let name = VALUE_MODES
+                .into_iter()
+                .find(|name| *name == key)
+                .expect("called for these names");
+            self.values.insert(name, value.to_owned());
+        } else {
+            self.note_not_reproduced(
+                format!("{key}={value}"),
+                &format!(
+                    "not a mode Tributary has (it has {}): Debezium's default is written",
+                    supported.join(", ")
+                ),
+            );
+        }
+        Ok(())
+    }
+
+    /// One of Debezium's `column.*` properties, which `columns:` takes under
+    /// its own name; one Tributary does not have is noted.
+    fn column_rule(&mut self, key: &str, value: &str) {
+        let checked = ColumnRules::parse(&BTreeMap::from([(key.to_owned(), value.to_owned())]));
+        if let Err(e) = checked {
+            let named = match key.split_once(".with.salt.") {
+                Some((hash, _)) => format!("{hash}.with.salt.<not shown>={value}"),
+                None => shown(key, value),
+            };
+            self.note_not_reproduced(named, &e.problem);
+            return;
+        }
+        let key = match key.split_once(".with.salt.") {
+            Some((hash, _)) => {
+                self.salts.push(hash.to_owned());
+                format!("{hash}.with.salt.${{{SALT_VARIABLE}_{}}}", self.salts.len())
+            }
+            None => key.to_owned(),
+        };
+        self.columns.insert(key, value.to_owned());
     }
 
     fn snapshot_mode(&mut self, mode: &str) -> anyhow::Result<()> {
@@ -347,22 +422,6 @@ impl Builder {
         let not_reproduced = |reason: &str| Some((true, reason.to_owned()));
         let not_needed = |reason: &str| Some((false, reason.to_owned()));
         let verdict = match (key, value) {
-            ("decimal.handling.mode", "string") => None,
-            ("decimal.handling.mode", _) => not_reproduced(
-                "DECIMAL columns are written as exact decimal strings (Debezium's `string` mode)",
-            ),
-            ("binary.handling.mode", "bytes" | "base64") => None,
-            ("binary.handling.mode", _) => not_reproduced(
-                "binary columns are written as base64 strings (`bytes` with the JSON converter)",
-            ),
-            ("time.precision.mode", "adaptive_time_microseconds") => None,
-            ("time.precision.mode", _) => not_reproduced(
-                "temporal columns are written as Debezium's adaptive_time_microseconds mode writes them",
-            ),
-            ("bigint.unsigned.handling.mode", "long") => None,
-            ("bigint.unsigned.handling.mode", _) => not_reproduced(
-                "BIGINT UNSIGNED is written as a JSON integer, exact above 2^63-1 (not a Connect Decimal)",
-            ),
             ("event.processing.failure.handling.mode", "fail") => None,
             ("event.processing.failure.handling.mode", _) => not_reproduced(
                 "an event that cannot be decoded stops capture, naming the column (source.undecodable_text: \
@@ -425,9 +484,6 @@ impl Builder {
             (k, _) if k.starts_with("transforms") || k.starts_with("predicates") => {
                 not_reproduced("Kafka Connect's single message transforms do not run in Tributary")
             }
-            (k, _) if k.starts_with("column.") => not_reproduced(
-                "columns are not filtered, masked or truncated: every column is written whole",
-            ),
             (k, _) if k.starts_with("topic.") => {
                 not_reproduced("topics are named <server_name>.<db>.<table>")
             }
@@ -451,39 +507,38 @@ impl Builder {
     /// the connector left them unset.
     fn defaults(&mut self, props: &BTreeMap<String, String>) {
         let unset = |key: &str| !props.contains_key(key);
-        if unset("decimal.handling.mode") {
-            self.note_not_reproduced(
-                "decimal.handling.mode=precise (Debezium's default)".into(),
-                "DECIMAL columns are written as exact decimal strings, not as Connect Decimal \
-                 (base64 bytes in JSON)",
-            );
-        }
-        // Debezium's default, not Tributary's: written out so that the topics match.
-        self.events
-            .entry("provide.transaction.metadata")
-            .or_insert(false);
         if self.events.get("include.schema.changes") != Some(&false) {
             self.note_not_reproduced(
                 "include.schema.changes=true (Debezium's default)".into(),
                 SCHEMA_CHANGES,
             );
         }
-        let converter = props.get("value.converter").map(String::as_str);
-        let schemas = props
-            .get("value.converter.schemas.enable")
-            .map(String::as_str);
-        match (converter, schemas) {
-            (Some(class), _) if !class.ends_with("JsonConverter") => self.note_not_reproduced(
-                format!("value.converter={class}"),
-                "Tributary writes JSON (Kafka's JsonConverter with schemas.enable=false)",
-            ),
-            (_, Some("false")) => {}
-            _ => self.note_not_reproduced(
-                "value.converter.schemas.enable=true (the JsonConverter's default, if the Connect \
-                 worker does not turn it off)"
-                    .into(),
-                "Tributary writes JSON without the {schema, payload} wrapper",
-            ),
+        for side in ["key", "value"] {
+            let key = format!("{side}.converter");
+            if let Some(class) = props.get(&key).filter(|c| !c.ends_with("JsonConverter")) {
+                self.note_not_reproduced(
+                    format!("{key}={class}"),
+                    "Tributary writes JSON, as Kafka's JsonConverter does",
+                );
+            }
+        }
+        let schemas = |side: &str| {
+            props
+                .get(&format!("{side}.converter.schemas.enable"))
+                .map(|v| v.trim() != "false")
+        };
+        let (key_schemas, value_schemas) = (schemas("key"), schemas("value"));
+        // Unset, the JsonConverter's default (true), unless the Connect worker's config says otherwise.
+        self.schemas_enable = (value_schemas.unwrap_or(true), value_schemas.is_some());
+        if key_schemas.unwrap_or(true) != self.schemas_enable.0 {
+            self.note_not_reproduced(
+                format!(
+                    "key.converter.schemas.enable={}",
+                    key_schemas.unwrap_or(true)
+                ),
+                "one switch, converter.schemas.enable, serves keys and values: keys follow \
+                 value.converter.schemas.enable",
+            );
         }
         if unset("heartbeat.interval.ms") {
             self.note_not_needed(
@@ -583,6 +638,7 @@ impl Builder {
         if let Some(keys) = &self.message_key_columns {
             line(format!("message_key_columns: {}", json_string(keys)));
         }
+        line("compat: debezium   # every option below left unset takes Debezium's default".into());
         line("snapshot:".into());
         line(format!(
             "  mode: {}",
@@ -600,6 +656,34 @@ impl Builder {
                 line(format!("  {name}: {on}"));
             }
         }
+        if !self.values.is_empty() {
+            line("values:".into());
+            for (name, mode) in &self.values {
+                line(format!("  {name}: {mode}"));
+            }
+        }
+        if !self.columns.is_empty() {
+            line("columns:".into());
+            for (key, list) in &self.columns {
+                line(format!("  {}: {}", json_string(key), json_string(list)));
+            }
+            for (n, hash) in self.salts.iter().enumerate() {
+                line(format!(
+                    "  # set {SALT_VARIABLE}_{} to the salt of the connector's {hash}.with.salt.<salt> (not copied)",
+                    n + 1
+                ));
+            }
+        }
+        line("converter:".into());
+        line(format!(
+            "  schemas.enable: {}   # {}",
+            self.schemas_enable.0,
+            if self.schemas_enable.1 {
+                "value.converter.schemas.enable"
+            } else {
+                "unset in the connector: the JsonConverter's default; set false if your Connect worker does"
+            }
+        ));
         line("kafka:".into());
         line(format!("  brokers: {}", json_string(&brokers)));
         if let Some(mb) = self.max_pending_mb {
@@ -620,7 +704,7 @@ impl Builder {
                 line(format!("#   {}: {}", note.property, note.reason));
             }
         }
-        check(&yaml)?;
+        check(&yaml, self.salts.len())?;
         Ok(Imported {
             yaml,
             not_needed: self.not_needed,
@@ -652,8 +736,11 @@ fn json_string(text: &str) -> String {
 /// Checks the output as `tributary capture` would read it, the password
 /// variable standing in for itself; an error names the setting and the
 /// Debezium property it came from.
-fn check(yaml: &str) -> anyhow::Result<()> {
-    let text = yaml.replace(&format!("${{{PASSWORD_VARIABLE}}}"), "checked");
+fn check(yaml: &str, salts: usize) -> anyhow::Result<()> {
+    let mut text = yaml.replace(&format!("${{{PASSWORD_VARIABLE}}}"), "checked");
+    for n in 1..=salts {
+        text = text.replace(&format!("${{{SALT_VARIABLE}_{n}}}"), "checked");
+    }
     CaptureConfig::parse(&text)
         .map(drop)
         .context("the imported configuration is not valid (the setting named comes from the Debezium property of the same meaning)")
@@ -662,6 +749,10 @@ fn check(yaml: &str) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tributary_capture::config::Compat;
+    use tributary_capture::value_modes::{
+        BigIntUnsignedMode, BinaryMode, DecimalMode, TimePrecisionMode, ValueModes,
+    };
 
     /// Debezium's tutorial connector (`inventory-connector`), as its docs register it.
     const TUTORIAL: &str = r#"{
@@ -712,25 +803,50 @@ mod tests {
         assert!(
             differ
                 .iter()
-                .any(|p| p.starts_with("decimal.handling.mode=precise")),
+                .any(|p| p.starts_with("include.schema.changes=true")),
             "{differ:?}"
         );
+        // Debezium's defaults where they are not Tributary's, through `compat`.
+        assert_eq!(config.compat, Compat::Debezium, "{}", out.yaml);
+        assert!(!config.events().provide_transaction_metadata);
+        assert!(config.events().tombstones_on_delete);
+        assert_eq!(config.value_modes(), ValueModes::DEBEZIUM);
+        // The JsonConverter's default, written out with where it comes from.
+        assert!(config.schemas_enabled());
         assert!(
-            differ
-                .iter()
-                .any(|p| p.starts_with("value.converter.schemas.enable=true")),
-            "{differ:?}"
-        );
-        // Debezium's default where it is not Tributary's: written out.
-        assert!(!config.events.provide_transaction_metadata, "{}", out.yaml);
-        assert!(config.events.tombstones_on_delete);
-        assert!(properties(&out.not_needed).contains(&"schema.history.internal.kafka.topic"));
-        // And written into the file, as comments.
-        assert!(
-            out.yaml.contains("#   decimal.handling.mode=precise"),
+            out.yaml
+                .contains("schemas.enable: true   # unset in the connector"),
             "{}",
             out.yaml
         );
+        assert!(properties(&out.not_needed).contains(&"schema.history.internal.kafka.topic"));
+        // And the differences written into the file, as comments.
+        assert!(
+            out.yaml.contains("#   include.schema.changes=true"),
+            "{}",
+            out.yaml
+        );
+    }
+
+    #[test]
+    fn a_mode_tributary_lacks_is_noted_and_debeziums_default_written() {
+        let text = TUTORIAL.replace(
+            r#""tasks.max": "1","#,
+            r#""tasks.max": "1", "time.precision.mode": "isostring","#,
+        );
+        let out = imported(&text);
+        let config =
+            CaptureConfig::parse(&out.yaml.replace("${TRIBUTARY_MYSQL_PASSWORD}", "x")).unwrap();
+        assert_eq!(
+            config.value_modes().time_precision,
+            TimePrecisionMode::AdaptiveTimeMicroseconds
+        );
+        let note = out
+            .not_reproduced
+            .iter()
+            .find(|n| n.property == "time.precision.mode=isostring")
+            .expect("noted");
+        assert!(note.reason.contains("connect"), "{}", note.reason);
     }
 
     #[test]
@@ -754,8 +870,12 @@ heartbeat.interval.ms=10000
 connect.timeout.ms=30000
 max.queue.size.in.bytes=104857600
 decimal.handling.mode=string
+bigint.unsigned.handling.mode=precise
+time.precision.mode=connect
+binary.handling.mode=hex
 value.converter=org.apache.kafka.connect.json.JsonConverter
 value.converter.schemas.enable=false
+key.converter.schemas.enable=true
 provide.transaction.metadata=true
 tombstones.on.delete=false
 include.schema.changes=false
@@ -797,19 +917,30 @@ column.mask.with.4.chars=shop.users.ssn
             differ.contains(&"provide.transaction.metadata=true"),
             "{differ:?}"
         );
-        assert!(config.events.provide_transaction_metadata);
-        assert!(!config.events.tombstones_on_delete);
-        assert!(!config.events.include_schema_changes);
+        assert!(!config.schemas_enabled());
+        assert!(
+            differ.contains(&"key.converter.schemas.enable=true"),
+            "{differ:?}"
+        );
+        assert!(config.events().provide_transaction_metadata);
+        assert!(!config.events().tombstones_on_delete);
+        assert!(!config.events().include_schema_changes);
+        assert_eq!(
+            config.value_modes(),
+            ValueModes {
+                decimal: DecimalMode::String,
+                bigint_unsigned: BigIntUnsignedMode::Precise,
+                time_precision: TimePrecisionMode::Connect,
+                binary: BinaryMode::Hex,
+            }
+        );
         assert!(
             !differ
                 .iter()
                 .any(|p| p.starts_with("include.schema.changes")),
             "{differ:?}"
         );
-        assert!(
-            differ.contains(&"column.mask.with.4.chars=shop.users.ssn"),
-            "{differ:?}"
-        );
+        assert_eq!(config.columns["column.mask.with.4.chars"], "shop.users.ssn");
         assert!(
             differ.contains(&"heartbeat.interval.ms=10000"),
             "{differ:?}"
@@ -888,12 +1019,34 @@ column.mask.with.4.chars=shop.users.ssn
             r#""tasks.max": "1","#,
             r#""tasks.max": "1", "database.ssl.keystore.password": "hunter2",
                "schema.history.internal.producer.sasl.jaas.config": "user='u' password='hunter3'",
-               "transforms.x.secret": "hunter4","#,
+               "transforms.x.secret": "hunter4",
+               "column.mask.hash.SHA-256.with.salt.hunter5": "inventory.customers.email",
+               "column.mask.hash.MD5.with.salt.hunter6": "inventory.customers.first_name","#,
         );
         let out = imported(&text);
-        for secret in ["hunter2", "hunter3", "hunter4", "dbz"] {
+        for secret in ["hunter2", "hunter3", "hunter4", "hunter5", "hunter6", "dbz"] {
             assert!(!out.yaml.contains(secret), "{secret} in:\n{}", out.yaml);
+            assert!(
+                !format!("{:?}", out.not_reproduced).contains(secret),
+                "{secret} in {:?}",
+                out.not_reproduced
+            );
         }
+        // The salt is read from a variable the output names.
+        assert!(
+            out.yaml.contains(
+                "\"column.mask.hash.SHA-256.with.salt.${TRIBUTARY_COLUMN_SALT_1}\": \"inventory.customers.email\""
+            ),
+            "{}",
+            out.yaml
+        );
+        assert!(
+            properties(&out.not_reproduced).contains(
+                &"column.mask.hash.MD5.with.salt.<not shown>=inventory.customers.first_name"
+            ),
+            "{:?}",
+            out.not_reproduced
+        );
         assert!(
             properties(&out.not_reproduced).contains(&"database.ssl.keystore.password=<not shown>"),
             "{:?}",

@@ -289,6 +289,75 @@ async fn materialized_state_equals_the_source_and_restarts_without_replay() {
     instance.stop().await;
 }
 
+/// Topics written with Debezium's defaults (`compat: debezium`: keys and
+/// values `{"schema", "payload"}`, the key bytes a Java producer with the
+/// JsonConverter hashes) materialize into the same rows; a partitioned table
+/// finds each key's partition from its values (`key_format: json_with_schema`).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_topic_with_debeziums_schemas_materializes_the_same_rows() {
+    let mut conn = root_conn().await;
+    let db = create_db(&mut conn, "tblschema").await;
+    conn.query_drop(format!(
+        "CREATE TABLE `{db}`.items (id INT PRIMARY KEY, name VARCHAR(40), qty INT, price DECIMAL(8,2))"
+    ))
+    .await
+    .unwrap();
+    let values: Vec<String> = (1..=50)
+        .map(|i| format!("({i}, 'item {i}', {i}, {i}.25)"))
+        .collect();
+    conn.query_drop(format!(
+        "INSERT INTO `{db}`.items VALUES {}",
+        values.join(",")
+    ))
+    .await
+    .unwrap();
+    let mut setup = CaptureSetup::new(&db, "").with_snapshot(20);
+    setup.extra = "compat: debezium\nvalues: { decimal.handling.mode: string }\n".into();
+    let _capture = TributaryProcess::capture(&setup.yaml());
+    conn.query_drop(format!(
+        "UPDATE `{db}`.items SET qty = -qty WHERE id % 2 = 0"
+    ))
+    .await
+    .unwrap();
+    conn.query_drop(format!("DELETE FROM `{db}`.items WHERE id % 5 = 0"))
+        .await
+        .unwrap();
+    let expected = source_rows(&mut conn, &db).await;
+    let topic = setup.topic("items");
+    let records = read_raw(&topic, Duration::from_secs(60), |r| !r.is_empty()).await;
+    let key: Json = serde_json::from_slice(records[0].key.as_deref().unwrap()).unwrap();
+    assert_eq!(
+        key["schema"]["name"],
+        format!("{}.{db}.items.Key", setup.server_name),
+        "{key}"
+    );
+
+    let data = tempfile::tempdir().unwrap();
+    let yaml = tables_yaml(
+        data.path(),
+        &unique("grp"),
+        &[("items", &topic, "partitioned, key_format: json_with_schema")],
+    );
+    let instance = Instance::start(&yaml).await;
+    instance.wait_serving(Duration::from_secs(60)).await;
+    let table = instance.table("items");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let diffs = differences(&table, &expected).await;
+        if diffs.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "table never matched the source: {:?}",
+            &diffs[..diffs.len().min(5)]
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    drop(table);
+    instance.stop().await;
+}
+
 /// A global table `kv` on a 3-partition topic, run by `tributary tables run`
 /// processes (to be SIGKILLed) on a data directory and HTTP port of its own.
 struct KvTable {

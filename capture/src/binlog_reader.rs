@@ -13,9 +13,9 @@ use crate::change_stream::ChangeStream;
 use crate::change_stream::ReaderItem;
 use crate::error::CaptureError;
 use crate::event_decoder::{DecoderSetup, EventDecoder};
+use crate::event_shape::EventShape;
 use crate::filter::TableFilter;
 use crate::gtid_state::{GtidSet, GtidState};
-use crate::message_key::MessageKeyColumns;
 use crate::position::BinlogPosition;
 use crate::source::{self, ServerInfo};
 
@@ -32,12 +32,10 @@ pub struct BinlogReader {
 pub struct ReaderSetup<'a> {
     /// Source connection settings.
     pub source: &'a crate::config::SourceConfig,
-    /// Topic prefix / `source.name`.
-    pub server_name: &'a str,
     /// Which tables to capture.
     pub filter: TableFilter,
-    /// Key columns chosen by configuration.
-    pub keys: MessageKeyColumns,
+    /// How their events are shaped.
+    pub shape: EventShape,
     /// Result of preflight.
     pub info: ServerInfo,
     /// Pool for `information_schema` look-ups.
@@ -45,17 +43,19 @@ pub struct ReaderSetup<'a> {
 }
 
 impl<'a> ReaderSetup<'a> {
-    /// The set-up a capture config asks for: its source, server name and table
-    /// filter, with a new look-up pool.
-    pub fn of(config: &'a crate::config::CaptureConfig, info: ServerInfo) -> Self {
-        ReaderSetup {
+    /// The set-up a capture config asks for: its source, table filter and
+    /// event shape, with a new look-up pool.
+    pub fn of(
+        config: &'a crate::config::CaptureConfig,
+        info: ServerInfo,
+    ) -> Result<Self, CaptureError> {
+        Ok(ReaderSetup {
             source: &config.source,
-            server_name: &config.server_name,
             filter: TableFilter::of(config),
-            keys: config.message_key_columns.clone(),
+            shape: EventShape::of(config)?,
             info,
             pool: Pool::new(source::opts(&config.source)),
-        }
+        })
     }
 }
 
@@ -100,7 +100,7 @@ impl BinlogReader {
                 false,
             ),
         };
-        let offsets_topic = format!("{}.offsets", setup.server_name);
+        let offsets_topic = format!("{}.offsets", setup.shape.server_name);
         let stream = conn
             .get_binlog_stream(request)
             .await
@@ -108,12 +108,10 @@ impl BinlogReader {
         info!(position = %from, by_gtid, "binlog stream opened");
         let decoder = EventDecoder::new(
             DecoderSetup {
-                server_name: setup.server_name.into(),
                 filter: setup.filter,
-                keys: setup.keys,
+                shape: setup.shape,
                 info: setup.info,
                 pool: setup.pool,
-                undecodable_text: setup.source.undecodable_text,
             },
             from,
         )?;

@@ -20,11 +20,12 @@ use tributary_proto::{ChangeEvent, Op, Row, SourceInfo, Value};
 
 use crate::config::UndecodableText;
 use crate::error::CaptureError;
-use crate::message_key::MessageKeyColumns;
+use crate::event_shape::EventShape;
 use crate::position::BinlogPosition;
 use crate::row_decoder::{ValueError, decode_value, text_value};
 use crate::schema::{Charset, ColumnKind, InfoColumn, TableSchema};
 use crate::source;
+use crate::value_modes::DecodeOptions;
 
 /// Rows the first chunk of a table asks for; later chunks follow the rows' size.
 const FIRST_ASK: usize = 64;
@@ -57,7 +58,7 @@ pub(crate) struct ChunkReader {
     bounds: ChunkBounds,
     /// Rows the next chunk asks for.
     ask: usize,
-    undecodable: UndecodableText,
+    options: DecodeOptions,
 }
 
 /// One row of a chunk, decoded.
@@ -124,15 +125,17 @@ impl ChunkReader {
         db: &str,
         table: &str,
         bounds: ChunkBounds,
-        keys: &MessageKeyColumns,
-        undecodable: UndecodableText,
+        shape: &EventShape,
     ) -> Result<Option<Self>, CaptureError> {
         let columns = source::info_columns_on(conn, db, table).await?;
         if columns.is_empty() {
             return Ok(None);
         }
-        let schema = TableSchema::from_info_columns(db, table, &columns)
-            .keyed_by(keys)
+        let schema = shape
+            .table(
+                TableSchema::from_info_columns(db, table, &columns),
+                Some(&columns),
+            )
             .map_err(|problem| CaptureError::Config {
                 field: "message_key_columns".into(),
                 problem: problem.to_string(),
@@ -195,7 +198,7 @@ impl ChunkReader {
             next,
             bounds,
             ask: bounds.rows.min(FIRST_ASK),
-            undecodable,
+            options: shape.decode,
         }))
     }
 
@@ -307,14 +310,17 @@ impl ChunkReader {
             let value = match (&column.kind, raw) {
                 (ColumnKind::Text(charset), Some(mysql_async::Value::Bytes(bytes))) => {
                     match text_value(charset, &bytes) {
-                        Err(ValueError::Text(_)) if self.undecodable == UndecodableText::Base64 => {
+                        Err(ValueError::Text(_))
+                            if self.options.undecodable == UndecodableText::Base64 =>
+                        {
                             undecodable.push(column.name.as_str().into());
                             Ok(Value::Bytes(bytes))
                         }
                         decoded => decoded,
                     }
                 }
-                (kind, raw) => decode_value(kind, raw.map(BinlogValue::Value)),
+                (kind, raw) => decode_value(kind, raw.map(BinlogValue::Value))
+                    .and_then(|value| self.options.modes.apply(kind, value)),
             };
             values.push(value.map_err(|e| CaptureError::Decode {
                 file: position.file.clone(),
@@ -345,10 +351,7 @@ impl ChunkReader {
                 values: schema.key.iter().map(|&i| values[i].clone()).collect(),
             },
             before: None,
-            after: Some(Row {
-                columns: schema.names.clone(),
-                values,
-            }),
+            after: Some(schema.value_row(values)),
             source: SourceInfo {
                 db: schema.db.clone(),
                 table: schema.table.clone(),
@@ -357,6 +360,7 @@ impl ChunkReader {
             ts_ms: source.ts_ms,
             transaction: None,
             undecodable,
+            schemas: schema.record_schemas.clone(),
         }
     }
 }

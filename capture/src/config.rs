@@ -26,9 +26,13 @@ pub use tributary_kafka::KafkaConfig;
 pub use tributary_config::Delivery;
 use tributary_config::{ConfigError, HttpConfig, Validate};
 
+use crate::column_rules::{ColumnRules, ColumnsConfig};
 use crate::error::CaptureError;
 use crate::message_key::MessageKeyColumns;
 use crate::position::StartPosition;
+use crate::value_modes::{
+    BigIntUnsignedMode, BinaryMode, DecimalMode, DecodeOptions, TimePrecisionMode, ValueModes,
+};
 
 /// The whole `tributary capture` configuration file.
 #[derive(Debug, Clone, Deserialize)]
@@ -54,9 +58,23 @@ pub struct CaptureConfig {
     /// How change topics are created.
     #[serde(default)]
     pub topics: TopicsConfig,
+    /// Whose defaults unset `events` and `values` options take: `tributary`
+    /// (the default) or `debezium`.
+    #[serde(default)]
+    pub compat: Compat,
     /// What capture writes besides each change, under Debezium's property names.
     #[serde(default)]
     pub events: EventsConfig,
+    /// How column values are written, under Debezium's property names.
+    #[serde(default)]
+    pub values: ValuesConfig,
+    /// How records are serialised, under the names of Kafka's JsonConverter.
+    #[serde(default)]
+    pub converter: ConverterConfig,
+    /// Debezium's `column.*` properties by name: value columns kept, masked,
+    /// hashed, truncated ([`crate::column_rules`]).
+    #[serde(default)]
+    pub columns: ColumnsConfig,
     /// The initial snapshot of existing rows.
     #[serde(default)]
     pub snapshot: SnapshotConfig,
@@ -215,37 +233,82 @@ pub struct Patterns {
     pub tables: Vec<String>,
 }
 
+/// Whose defaults the options left unset take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Compat {
+    /// Tributary's: what capture has always written (existing topics keep
+    /// their bytes, so their keys keep their partitions).
+    #[default]
+    Tributary,
+    /// Debezium's MySQL connector's, for every option of `events` and
+    /// `values` that is not set (each can still be set on its own).
+    Debezium,
+}
+
 /// What capture writes besides each change's record, under the names of
-/// Debezium's properties of the same meaning.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+/// Debezium's properties of the same meaning. Unset, an option takes the
+/// default of `compat` ([`CaptureConfig::events`] resolves them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EventsConfig {
     /// A delete is followed by a tombstone (its key, no value), so that
-    /// compaction can drop the key. Debezium's default too.
-    #[serde(rename = "tombstones.on.delete", default = "yes")]
-    pub tombstones_on_delete: bool,
+    /// compaction can drop the key. Default true (Debezium's too).
+    #[serde(rename = "tombstones.on.delete", default)]
+    pub tombstones_on_delete: Option<bool>,
     /// Each event carries its `transaction` block (id, total order, order in
-    /// its table). Tributary's default; Debezium's is false (`null`). Debezium's
-    /// `<topic.prefix>.transaction` topic of BEGIN/END events is not written.
-    #[serde(rename = "provide.transaction.metadata", default = "yes")]
+    /// its table). Tributary's default is true, Debezium's false (`null`).
+    /// Debezium's `<topic.prefix>.transaction` topic of BEGIN/END events is
+    /// not written.
+    #[serde(rename = "provide.transaction.metadata", default)]
+    pub provide_transaction_metadata: Option<bool>,
+    /// DDL statements go to `<server_name>.schema-history`. Default true
+    /// (Debezium's too).
+    #[serde(rename = "include.schema.changes", default)]
+    pub include_schema_changes: Option<bool>,
+}
+
+/// [`EventsConfig`] with every option resolved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Events {
+    /// `tombstones.on.delete`.
+    pub tombstones_on_delete: bool,
+    /// `provide.transaction.metadata`.
     pub provide_transaction_metadata: bool,
-    /// DDL statements go to `<server_name>.schema-history`. Debezium's default too.
-    #[serde(rename = "include.schema.changes", default = "yes")]
+    /// `include.schema.changes`.
     pub include_schema_changes: bool,
 }
 
-fn yes() -> bool {
-    true
+/// How column values are written, under Debezium's property names and values
+/// (see [`crate::value_modes`]). Unset, a mode takes the default of `compat`
+/// ([`CaptureConfig::value_modes`] resolves them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ValuesConfig {
+    /// DECIMAL/NUMERIC: `string` (Tributary's default), `precise` (Debezium's) or `double`.
+    #[serde(rename = "decimal.handling.mode", default)]
+    pub decimal_handling_mode: Option<DecimalMode>,
+    /// BIGINT UNSIGNED: `number` (Tributary's default), `long` (Debezium's) or `precise`.
+    #[serde(rename = "bigint.unsigned.handling.mode", default)]
+    pub bigint_unsigned_handling_mode: Option<BigIntUnsignedMode>,
+    /// TIME and DATETIME: `adaptive_time_microseconds` (both defaults) or `connect`.
+    #[serde(rename = "time.precision.mode", default)]
+    pub time_precision_mode: Option<TimePrecisionMode>,
+    /// BINARY/VARBINARY/BLOB: `bytes` (both defaults), `base64`, `base64-url-safe` or `hex`.
+    #[serde(rename = "binary.handling.mode", default)]
+    pub binary_handling_mode: Option<BinaryMode>,
 }
 
-impl Default for EventsConfig {
-    fn default() -> Self {
-        EventsConfig {
-            tombstones_on_delete: true,
-            provide_transaction_metadata: true,
-            include_schema_changes: true,
-        }
-    }
+/// How records are serialised: JSON, with or without the Kafka Connect
+/// schemas of Kafka's `JsonConverter`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConverterConfig {
+    /// Keys and values are `{"schema": …, "payload": …}` with Debezium's
+    /// Connect schemas (the JsonConverter's `schemas.enable`). Default false
+    /// (`compat: debezium`: true, the JsonConverter's default).
+    #[serde(rename = "schemas.enable", default)]
+    pub schemas_enable: Option<bool>,
 }
 
 /// Creation of change topics.
@@ -309,6 +372,53 @@ impl CaptureConfig {
         self.commit_interval_ms
             .or(self.checkpoint_interval_ms)
             .map_or(DEFAULT_COMMIT_INTERVAL, Duration::from_millis)
+    }
+
+    /// The `events` options, unset ones at `compat`'s defaults.
+    pub fn events(&self) -> Events {
+        let e = &self.events;
+        Events {
+            tombstones_on_delete: e.tombstones_on_delete.unwrap_or(true),
+            provide_transaction_metadata: e
+                .provide_transaction_metadata
+                .unwrap_or(self.compat == Compat::Tributary),
+            include_schema_changes: e.include_schema_changes.unwrap_or(true),
+        }
+    }
+
+    /// The `values` modes, unset ones at `compat`'s defaults.
+    pub fn value_modes(&self) -> ValueModes {
+        let defaults = match self.compat {
+            Compat::Tributary => ValueModes::TRIBUTARY,
+            Compat::Debezium => ValueModes::DEBEZIUM,
+        };
+        let v = &self.values;
+        ValueModes {
+            decimal: v.decimal_handling_mode.unwrap_or(defaults.decimal),
+            bigint_unsigned: v
+                .bigint_unsigned_handling_mode
+                .unwrap_or(defaults.bigint_unsigned),
+            time_precision: v.time_precision_mode.unwrap_or(defaults.time_precision),
+            binary: v.binary_handling_mode.unwrap_or(defaults.binary),
+        }
+    }
+
+    /// Whether records carry their Connect schemas (`converter.schemas.enable`,
+    /// unset at `compat`'s default).
+    pub fn schemas_enabled(&self) -> bool {
+        self.converter
+            .schemas_enable
+            .unwrap_or(self.compat == Compat::Debezium)
+    }
+
+    /// How the decoders write values (`source.undecodable_text`, `values`,
+    /// `converter`).
+    pub fn decode_options(&self) -> DecodeOptions {
+        DecodeOptions {
+            undecodable: self.source.undecodable_text,
+            modes: self.value_modes(),
+            schemas: self.schemas_enabled(),
+        }
     }
 
     fn warn_deprecated(self) -> Self {
@@ -405,6 +515,17 @@ impl Validate for CaptureConfig {
                 }
             }
         }
+        ColumnRules::parse(&self.columns)?;
+        if self.schemas_enabled()
+            && self.value_modes().bigint_unsigned == BigIntUnsignedMode::Number
+        {
+            return bad(
+                "values.bigint.unsigned.handling.mode",
+                "`number` has no Kafka Connect type (a BIGINT UNSIGNED can exceed int64) and \
+                 converter.schemas.enable is on: choose long or precise"
+                    .into(),
+            );
+        }
         for key in ["enable.idempotence", "acks"] {
             if self.kafka.producer.contains_key(key) {
                 return bad(
@@ -441,20 +562,89 @@ kafka: { brokers: '127.0.0.1:19092', producer: { linger.ms: '5' } }
     #[test]
     fn event_options_have_debeziums_names() {
         let c = CaptureConfig::parse(GOOD).unwrap();
-        assert_eq!(c.events, EventsConfig::default());
+        assert_eq!(
+            c.events(),
+            Events {
+                tombstones_on_delete: true,
+                provide_transaction_metadata: true,
+                include_schema_changes: true
+            }
+        );
         let text = format!(
             "{GOOD}events: {{ tombstones.on.delete: false, provide.transaction.metadata: false, include.schema.changes: false }}\n"
         );
         let c = CaptureConfig::parse(&text).unwrap();
-        assert!(!c.events.tombstones_on_delete);
-        assert!(!c.events.provide_transaction_metadata);
-        assert!(!c.events.include_schema_changes);
+        assert!(!c.events().tombstones_on_delete);
+        assert!(!c.events().provide_transaction_metadata);
+        assert!(!c.events().include_schema_changes);
         assert_eq!(
             field_of(&format!(
                 "{GOOD}events: {{ decimal.handling.mode: precise }}\n"
             )),
             "events.decimal.handling.mode"
         );
+    }
+
+    #[test]
+    fn value_modes_have_debeziums_names_and_values() {
+        let c = CaptureConfig::parse(GOOD).unwrap();
+        assert_eq!(c.value_modes(), ValueModes::TRIBUTARY);
+        let text = format!(
+            "{GOOD}values: {{ decimal.handling.mode: double, bigint.unsigned.handling.mode: precise, \
+             time.precision.mode: connect, binary.handling.mode: base64-url-safe }}\n"
+        );
+        let c = CaptureConfig::parse(&text).unwrap();
+        assert_eq!(
+            c.value_modes(),
+            ValueModes {
+                decimal: DecimalMode::Double,
+                bigint_unsigned: BigIntUnsignedMode::Precise,
+                time_precision: TimePrecisionMode::Connect,
+                binary: BinaryMode::Base64UrlSafe,
+            }
+        );
+        assert_eq!(
+            field_of(&format!(
+                "{GOOD}values: {{ time.precision.mode: isostring }}\n"
+            )),
+            "values.time.precision.mode"
+        );
+    }
+
+    #[test]
+    fn compat_debezium_takes_debeziums_defaults_for_what_is_unset() {
+        let c = CaptureConfig::parse(&format!("{GOOD}compat: debezium\n")).unwrap();
+        assert_eq!(c.value_modes(), ValueModes::DEBEZIUM);
+        assert!(!c.events().provide_transaction_metadata);
+        assert!(c.events().tombstones_on_delete);
+        let c = CaptureConfig::parse(&format!(
+            "{GOOD}compat: debezium\nvalues: {{ decimal.handling.mode: string }}\n\
+             events: {{ provide.transaction.metadata: true }}\n"
+        ))
+        .unwrap();
+        assert_eq!(c.value_modes().decimal, DecimalMode::String);
+        assert_eq!(c.value_modes().bigint_unsigned, BigIntUnsignedMode::Long);
+        assert!(c.events().provide_transaction_metadata);
+        assert_eq!(field_of(&format!("{GOOD}compat: flink\n")), "compat");
+        assert!(c.schemas_enabled(), "the JsonConverter's default");
+    }
+
+    #[test]
+    fn schemas_need_a_bigint_mode_with_a_connect_type() {
+        let c = CaptureConfig::parse(GOOD).unwrap();
+        assert!(!c.schemas_enabled());
+        let text = format!("{GOOD}converter: {{ schemas.enable: true }}\n");
+        assert_eq!(field_of(&text), "values.bigint.unsigned.handling.mode");
+        let c = CaptureConfig::parse(&format!(
+            "{text}values: {{ bigint.unsigned.handling.mode: precise }}\n"
+        ))
+        .unwrap();
+        assert!(c.schemas_enabled());
+        let c = CaptureConfig::parse(&format!(
+            "{GOOD}compat: debezium\nconverter: {{ schemas.enable: false }}\n"
+        ))
+        .unwrap();
+        assert!(!c.schemas_enabled());
     }
 
     #[test]

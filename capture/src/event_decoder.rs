@@ -25,11 +25,10 @@ use tributary_proto::gtid::{Gtid, MySqlSource};
 use tributary_proto::{ChangeEvent, Op, Row, SnapshotMarker, SourceInfo, TransactionInfo, Value};
 
 use crate::change_stream::{ReaderItem, SchemaChange};
-use crate::config::UndecodableText;
 use crate::error::CaptureError;
+use crate::event_shape::EventShape;
 use crate::filter::TableFilter;
 use crate::gtid_state::{GtidSet, GtidState};
-use crate::message_key::MessageKeyColumns;
 use crate::position::BinlogPosition;
 use crate::row_image::RowImages;
 use crate::schema::TableSchema;
@@ -68,6 +67,9 @@ struct OpenTransaction {
     events: u64,
     /// Events so far per table (by table id, which names one table within a transaction).
     per_table: HashMap<u64, u64>,
+    /// The connection that ran it, from MySQL's `BEGIN` query event
+    /// (`source.thread`); MariaDB starts transactions with a GTID event instead.
+    thread: Option<u32>,
 }
 
 /// What the event that starts a transaction said about it.
@@ -97,18 +99,15 @@ struct CachedTable {
 
 /// What a decoder needs besides the events.
 pub struct DecoderSetup {
-    /// Topic prefix / `source.name`.
-    pub server_name: Arc<str>,
     /// Which tables to capture.
     pub filter: TableFilter,
-    /// Key columns chosen by configuration.
-    pub keys: MessageKeyColumns,
+    /// How their events are shaped (names, keys, columns, values, schemas).
+    pub shape: EventShape,
     /// Result of preflight.
     pub info: ServerInfo,
-    /// Pool for `information_schema` look-ups (TABLE_MAPs without full metadata).
+    /// Pool for `information_schema` look-ups (TABLE_MAPs without full
+    /// metadata, declared lengths for `columns:` rules).
     pub pool: Pool,
-    /// What text that is not valid in its character set does.
-    pub undecodable_text: UndecodableText,
 }
 
 /// Binlog events in, [`ReaderItem`]s out.
@@ -261,10 +260,15 @@ impl EventDecoder {
                 let sql = query.query();
                 let sql = sql.trim();
                 match Statement::of(sql) {
-                    Statement::Begin => match &mut self.trx {
-                        Some(trx) => trx.standalone = false,
-                        None => self.begin(format!("{}:{}", self.file, header.log_pos()), false),
-                    },
+                    Statement::Begin => {
+                        if self.trx.is_none() {
+                            self.begin(format!("{}:{}", self.file, header.log_pos()), false);
+                        }
+                        if let Some(trx) = &mut self.trx {
+                            trx.standalone = false;
+                            trx.thread = Some(query.thread_id());
+                        }
+                    }
                     Statement::End => self.commit(&event),
                     Statement::InTransaction => {}
                     Statement::Ddl { opens_transaction } => {
@@ -320,14 +324,16 @@ impl EventDecoder {
         let db = tme.database_name().into_owned();
         let table = tme.table_name().into_owned();
         let schema = if self.setup.filter.decodes(&db, &table) {
-            let fallback = if TableSchema::table_map_is_complete(tme) {
-                None
-            } else {
+            let complete = TableSchema::table_map_is_complete(tme);
+            let info = if !complete || self.setup.shape.needs_info() {
                 Some(source::info_columns(&self.setup.pool, &db, &table).await?)
+            } else {
+                None
             };
+            let fallback = info.as_deref().filter(|_| !complete);
             let collations = &self.setup.info.collations;
-            let schema = TableSchema::from_table_map(tme, fallback.as_deref(), collations)
-                .and_then(|s| s.keyed_by(&self.setup.keys))
+            let schema = TableSchema::from_table_map(tme, fallback, collations)
+                .and_then(|s| self.setup.shape.table(s, info.as_deref()))
                 .map_err(|e| self.decode_error(event, e.to_string()))?;
             Some(Arc::new(schema))
         } else {
@@ -409,6 +415,7 @@ impl EventDecoder {
             standalone,
             events: 0,
             per_table: HashMap::new(),
+            thread: None,
         });
     }
 
@@ -506,6 +513,7 @@ impl EventDecoder {
             standalone: false,
             events: 0,
             per_table: HashMap::new(),
+            thread: None,
         });
         // A transaction with a GTID has it as its id (no text made per event).
         let gtid: Option<Arc<str>> = self.pending.gtid.is_some().then(|| trx.id.clone());
@@ -518,7 +526,7 @@ impl EventDecoder {
             event.header().event_type(),
             Ok(EventType::PARTIAL_UPDATE_ROWS_EVENT)
         );
-        let mut images = RowImages::new(&schema, tme, rows, partial, self.setup.undecodable_text)
+        let mut images = RowImages::new(&schema, tme, rows, partial, self.setup.shape.decode)
             .map_err(|e| decode_error(e.to_string()))?;
         let mut table_order = trx.per_table.get(&table_id).copied().unwrap_or(0);
         // Events inside a transaction payload share its position: number their
@@ -545,7 +553,7 @@ impl EventDecoder {
                 );
             }
             let source = SourceInfo {
-                name: self.setup.server_name.clone(),
+                name: self.setup.shape.server_name.clone(),
                 ts_ms,
                 snapshot: SnapshotMarker::False,
                 db: schema.db.clone(),
@@ -555,6 +563,7 @@ impl EventDecoder {
                 file: self.file.clone(),
                 pos,
                 row,
+                thread: trx.thread,
             };
             for change in row_changes(&schema, op, before, after)
                 .into_iter()
@@ -575,6 +584,7 @@ impl EventDecoder {
                         data_collection_order: table_order,
                     }),
                     undecodable: undecodable.clone(),
+                    schemas: schema.record_schemas.clone(),
                 })));
             }
             row += 1;
@@ -650,10 +660,7 @@ fn row_changes(
     before: Option<Vec<Value>>,
     after: Option<Vec<Value>>,
 ) -> [Option<RowChange>; 2] {
-    let row = |values: Vec<Value>| Row {
-        columns: schema.names.clone(),
-        values,
-    };
+    let row = |values: Vec<Value>| schema.value_row(values);
     let key_of = |values: &[Value]| Row {
         columns: schema.key_names.clone(),
         values: schema.key.iter().map(|&i| values[i].clone()).collect(),

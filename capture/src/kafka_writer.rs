@@ -40,7 +40,7 @@ use tributary_proto::{ChangeEvent, Op};
 use crate::change_stream::SchemaChange;
 use tributary_kafka::{ClientBuilder, KafkaConfig};
 
-use crate::config::{CaptureConfig, Delivery, EventsConfig, TopicsConfig};
+use crate::config::{CaptureConfig, Delivery, Events, TopicsConfig};
 use crate::error::CaptureError;
 use crate::metrics::{CaptureMetrics, TableLabel};
 use crate::position_store::{PositionStore, offsets_topic};
@@ -74,7 +74,7 @@ pub struct KafkaWriter<P> {
     server_name: String,
     topics_cfg: TopicsConfig,
     /// Tombstones, transaction blocks, schema changes (`events`).
-    events: EventsConfig,
+    events: Events,
     /// `kafka.replication_factor` of every topic capture creates.
     replication_factor: i32,
     /// Change topics by database, then table.
@@ -207,7 +207,7 @@ impl<P: SourcePosition> KafkaWriter<P> {
             admin,
             server_name: config.server_name.clone(),
             topics_cfg: config.topics.clone(),
-            events: config.events,
+            events: config.events(),
             replication_factor: config.kafka.replication_factor,
             topics: HashMap::new(),
             pending: tx,

@@ -22,9 +22,12 @@ pub mod charset;
 pub mod charset_map;
 mod chunk_reader;
 pub mod chunk_source;
+pub mod column_rules;
 pub mod config;
+pub mod connect_schema;
 pub mod error;
 pub mod event_decoder;
+pub mod event_shape;
 mod fast_value;
 pub mod filter;
 pub mod gtid_state;
@@ -46,6 +49,8 @@ pub mod snapshot_source;
 pub mod source;
 pub mod source_position;
 mod streaming;
+pub mod value_modes;
+pub mod value_plan;
 
 use std::time::{Duration, Instant};
 
@@ -59,6 +64,7 @@ pub use metrics::CaptureMetrics;
 use binlog_reader::{BinlogReader, ReaderSetup};
 use change_stream::ChangeStream;
 use config::SnapshotMode;
+use event_shape::EventShape;
 use incremental::Incremental;
 use incremental::mysql_chunks::MySqlChunks;
 use kafka_writer::KafkaWriter;
@@ -149,6 +155,7 @@ async fn run_once(
     let mut conn = source::connect(&config.source).await?;
     let info = source::preflight(&mut conn).await?;
     drop(conn);
+    let shape = EventShape::of(config)?;
     let from = match Start::of(stored, config.snapshot.mode) {
         Start::Resume(position) => {
             info!(%position, "resuming from the stored position");
@@ -162,7 +169,7 @@ async fn run_once(
         }
         Start::Snapshot { interrupted } => {
             let snapshotting = Snapshotting::start(metrics);
-            let mut tables = MySqlSnapshot::new(config, info.is_mariadb);
+            let mut tables = MySqlSnapshot::new(config, info.is_mariadb, shape.clone());
             let snapshot = snapshot::run(
                 &config.server_name,
                 &mut tables,
@@ -185,9 +192,9 @@ async fn run_once(
             position
         }
     };
-    let chunks = MySqlChunks::new(config, info.is_mariadb);
+    let chunks = MySqlChunks::new(config, info.is_mariadb, shape.clone());
     let mut incremental = Incremental::new(config, chunks, metrics, from.incremental);
-    let mut reader = BinlogReader::open(ReaderSetup::of(config, info), &from.source).await?;
+    let mut reader = BinlogReader::open(ReaderSetup::of(config, info)?, &from.source).await?;
     metrics.streaming.set(1);
     let mut stream = Stream {
         reader: &mut reader,

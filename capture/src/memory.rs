@@ -219,6 +219,7 @@ impl MemoryDatabase {
                 ts_ms: 0,
                 transaction: None,
                 undecodable: Vec::new(),
+                schemas: None,
             })));
         }
         inner.log.push(ReaderItem::Commit(position(pos)));
@@ -452,6 +453,7 @@ impl SnapshotSource for MemorySnapshot {
                 ts_ms: source.ts_ms,
                 transaction: None,
                 undecodable: Vec::new(),
+                schemas: None,
             };
             if rows.row(event).await?.is_break() {
                 return Ok(TableRead::Stopped);
@@ -565,6 +567,7 @@ impl ChunkSource for MemoryChunks {
                 ts_ms: source.ts_ms,
                 transaction: None,
                 undecodable: Vec::new(),
+                schemas: None,
             })
             .collect();
         Ok(ChunkRead::Chunk {

@@ -24,13 +24,23 @@ pub enum ValueError {
     /// A partial JSON update, which capture cannot apply to a whole document.
     #[error("partial JSON update (binlog_row_value_options=PARTIAL_JSON) is not supported")]
     PartialJson,
-    /// A YEAR or TIMESTAMP the server wrote as text that is not a number.
+    /// A YEAR, TIMESTAMP or DECIMAL the server wrote as text that is not a number.
     #[error("{column_type} {text:?} is not a number")]
     NotANumber {
-        /// `YEAR` or `TIMESTAMP`.
+        /// `YEAR`, `TIMESTAMP` or `DECIMAL`.
         column_type: &'static str,
         /// The text.
         text: String,
+    },
+    /// A value the configured representation cannot hold.
+    #[error("{what} value {value} is outside {range}")]
+    OutOfRange {
+        /// The column type.
+        what: &'static str,
+        /// The value, as the database writes it.
+        value: String,
+        /// What the representation holds, and what to do.
+        range: &'static str,
     },
     /// A value of another type than the column's.
     #[error("unexpected binlog value {value} for a {kind} column")]

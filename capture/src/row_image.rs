@@ -25,6 +25,7 @@ use crate::config::UndecodableText;
 use crate::fast_value;
 use crate::row_decoder::{ValueError, decode_value};
 use crate::schema::{ColumnKind, TableSchema};
+use crate::value_modes::DecodeOptions;
 
 /// `binlog_row_value_options` bit: JSON columns of the after image may be diffs.
 const PARTIAL_JSON_UPDATES: u64 = 1;
@@ -94,7 +95,7 @@ struct Layout<'a> {
     /// The event is a PARTIAL_UPDATE_ROWS_EVENT: after images start with value options.
     shared_image: bool,
     /// What text that is not valid in its character set does.
-    undecodable: UndecodableText,
+    options: DecodeOptions,
 }
 
 /// Iterator over the row changes of one rows event.
@@ -113,7 +114,7 @@ impl<'a> RowImages<'a> {
         tme: &'a TableMapEvent<'a>,
         rows: &'a RowsEventData<'a>,
         shared_image: bool,
-        undecodable: UndecodableText,
+        options: DecodeOptions,
     ) -> Result<Self, RowsError> {
         let count = rows.num_columns() as usize;
         if count != schema.columns.len() || count != tme.columns_count() as usize {
@@ -160,7 +161,7 @@ impl<'a> RowImages<'a> {
             before: rows.columns_before_image().is_some(),
             after: rows.columns_after_image().is_some(),
             shared_image,
-            undecodable,
+            options,
         };
         Ok(RowImages {
             schema,
@@ -249,13 +250,15 @@ impl<'a> Layout<'a> {
             };
             let value = match value {
                 Err(ValueError::Text(_))
-                    if self.undecodable == UndecodableText::Base64
+                    if self.options.undecodable == UndecodableText::Base64
                         && matches!(schema_column.kind, ColumnKind::Text(_)) =>
                 {
                     raw_text.push(index);
                     self.raw_bytes(column, at, buf).map_err(described)?
                 }
-                other => other.map_err(described)?,
+                other => other
+                    .and_then(|value| self.options.modes.apply(&schema_column.kind, value))
+                    .map_err(described)?,
             };
             values.push(value);
         }

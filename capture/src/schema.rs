@@ -12,8 +12,10 @@ use std::sync::Arc;
 
 use mysql_async::binlog::events::{OptionalMetaExtractor, OptionalMetadataField, TableMapEvent};
 use mysql_async::consts::ColumnType;
+use tributary_proto::{RecordSchemas, Row, Value};
 
 use crate::message_key::MessageKeyColumns;
+use crate::value_plan::ValuePlan;
 
 /// How a column's values are decoded and mapped (see `docs/types.md`).
 #[derive(Debug, Clone, PartialEq)]
@@ -81,6 +83,64 @@ pub struct ColumnSchema {
     pub name: String,
     /// How values map.
     pub kind: ColumnKind,
+    /// The column may hold NULL.
+    pub nullable: bool,
+    /// What the declared type says beyond how values decode (the Connect
+    /// schemas of events need it).
+    pub declared: Declared,
+}
+
+/// What a column's declared type says beyond its [`ColumnKind`].
+#[derive(Debug, Clone, PartialEq, Default)]
+pub enum Declared {
+    /// Nothing more.
+    #[default]
+    Plain,
+    /// DECIMAL(precision, scale).
+    Decimal {
+        /// Digits in all.
+        precision: u8,
+        /// Digits after the point.
+        scale: u8,
+    },
+    /// ENUM with its labels (snapshot columns read labels as text).
+    Enum(Arc<[String]>),
+    /// SET with its labels.
+    Set(Arc<[String]>),
+}
+
+impl Declared {
+    /// From `information_schema.COLUMNS.COLUMN_TYPE` (`decimal(20,6)`, `enum('a','b')`).
+    fn of_column_type(column_type: &str) -> Declared {
+        let lower = column_type.to_ascii_lowercase();
+        if lower.starts_with("enum(") {
+            Declared::Enum(labels_of(column_type))
+        } else if lower.starts_with("set(") {
+            Declared::Set(labels_of(column_type))
+        } else if lower.starts_with("decimal") || lower.starts_with("numeric") {
+            let digits: Vec<u8> = lower
+                .split(['(', ')', ','])
+                .skip(1)
+                .filter_map(|d| d.trim().parse().ok())
+                .collect();
+            match digits.as_slice() {
+                [precision, scale] => Declared::Decimal {
+                    precision: *precision,
+                    scale: *scale,
+                },
+                [precision] => Declared::Decimal {
+                    precision: *precision,
+                    scale: 0,
+                },
+                _ => Declared::Decimal {
+                    precision: 10,
+                    scale: 0,
+                },
+            }
+        } else {
+            Declared::Plain
+        }
+    }
 }
 
 /// The shape of one table at one point of the binlog.
@@ -100,6 +160,12 @@ pub struct TableSchema {
     pub key: Vec<usize>,
     /// Names of the key columns.
     pub key_names: Arc<[String]>,
+    /// The Kafka Connect schemas of its records, when they carry them
+    /// ([`crate::connect_schema::attach`]).
+    pub record_schemas: Option<Arc<RecordSchemas>>,
+    /// The columns its events' values carry and how they are mapped
+    /// ([`crate::column_rules`]); `None`: every column, as decoded.
+    pub value_plan: Option<Arc<ValuePlan>>,
 }
 
 /// A column as `information_schema.COLUMNS` describes it (the fallback source).
@@ -116,6 +182,10 @@ pub struct InfoColumn {
     /// Position in the primary key (from 1): `SEQ_IN_INDEX` in the `PRIMARY`
     /// index, or in the unique index the server promoted to primary key.
     pub key_position: Option<u32>,
+    /// `IS_NULLABLE = 'YES'`.
+    pub nullable: bool,
+    /// `CHARACTER_MAXIMUM_LENGTH`: declared length of a text column, in characters.
+    pub char_length: Option<usize>,
 }
 
 impl InfoColumn {
@@ -350,6 +420,22 @@ impl TableSchema {
             } else {
                 None
             };
+            let declared = match (col_type, &labels) {
+                (ColumnType::MYSQL_TYPE_NEWDECIMAL | ColumnType::MYSQL_TYPE_DECIMAL, _) => {
+                    match (col_meta.first(), col_meta.get(1), info) {
+                        (Some(&precision), Some(&scale), _) => {
+                            Declared::Decimal { precision, scale }
+                        }
+                        (_, _, Some(c)) => Declared::of_column_type(&c.column_type),
+                        _ => Declared::Plain,
+                    }
+                }
+                (t, Some(labels)) if t.is_enum_type() => Declared::Enum(labels.clone()),
+                (_, Some(labels)) => Declared::Set(labels.clone()),
+                _ => info.map_or(Declared::Plain, |c| {
+                    Declared::of_column_type(&c.column_type)
+                }),
+            };
             let kind = column_kind(*col_type, col_meta, unsigned, charset, || {
                 labels.unwrap_or_else(|| Arc::from(Vec::new()))
             });
@@ -359,7 +445,13 @@ impl TableSchema {
                 .cloned()
                 .or_else(|| info.map(|c| c.name.clone()))
                 .unwrap_or_else(|| format!("col_{i}"));
-            columns.push(ColumnSchema { name, kind });
+            let nullable = tme.null_bitmask().get(i).is_some_and(|bit| *bit);
+            columns.push(ColumnSchema {
+                name,
+                kind,
+                nullable,
+                declared,
+            });
         }
 
         let key = if !meta.primary_key.is_empty() {
@@ -380,6 +472,8 @@ impl TableSchema {
             .map(|c| ColumnSchema {
                 name: c.name.clone(),
                 kind: ColumnKind::of_snapshot_column(&c.column_type, c.charset.as_deref()),
+                nullable: c.nullable,
+                declared: Declared::of_column_type(&c.column_type),
             })
             .collect();
         Self::assemble(
@@ -425,6 +519,19 @@ impl TableSchema {
             names,
             key,
             key_names,
+            record_schemas: None,
+            value_plan: None,
+        }
+    }
+
+    /// An event's value row of a decoded row (every column, in table order).
+    pub fn value_row(&self, values: Vec<Value>) -> Row {
+        match &self.value_plan {
+            Some(plan) => plan.apply(values),
+            None => Row {
+                columns: self.names.clone(),
+                values,
+            },
         }
     }
 }

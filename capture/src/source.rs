@@ -230,8 +230,17 @@ pub async fn info_columns(
     info_columns_on(&mut pool.get_conn().await?, db, table).await
 }
 
-/// `COLUMN_NAME, COLUMN_TYPE, CHARACTER_SET_NAME, COLUMN_KEY`.
-type InfoColumnRow = (String, String, Option<String>, Option<String>, String);
+/// `COLUMN_NAME, COLUMN_TYPE, CHARACTER_SET_NAME, COLLATION_NAME, COLUMN_KEY,
+/// IS_NULLABLE, CHARACTER_MAXIMUM_LENGTH`.
+type InfoColumnRow = (
+    String,
+    String,
+    Option<String>,
+    Option<String>,
+    String,
+    String,
+    Option<u64>,
+);
 
 /// Columns of a table from `information_schema`, on a given connection. Key
 /// positions follow the primary key's index, or, without one, the unique index
@@ -244,8 +253,8 @@ pub async fn info_columns_on(
 ) -> Result<Vec<InfoColumn>, CaptureError> {
     let rows: Vec<InfoColumnRow> = conn
         .exec(
-            "SELECT COLUMN_NAME, COLUMN_TYPE, CHARACTER_SET_NAME, COLLATION_NAME, COLUMN_KEY \
-             FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? \
+            "SELECT COLUMN_NAME, COLUMN_TYPE, CHARACTER_SET_NAME, COLLATION_NAME, COLUMN_KEY, \
+             IS_NULLABLE, CHARACTER_MAXIMUM_LENGTH FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? \
              ORDER BY ORDINAL_POSITION",
             (db, table),
         )
@@ -271,13 +280,17 @@ pub async fn info_columns_on(
     };
     Ok(rows
         .iter()
-        .map(|(name, column_type, charset, collation, _)| InfoColumn {
-            key_position: position(name),
-            name: name.clone(),
-            column_type: column_type.clone(),
-            charset: charset.clone(),
-            collation: collation.clone(),
-        })
+        .map(
+            |(name, column_type, charset, collation, _, nullable, length)| InfoColumn {
+                key_position: position(name),
+                nullable: nullable == "YES",
+                char_length: length.and_then(|l| usize::try_from(l).ok()),
+                name: name.clone(),
+                column_type: column_type.clone(),
+                charset: charset.clone(),
+                collation: collation.clone(),
+            },
+        )
         .collect())
 }
 

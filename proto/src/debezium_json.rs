@@ -1,8 +1,9 @@
 //! Debezium-compatible JSON (`JsonConverter` with schemas off) for keys and envelopes.
 //!
-//! Value: `{"before", "after", "source", "op", "ts_ms", "ts_us", "ts_ns",
-//! "transaction"}`, in the order Debezium's envelope schema gives its fields
-//! (and so its JSON converter writes them); key: a JSON object of the
+//! Value: `{"before", "after", "source", "transaction", "op", "ts_ms",
+//! "ts_us", "ts_ns"}`, in the order Debezium's envelope schema gives its
+//! fields (`TableSchemaBuilder` adds `transaction` right after `source`; the
+//! docs print it last), and so its JSON converter writes them; key: a JSON object of the
 //! primary-key columns. Times are kept in milliseconds: `ts_us` and `ts_ns`
 //! are `ts_ms` in those units (Debezium's source times from a binlog are
 //! whole milliseconds too). A delete is followed by a tombstone
@@ -64,7 +65,7 @@ struct SourceJson<'a> {
     file: &'a str,
     pos: u64,
     row: u32,
-    thread: Option<u64>,
+    thread: Option<u32>,
     query: Option<&'a str>,
 }
 
@@ -80,16 +81,45 @@ struct EnvelopeJson<'a> {
     before: Option<&'a Row>,
     after: Option<&'a Row>,
     source: SourceJson<'a>,
+    transaction: Option<TransactionJson<'a>>,
     op: &'static str,
     ts_ms: i64,
     ts_us: i64,
     ts_ns: i64,
-    transaction: Option<TransactionJson<'a>>,
 }
 
-/// Encodes the record key: a JSON object of the primary-key columns.
+/// Encodes the record key: a JSON object of the primary-key columns (the
+/// payload of `{"schema", "payload"}` when the event carries schemas).
 pub fn encode_key(event: &ChangeEvent) -> Vec<u8> {
-    serde_json::to_vec(&event.key).expect("a row always serializes")
+    let schema = event.schemas.as_ref().and_then(|s| s.key.as_deref());
+    with_schema(schema, &event.key)
+}
+
+/// `payload` as JSON, wrapped as Kafka's `JsonConverter` does with schemas
+/// enabled (`{"schema":…,"payload":…}`) when there is a `schema`.
+fn with_schema(schema: Option<&str>, payload: &impl Serialize) -> Vec<u8> {
+    let Some(schema) = schema else {
+        return serde_json::to_vec(payload).expect("a record always serializes");
+    };
+    let mut out = Vec::with_capacity(schema.len() + 256);
+    out.extend_from_slice(b"{\"schema\":");
+    out.extend_from_slice(schema.as_bytes());
+    out.extend_from_slice(b",\"payload\":");
+    serde_json::to_writer(&mut out, payload).expect("a record always serializes");
+    out.push(b'}');
+    out
+}
+
+/// The payload of a `{"schema", "payload"}` record; any other JSON as it is.
+fn payload_of(json: serde_json::Value) -> serde_json::Value {
+    match json {
+        serde_json::Value::Object(mut map)
+            if map.len() == 2 && map.contains_key("schema") && map.contains_key("payload") =>
+        {
+            map.remove("payload").unwrap_or(serde_json::Value::Null)
+        }
+        other => other,
+    }
 }
 
 /// What an envelope carries besides the change itself.
@@ -128,13 +158,9 @@ pub fn encode_value(event: &ChangeEvent, options: EnvelopeOptions) -> Vec<u8> {
             file: &src.file,
             pos: src.pos,
             row: src.row,
-            thread: None,
+            thread: src.thread,
             query: None,
         },
-        op: event.op.code(),
-        ts_ms: event.ts_ms,
-        ts_us: event.ts_ms.saturating_mul(1_000),
-        ts_ns: event.ts_ms.saturating_mul(1_000_000),
         transaction: event
             .transaction
             .as_ref()
@@ -144,8 +170,12 @@ pub fn encode_value(event: &ChangeEvent, options: EnvelopeOptions) -> Vec<u8> {
                 total_order: t.total_order,
                 data_collection_order: t.data_collection_order,
             }),
+        op: event.op.code(),
+        ts_ms: event.ts_ms,
+        ts_us: event.ts_ms.saturating_mul(1_000),
+        ts_ns: event.ts_ms.saturating_mul(1_000_000),
     };
-    serde_json::to_vec(&envelope).expect("an envelope always serializes")
+    with_schema(event.schemas.as_ref().map(|s| s.value.as_str()), &envelope)
 }
 
 /// The row a change record leaves behind: `after` for `c`/`r`/`u`, `None` for a
@@ -154,12 +184,7 @@ pub fn encode_value(event: &ChangeEvent, options: EnvelopeOptions) -> Vec<u8> {
 /// is unwrapped. The error says what is wrong with the record.
 pub fn row_after(value: serde_json::Value) -> Result<Option<serde_json::Value>, CodecError> {
     use serde_json::Value;
-    let mut value = match value {
-        Value::Object(mut map) if map.contains_key("schema") && map.contains_key("payload") => {
-            map.remove("payload").unwrap_or(Value::Null)
-        }
-        other => other,
-    };
+    let mut value = payload_of(value);
     match &mut value {
         Value::Null => Ok(None),
         Value::Object(map) => match map.get("op").and_then(Value::as_str) {
@@ -183,12 +208,13 @@ pub fn row_after(value: serde_json::Value) -> Result<Option<serde_json::Value>, 
 }
 
 /// Decodes a key and an envelope written by [`encode_key`] and [`encode_value`]
-/// (or by Debezium's MySQL connector with schemas off).
+/// (or by Debezium's MySQL connector), with or without schemas; the schemas
+/// themselves are not kept.
 pub fn decode(key: &[u8], value: &[u8]) -> Result<ChangeEvent, CodecError> {
-    let key_json: serde_json::Value = serde_json::from_slice(key)?;
+    let key_json = payload_of(serde_json::from_slice(key)?);
     let key =
         row_from_json(&key_json, "key")?.ok_or_else(|| CodecError::field("key", "is null"))?;
-    let json: serde_json::Value = serde_json::from_slice(value)?;
+    let json = payload_of(serde_json::from_slice(value)?);
     let obj = json
         .as_object()
         .ok_or_else(|| CodecError::field("value", "is not a JSON object"))?;
@@ -221,6 +247,7 @@ pub fn decode(key: &[u8], value: &[u8]) -> Result<ChangeEvent, CodecError> {
         transaction,
         // Said by a record header, not the JSON.
         undecodable: Vec::new(),
+        schemas: None,
     })
 }
 
@@ -259,6 +286,10 @@ fn source_from_json(json: &serde_json::Value) -> Result<SourceInfo, CodecError> 
         file: str_field(json, "source.file", "file")?.into(),
         pos: u64_field(json, "source.pos", "pos")?,
         row: json.get("row").and_then(|v| v.as_u64()).unwrap_or_default() as u32,
+        thread: json
+            .get("thread")
+            .and_then(|v| v.as_u64())
+            .and_then(|t| u32::try_from(t).ok()),
     })
 }
 
@@ -315,6 +346,7 @@ mod tests {
                 file: "binlog.000001".into(),
                 pos: 1234,
                 row: 2,
+                thread: Some(9),
             },
             ts_ms: 1_700_000_000_500,
             transaction: Some(TransactionInfo {
@@ -323,6 +355,7 @@ mod tests {
                 data_collection_order: 2,
             }),
             undecodable: Vec::new(),
+            schemas: None,
         }
     }
 
@@ -377,11 +410,11 @@ mod tests {
                 "before",
                 "after",
                 "source",
+                "transaction",
                 "op",
                 "ts_ms",
                 "ts_us",
-                "ts_ns",
-                "transaction"
+                "ts_ns"
             ]
         );
         assert_eq!(encode_key(&event), br#"{"id":7}"#);
@@ -396,9 +429,11 @@ mod tests {
     /// Debezium's documented MySQL `create` event (its tutorial's `customers`
     /// row 1004), as the JSON converter with schemas off writes the payload:
     /// fields in the order of Debezium's envelope and source schemas
-    /// (`SchemaFactory`), `snapshot` a string (the docs print `false`; the
-    /// source's `SnapshotRecord` writes `"false"`), transaction metadata off
-    /// (Debezium's default), `include.query` off (Debezium's default).
+    /// (`SchemaFactory`, `TableSchemaBuilder`). Where the docs and the source
+    /// disagree, the source: `snapshot` is a string (the docs print `false`;
+    /// `SnapshotRecord` writes `"false"`), and `transaction` follows `source`
+    /// (the docs print it last). Transaction metadata off (Debezium's
+    /// default), `include.query` off (Debezium's default).
     const DEBEZIUM_CREATE: &str = r#"{
       "before": null,
       "after": { "id": 1004, "first_name": "Anne", "last_name": "Kretchmar", "email": "annek@noanswer.org" },
@@ -408,11 +443,11 @@ mod tests {
         "ts_ns": 1465491411000000000, "table": "customers", "server_id": 223344, "gtid": null,
         "file": "mysql-bin.000003", "pos": 154, "row": 0, "thread": 7, "query": null
       },
+      "transaction": null,
       "op": "c",
       "ts_ms": 1465491411815,
       "ts_us": 1465491411815437,
-      "ts_ns": 1465491411815437158,
-      "transaction": null
+      "ts_ns": 1465491411815437158
     }"#;
 
     #[test]
@@ -447,6 +482,7 @@ mod tests {
                 file: "mysql-bin.000003".into(),
                 pos: 154,
                 row: 0,
+                thread: Some(7),
             },
             ts_ms: 1_465_491_411_815,
             transaction: Some(TransactionInfo {
@@ -455,6 +491,7 @@ mod tests {
                 data_collection_order: 1,
             }),
             undecodable: Vec::new(),
+            schemas: None,
         };
         let options = EnvelopeOptions { transaction: false };
         let mut ours: serde_json::Value =
@@ -469,17 +506,45 @@ mod tests {
             keys(&theirs["source"]),
             "source fields and order"
         );
-        // Values that must differ: the writer's version, the processing time
-        // (Debezium's has nanoseconds), and `thread`, which Tributary does not
-        // take from the binlog yet.
+        // Values that must differ: the writer's version and the processing
+        // time (Debezium's has nanoseconds).
         for v in [&mut ours, &mut theirs] {
             v["source"]["version"] = serde_json::Value::Null;
-            v["source"]["thread"] = serde_json::Value::Null;
             for unit in ["ts_us", "ts_ns"] {
                 v[unit] = serde_json::Value::Null;
             }
         }
         assert_eq!(ours, theirs);
+    }
+
+    #[test]
+    fn schemas_wrap_key_and_value_as_the_json_converter_does() {
+        let mut event = sample();
+        event.schemas = Some(Arc::new(crate::RecordSchemas {
+            key: Some(r#"{"type":"struct","optional":false}"#.into()),
+            value: r#"{"type":"struct","name":"e"}"#.into(),
+        }));
+        let key = encode_key(&event);
+        assert_eq!(
+            key,
+            br#"{"schema":{"type":"struct","optional":false},"payload":{"id":7}}"#
+        );
+        let value = encode_value(&event, EnvelopeOptions::default());
+        assert!(
+            value.starts_with(br#"{"schema":{"type":"struct","name":"e"},"payload":{"before":{"#),
+            "{}",
+            String::from_utf8_lossy(&value)
+        );
+        let json: serde_json::Value = serde_json::from_slice(&value).unwrap();
+        assert_eq!(json.as_object().unwrap().len(), 2);
+        // Read back without its schemas, it is the same event.
+        let decoded = decode(&key, &value).unwrap();
+        event.schemas = None;
+        assert_eq!(decoded, event);
+        assert_eq!(
+            row_after(json).unwrap().unwrap()["name"],
+            serde_json::json!("b😀")
+        );
     }
 
     #[test]

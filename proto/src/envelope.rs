@@ -99,6 +99,9 @@ pub struct SourceInfo {
     pub pos: u64,
     /// Index of the row within the rows event.
     pub row: u32,
+    /// Id of the connection (thread) that ran the transaction, from MySQL's
+    /// `BEGIN` event; MariaDB's binlog has none (as in Debezium: `null`).
+    pub thread: Option<u32>,
 }
 
 /// `transaction`: the event's place in its source transaction.
@@ -133,4 +136,18 @@ pub struct ChangeEvent {
     /// as those bytes ([`Value::Bytes`](crate::Value::Bytes)) because capture was
     /// told to (`source.undecodable_text: base64`); empty otherwise.
     pub undecodable: Vec<Arc<str>>,
+    /// The Kafka Connect schemas the key and value are written with
+    /// (`{"schema", "payload"}`); `None` writes them without.
+    pub schemas: Option<Arc<RecordSchemas>>,
+}
+
+/// The Kafka Connect schemas of a table version's records, as JSON text
+/// rendered once and shared by its events: Kafka's `JsonConverter` with
+/// `schemas.enable=true` writes each record as `{"schema": …, "payload": …}`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecordSchemas {
+    /// The key's schema; `None` when the table's records have no key.
+    pub key: Option<String>,
+    /// The envelope's schema.
+    pub value: String,
 }

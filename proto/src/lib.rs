@@ -15,6 +15,8 @@ pub mod gtid;
 pub mod partition;
 pub mod value;
 
-pub use envelope::{ChangeEvent, Op, Row, SnapshotMarker, SourceInfo, TransactionInfo};
+pub use envelope::{
+    ChangeEvent, Op, RecordSchemas, Row, SnapshotMarker, SourceInfo, TransactionInfo,
+};
 pub use error::CodecError;
 pub use value::Value;

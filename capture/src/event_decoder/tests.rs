@@ -20,7 +20,10 @@ use tributary_proto::{Op, Value};
 
 use super::*;
 use crate::charset::Collations;
-use crate::config::Patterns;
+use crate::column_rules::ColumnRules;
+use crate::config::{Patterns, UndecodableText};
+use crate::message_key::MessageKeyColumns;
+use crate::value_modes::{DecodeOptions, ValueModes};
 
 const SERVER_ID: u32 = 1;
 const FILE: &str = "binlog.000007";
@@ -176,8 +179,15 @@ fn previous_gtids_body(sources: &[(&str, &[(u64, u64)])]) -> Vec<u8> {
     body
 }
 
+/// The connection that runs the statements of [`query_body`].
+const THREAD: u32 = 11;
+
 fn query_body(db: &str, sql: &str) -> Vec<u8> {
-    let mut body = 11u32.to_le_bytes().to_vec(); // thread id
+    query_body_by(THREAD, db, sql)
+}
+
+fn query_body_by(thread: u32, db: &str, sql: &str) -> Vec<u8> {
+    let mut body = thread.to_le_bytes().to_vec();
     body.extend_from_slice(&0u32.to_le_bytes()); // execution time
     body.push(db.len() as u8);
     body.extend_from_slice(&0u16.to_le_bytes()); // error code
@@ -272,9 +282,17 @@ fn payload_body(inner: &[Vec<u8>]) -> Vec<u8> {
 
 fn decoder(from: &BinlogPosition, gtid_mode_on: bool) -> EventDecoder {
     let setup = DecoderSetup {
-        server_name: "shop-mysql".into(),
         filter: TableFilter::new(&Patterns::default(), &Patterns::default()),
-        keys: MessageKeyColumns::default(),
+        shape: EventShape {
+            server_name: "shop-mysql".into(),
+            keys: MessageKeyColumns::default(),
+            columns: ColumnRules::default(),
+            decode: DecodeOptions {
+                undecodable: UndecodableText::Stop,
+                modes: ValueModes::TRIBUTARY,
+                schemas: false,
+            },
+        },
         info: ServerInfo {
             version: "8.0.36".into(),
             is_mariadb: false,
@@ -284,7 +302,6 @@ fn decoder(from: &BinlogPosition, gtid_mode_on: bool) -> EventDecoder {
         },
         // Never connected to: every TABLE_MAP here has full metadata.
         pool: Pool::new("mysql://nobody@127.0.0.1:9/none"),
-        undecodable_text: UndecodableText::Stop,
     };
     EventDecoder::new(setup, from).unwrap()
 }
@@ -433,7 +450,7 @@ async fn mysql_transactions_carry_their_gtids_and_positions_the_executed_set() {
             IMMEDIATE_US,
         ),
     );
-    binlog.append(code::QUERY, HEADER_TS, &query_body("shop", "BEGIN"));
+    binlog.append(code::QUERY, HEADER_TS, &query_body_by(27, "shop", "BEGIN"));
     binlog.append(code::TABLE_MAP, HEADER_TS, &users_table_map());
     let delete = users_rows_body(&[users_image(42, b"Zoe", ZURICH_LATIN1)], false);
     binlog.append(code::DELETE_ROWS, HEADER_TS, &delete);
@@ -452,6 +469,7 @@ async fn mysql_transactions_carry_their_gtids_and_positions_the_executed_set() {
 
     let insert = changes[0];
     assert_eq!(insert.op, Op::Create);
+    assert_eq!(insert.source.thread, Some(THREAD), "the BEGIN's thread");
     assert_eq!(insert.source.gtid.as_deref(), Some(a(6).as_str()));
     assert_eq!(&*insert.transaction.as_ref().unwrap().id, a(6).as_str());
     assert_eq!(
@@ -495,6 +513,7 @@ async fn mysql_transactions_carry_their_gtids_and_positions_the_executed_set() {
     let delete = changes[3];
     assert_eq!(delete.op, Op::Delete);
     assert_eq!(delete.source.gtid, None, "anonymous");
+    assert_eq!(delete.source.thread, Some(27), "its own BEGIN's thread");
     let anonymous_id = format!("{FILE}:{anonymous_at}");
     assert_eq!(
         &*delete.transaction.as_ref().unwrap().id,

@@ -13,6 +13,7 @@ use crate::chunk_reader::{ChunkBounds, ChunkReader};
 use crate::chunk_source::{Begun, ChunkRead, ChunkSource, OpenedTable};
 use crate::config::CaptureConfig;
 use crate::error::CaptureError;
+use crate::event_shape::EventShape;
 use crate::filter::TableFilter;
 use crate::incremental_state::{CursorValue, KeyCursor};
 use crate::position::BinlogPosition;
@@ -36,17 +37,20 @@ pub(crate) struct MySqlChunks {
     conn: Option<Conn>,
     /// The open table's name and reader.
     open: Option<(String, ChunkReader)>,
+    /// How the tables' events are shaped.
+    shape: EventShape,
 }
 
 impl MySqlChunks {
     /// Chunks of the tables `config` captures (a connection is made on first use).
-    pub(crate) fn new(config: &CaptureConfig, is_mariadb: bool) -> Self {
+    pub(crate) fn new(config: &CaptureConfig, is_mariadb: bool, shape: EventShape) -> Self {
         MySqlChunks {
             config: config.clone(),
             is_mariadb,
             filter: TableFilter::of(config),
             conn: None,
             open: None,
+            shape,
         }
     }
 
@@ -93,11 +97,7 @@ impl ChunkSource for MySqlChunks {
                 warn!(table = %name, "snapshot requested for a table this capture does not capture; skipped");
                 return Ok(None);
             }
-            Some((db, table, _)) => {
-                let keys = &self.config.message_key_columns;
-                let undecodable = self.config.source.undecodable_text;
-                ChunkReader::new(conn, db, table, bounds, keys, undecodable).await?
-            }
+            Some((db, table, _)) => ChunkReader::new(conn, db, table, bounds, &self.shape).await?,
             None => None,
         };
         let Some(reader) = reader else {

@@ -154,6 +154,7 @@ mod tests {
             ts_ms: 0,
             transaction: None,
             undecodable: Vec::new(),
+            schemas: None,
         }
     }
 

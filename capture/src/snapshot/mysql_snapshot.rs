@@ -17,6 +17,7 @@ use tributary_proto::SourceInfo;
 use crate::chunk_reader::{ChunkBounds, ChunkReader};
 use crate::config::CaptureConfig;
 use crate::error::CaptureError;
+use crate::event_shape::EventShape;
 use crate::filter::TableFilter;
 use crate::position::BinlogPosition;
 use crate::snapshot_source::{SnapshotRows, SnapshotSource, SnapshotTable, TableRead};
@@ -30,16 +31,19 @@ pub(crate) struct MySqlSnapshot<'a> {
     conn: Option<Conn>,
     /// The position the transaction sees (named in decoding errors).
     at: BinlogPosition,
+    /// How the tables' events are shaped.
+    shape: EventShape,
 }
 
 impl<'a> MySqlSnapshot<'a> {
     /// The tables `config` captures (connected on [`SnapshotSource::begin`]).
-    pub(crate) fn new(config: &'a CaptureConfig, is_mariadb: bool) -> Self {
+    pub(crate) fn new(config: &'a CaptureConfig, is_mariadb: bool, shape: EventShape) -> Self {
         MySqlSnapshot {
             config,
             is_mariadb,
             conn: None,
             at: BinlogPosition::default(),
+            shape,
         }
     }
 }
@@ -83,15 +87,7 @@ impl SnapshotSource for MySqlSnapshot<'_> {
             rows: config.snapshot.chunk_rows,
             bytes: config.snapshot.chunk_max_mb.saturating_mul(1 << 20),
         };
-        let reader = ChunkReader::new(
-            conn,
-            &table.db,
-            &table.table,
-            bounds,
-            &config.message_key_columns,
-            config.source.undecodable_text,
-        )
-        .await?;
+        let reader = ChunkReader::new(conn, &table.db, &table.table, bounds, &self.shape).await?;
         let Some(mut reader) = reader else {
             return Ok(TableRead::Gone);
         };

@@ -1,0 +1,344 @@
+//! Kafka Connect schemas of a table's change records, as Debezium's MySQL
+//! connector declares them and Kafka's `JsonConverter` writes them with
+//! `schemas.enable=true` (`converter: { schemas.enable: true }`).
+//!
+//! Built once per table version (and per [`ValueModes`]), rendered to JSON
+//! text and shared by every record of that version ([`RecordSchemas`]).
+//! Follows Debezium 3.6's source: `TableSchemaBuilder` (names, optional
+//! flags, the envelope's field order), `SchemaFactory` (source and
+//! transaction blocks), `JdbcValueConverters`/`BinlogValueConverters` (one
+//! Connect type per column type), and the `JsonConverter`'s key order (`type`,
+//! `fields`, `optional`, `name`, `version`, `parameters`, then `field`).
+//! Column defaults are not declared (Debezium declares a column's `default`).
+
+use std::sync::Arc;
+
+use serde_json::{Map, Value as Json, json};
+use tributary_proto::RecordSchemas;
+
+use crate::schema::{ColumnKind, ColumnSchema, Declared, TableSchema};
+use crate::value_modes::{
+    BigIntUnsignedMode, BinaryMode, DecimalMode, DecodeOptions, TimePrecisionMode, ValueModes,
+};
+use crate::value_plan::Mapper;
+
+/// `source.snapshot`'s allowed values, in Debezium's `SnapshotRecord` order.
+const SNAPSHOT_VALUES: &str =
+    "true,first,first_in_data_collection,last_in_data_collection,last,false,incremental";
+
+/// `table` with the Connect schemas of its records, when `options` asks for them.
+pub fn attach(mut table: TableSchema, server_name: &str, options: &DecodeOptions) -> TableSchema {
+    if options.schemas {
+        table.record_schemas = Some(Arc::new(record_schemas(
+            server_name,
+            &table,
+            &options.modes,
+        )));
+    }
+    table
+}
+
+/// The Connect schemas of `table`'s records, named after `server_name`.
+pub fn record_schemas(server_name: &str, table: &TableSchema, modes: &ValueModes) -> RecordSchemas {
+    let prefix = format!("{server_name}.{}.{}", table.db, table.table);
+    let key = (!table.key.is_empty()).then(|| {
+        let fields = table
+            .key
+            .iter()
+            .map(|&i| field(&table.columns[i], modes, &table.columns[i].name));
+        struct_schema(fields, false, Some(&format!("{prefix}.Key")), None)
+    });
+    let row = |field_name: &str| {
+        let fields: Vec<Json> = match &table.value_plan {
+            None => table
+                .columns
+                .iter()
+                .map(|c| field(c, modes, &c.name))
+                .collect(),
+            Some(plan) => plan
+                .columns
+                .iter()
+                .map(|(i, mapper)| {
+                    let column = &table.columns[*i];
+                    named_field(
+                        mapped(column_schema(column, modes), mapper.as_ref()),
+                        &column.name,
+                    )
+                })
+                .collect(),
+        };
+        named_field(
+            struct_schema(fields, true, Some(&format!("{prefix}.Value")), None),
+            field_name,
+        )
+    };
+    let envelope = struct_schema(
+        [
+            row("before"),
+            row("after"),
+            named_field(source_schema(), "source"),
+            named_field(transaction_schema(), "transaction"),
+            named_field(plain("string", false), "op"),
+            named_field(plain("int64", true), "ts_ms"),
+            named_field(plain("int64", true), "ts_us"),
+            named_field(plain("int64", true), "ts_ns"),
+        ],
+        false,
+        Some(&format!("{prefix}.Envelope")),
+        Some(2),
+    );
+    RecordSchemas {
+        key: key.map(|k| k.to_string()),
+        value: envelope.to_string(),
+    }
+}
+
+/// `schema` with the parameter a column mapper adds (Debezium's
+/// `alterFieldSchema`): `masked` for masks and hashes, `truncateLength`.
+fn mapped(mut schema: Json, mapper: Option<&Mapper>) -> Json {
+    let (name, value) = match mapper {
+        None => return schema,
+        Some(Mapper::Mask(_) | Mapper::Hash(_)) => ("masked", "true".to_owned()),
+        Some(Mapper::Truncate(n)) => ("truncateLength", n.to_string()),
+    };
+    let map = schema.as_object_mut().expect("an object");
+    let parameters = map
+        .entry("parameters")
+        .or_insert_with(|| Json::Object(Map::new()));
+    parameters
+        .as_object_mut()
+        .expect("parameters are an object")
+        .insert(name.into(), value.into());
+    schema
+}
+
+/// `type` and `optional`.
+fn plain(ty: &str, optional: bool) -> Json {
+    json!({ "type": ty, "optional": optional })
+}
+
+/// A semantic type: `type`, `optional`, `name`, `version`, `parameters`.
+fn semantic(ty: &str, optional: bool, name: &str, parameters: Option<Json>) -> Json {
+    let mut schema = plain(ty, optional);
+    let map = schema.as_object_mut().expect("an object");
+    map.insert("name".into(), name.into());
+    map.insert("version".into(), 1.into());
+    if let Some(parameters) = parameters {
+        map.insert("parameters".into(), parameters);
+    }
+    schema
+}
+
+/// A struct of `fields` (each already carrying its `field` name).
+fn struct_schema(
+    fields: impl IntoIterator<Item = Json>,
+    optional: bool,
+    name: Option<&str>,
+    version: Option<u32>,
+) -> Json {
+    let mut map = Map::new();
+    map.insert("type".into(), "struct".into());
+    map.insert("fields".into(), Json::Array(fields.into_iter().collect()));
+    map.insert("optional".into(), optional.into());
+    if let Some(name) = name {
+        map.insert("name".into(), name.into());
+    }
+    if let Some(version) = version {
+        map.insert("version".into(), version.into());
+    }
+    Json::Object(map)
+}
+
+/// `schema` as a struct member: its `field` name comes last.
+fn named_field(mut schema: Json, name: &str) -> Json {
+    schema
+        .as_object_mut()
+        .expect("an object")
+        .insert("field".into(), name.into());
+    schema
+}
+
+/// The field of one column.
+fn field(column: &ColumnSchema, modes: &ValueModes, name: &str) -> Json {
+    named_field(column_schema(column, modes), name)
+}
+
+/// The Connect schema of one column's values in `modes`.
+fn column_schema(column: &ColumnSchema, modes: &ValueModes) -> Json {
+    let optional = column.nullable;
+    let decimal = |precision: u8, scale: u8| {
+        semantic(
+            "bytes",
+            optional,
+            "org.apache.kafka.connect.data.Decimal",
+            Some(
+                json!({ "scale": scale.to_string(), "connect.decimal.precision": precision.to_string() }),
+            ),
+        )
+    };
+    match (&column.declared, &column.kind) {
+        (Declared::Enum(labels), _) => semantic(
+            "string",
+            optional,
+            "io.debezium.data.Enum",
+            Some(allowed(labels)),
+        ),
+        (Declared::Set(labels), _) => semantic(
+            "string",
+            optional,
+            "io.debezium.data.EnumSet",
+            Some(allowed(labels)),
+        ),
+        (declared, ColumnKind::Decimal) => match modes.decimal {
+            DecimalMode::Precise => match declared {
+                Declared::Decimal { precision, scale } => decimal(*precision, *scale),
+                _ => decimal(10, 0),
+            },
+            DecimalMode::String => plain("string", optional),
+            DecimalMode::Double => plain("double", optional),
+        },
+        (_, ColumnKind::Int { unsigned, bytes }) => match (bytes, unsigned) {
+            (1, _) | (2, false) => plain("int16", optional),
+            (2, true) | (3, _) | (4, false) => plain("int32", optional),
+            (4, true) => plain("int64", optional),
+            (_, true) if modes.bigint_unsigned == BigIntUnsignedMode::Precise => decimal(20, 0),
+            _ => plain("int64", optional),
+        },
+        (_, ColumnKind::Float) => plain("float", optional),
+        (_, ColumnKind::Double) => plain("double", optional),
+        (_, ColumnKind::Year) => semantic("int32", optional, "io.debezium.time.Year", None),
+        (_, ColumnKind::Date) => match modes.time_precision {
+            TimePrecisionMode::AdaptiveTimeMicroseconds => {
+                semantic("int32", optional, "io.debezium.time.Date", None)
+            }
+            TimePrecisionMode::Connect => semantic(
+                "int32",
+                optional,
+                "org.apache.kafka.connect.data.Date",
+                None,
+            ),
+        },
+        (_, ColumnKind::Time) => match modes.time_precision {
+            TimePrecisionMode::AdaptiveTimeMicroseconds => {
+                semantic("int64", optional, "io.debezium.time.MicroTime", None)
+            }
+            TimePrecisionMode::Connect => semantic(
+                "int32",
+                optional,
+                "org.apache.kafka.connect.data.Time",
+                None,
+            ),
+        },
+        (_, ColumnKind::DateTime { fsp }) => match modes.time_precision {
+            TimePrecisionMode::AdaptiveTimeMicroseconds if *fsp <= 3 => {
+                semantic("int64", optional, "io.debezium.time.Timestamp", None)
+            }
+            TimePrecisionMode::AdaptiveTimeMicroseconds => {
+                semantic("int64", optional, "io.debezium.time.MicroTimestamp", None)
+            }
+            TimePrecisionMode::Connect => semantic(
+                "int64",
+                optional,
+                "org.apache.kafka.connect.data.Timestamp",
+                None,
+            ),
+        },
+        (_, ColumnKind::Timestamp { .. }) => {
+            semantic("string", optional, "io.debezium.time.ZonedTimestamp", None)
+        }
+        (_, ColumnKind::Text(_)) => plain("string", optional),
+        (_, ColumnKind::Binary { .. }) => match modes.binary {
+            BinaryMode::Bytes => plain("bytes", optional),
+            _ => plain("string", optional),
+        },
+        (_, ColumnKind::Enum(labels)) => semantic(
+            "string",
+            optional,
+            "io.debezium.data.Enum",
+            Some(allowed(labels)),
+        ),
+        (_, ColumnKind::Set(labels)) => semantic(
+            "string",
+            optional,
+            "io.debezium.data.EnumSet",
+            Some(allowed(labels)),
+        ),
+        (_, ColumnKind::Bit { bits: 1 }) => plain("boolean", optional),
+        (_, ColumnKind::Bit { bits }) => semantic(
+            "bytes",
+            optional,
+            "io.debezium.data.Bits",
+            Some(json!({ "length": bits.to_string() })),
+        ),
+        (_, ColumnKind::Json) => semantic("string", optional, "io.debezium.data.Json", None),
+        // Debezium writes geometries as a struct {wkb, srid}; Tributary, as bytes (docs/types.md).
+        (_, ColumnKind::Geometry | ColumnKind::Other) => plain("bytes", optional),
+    }
+}
+
+/// ENUM/SET labels as Debezium's `allowed` parameter: joined by `,`, a `,`
+/// inside a label escaped as `\,`.
+fn allowed(labels: &[String]) -> Json {
+    let escaped: Vec<String> = labels.iter().map(|l| l.replace(',', "\\,")).collect();
+    json!({ "allowed": escaped.join(",") })
+}
+
+/// `io.debezium.connector.mysql.Source`, version 1.
+fn source_schema() -> Json {
+    let snapshot = {
+        let mut s = semantic(
+            "string",
+            true,
+            "io.debezium.data.Enum",
+            Some(json!({ "allowed": SNAPSHOT_VALUES })),
+        );
+        s.as_object_mut()
+            .expect("an object")
+            .insert("default".into(), "false".into());
+        s
+    };
+    let fields = [
+        ("version", plain("string", false)),
+        ("connector", plain("string", false)),
+        ("name", plain("string", false)),
+        ("ts_ms", plain("int64", false)),
+        ("snapshot", snapshot),
+        ("db", plain("string", false)),
+        ("sequence", plain("string", true)),
+        ("ts_us", plain("int64", true)),
+        ("ts_ns", plain("int64", true)),
+        ("table", plain("string", true)),
+        ("server_id", plain("int64", false)),
+        ("gtid", plain("string", true)),
+        ("file", plain("string", false)),
+        ("pos", plain("int64", false)),
+        ("row", plain("int32", false)),
+        ("thread", plain("int64", true)),
+        ("query", plain("string", true)),
+    ];
+    struct_schema(
+        fields
+            .into_iter()
+            .map(|(name, schema)| named_field(schema, name)),
+        false,
+        Some("io.debezium.connector.mysql.Source"),
+        Some(1),
+    )
+}
+
+/// `event.block`, version 1: the envelope's `transaction`.
+fn transaction_schema() -> Json {
+    struct_schema(
+        [
+            named_field(plain("string", false), "id"),
+            named_field(plain("int64", false), "total_order"),
+            named_field(plain("int64", false), "data_collection_order"),
+        ],
+        true,
+        Some("event.block"),
+        Some(1),
+    )
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,199 @@
+//! The schemas against Debezium's, as its source builds them (v3.6:
+//! `TableSchemaBuilder`, `SchemaFactory`, `BinlogValueConverters`) and Kafka's
+//! `JsonConverter` writes them. Debezium's docs print a different envelope
+//! (`snapshot` a boolean, no `transaction`, no versions): the source is followed.
+
+use super::*;
+use crate::schema::InfoColumn;
+
+fn info(name: &str, column_type: &str, nullable: bool, key: Option<u32>) -> InfoColumn {
+    let text = column_type.starts_with("varchar") || column_type.starts_with("enum");
+    InfoColumn {
+        name: name.into(),
+        column_type: column_type.into(),
+        charset: text.then(|| "utf8mb4".into()),
+        collation: text.then(|| "utf8mb4_general_ci".into()),
+        key_position: key,
+        nullable,
+        char_length: None,
+    }
+}
+
+/// `CREATE TABLE shop.t (id INT NOT NULL PRIMARY KEY, name VARCHAR(20),
+/// price DECIMAL(10,2) NOT NULL, flag BIT(1), tiny TINYINT, created DATETIME(6) NULL,
+/// size ENUM('s','m,l'), stamp TIMESTAMP(3) NULL)`.
+fn table() -> TableSchema {
+    TableSchema::from_info_columns(
+        "shop",
+        "t",
+        &[
+            info("id", "int(11)", false, Some(1)),
+            info("name", "varchar(20)", true, None),
+            info("price", "decimal(10,2)", false, None),
+            info("flag", "bit(1)", true, None),
+            info("tiny", "tinyint(4)", true, None),
+            info("created", "datetime(6)", true, None),
+            info("size", "enum('s','m,l')", true, None),
+            info("stamp", "timestamp(3)", true, None),
+        ],
+    )
+}
+
+/// What Debezium 3.6 writes for the table above, with its default modes
+/// (columns without defaults: Debezium would add a column's `default`).
+const DEBEZIUM_VALUE_SCHEMA: &str = r#"{"type":"struct","fields":[
+  {"type":"struct","fields":[
+    {"type":"int32","optional":false,"field":"id"},
+    {"type":"string","optional":true,"field":"name"},
+    {"type":"bytes","optional":false,"name":"org.apache.kafka.connect.data.Decimal","version":1,
+     "parameters":{"scale":"2","connect.decimal.precision":"10"},"field":"price"},
+    {"type":"boolean","optional":true,"field":"flag"},
+    {"type":"int16","optional":true,"field":"tiny"},
+    {"type":"int64","optional":true,"name":"io.debezium.time.MicroTimestamp","version":1,"field":"created"},
+    {"type":"string","optional":true,"name":"io.debezium.data.Enum","version":1,
+     "parameters":{"allowed":"s,m\\,l"},"field":"size"},
+    {"type":"string","optional":true,"name":"io.debezium.time.ZonedTimestamp","version":1,"field":"stamp"}
+  ],"optional":true,"name":"srv.shop.t.Value","field":"before"},
+  {"type":"struct","fields":[
+    {"type":"int32","optional":false,"field":"id"},
+    {"type":"string","optional":true,"field":"name"},
+    {"type":"bytes","optional":false,"name":"org.apache.kafka.connect.data.Decimal","version":1,
+     "parameters":{"scale":"2","connect.decimal.precision":"10"},"field":"price"},
+    {"type":"boolean","optional":true,"field":"flag"},
+    {"type":"int16","optional":true,"field":"tiny"},
+    {"type":"int64","optional":true,"name":"io.debezium.time.MicroTimestamp","version":1,"field":"created"},
+    {"type":"string","optional":true,"name":"io.debezium.data.Enum","version":1,
+     "parameters":{"allowed":"s,m\\,l"},"field":"size"},
+    {"type":"string","optional":true,"name":"io.debezium.time.ZonedTimestamp","version":1,"field":"stamp"}
+  ],"optional":true,"name":"srv.shop.t.Value","field":"after"},
+  {"type":"struct","fields":[
+    {"type":"string","optional":false,"field":"version"},
+    {"type":"string","optional":false,"field":"connector"},
+    {"type":"string","optional":false,"field":"name"},
+    {"type":"int64","optional":false,"field":"ts_ms"},
+    {"type":"string","optional":true,"name":"io.debezium.data.Enum","version":1,
+     "parameters":{"allowed":"true,first,first_in_data_collection,last_in_data_collection,last,false,incremental"},
+     "default":"false","field":"snapshot"},
+    {"type":"string","optional":false,"field":"db"},
+    {"type":"string","optional":true,"field":"sequence"},
+    {"type":"int64","optional":true,"field":"ts_us"},
+    {"type":"int64","optional":true,"field":"ts_ns"},
+    {"type":"string","optional":true,"field":"table"},
+    {"type":"int64","optional":false,"field":"server_id"},
+    {"type":"string","optional":true,"field":"gtid"},
+    {"type":"string","optional":false,"field":"file"},
+    {"type":"int64","optional":false,"field":"pos"},
+    {"type":"int32","optional":false,"field":"row"},
+    {"type":"int64","optional":true,"field":"thread"},
+    {"type":"string","optional":true,"field":"query"}
+  ],"optional":false,"name":"io.debezium.connector.mysql.Source","version":1,"field":"source"},
+  {"type":"struct","fields":[
+    {"type":"string","optional":false,"field":"id"},
+    {"type":"int64","optional":false,"field":"total_order"},
+    {"type":"int64","optional":false,"field":"data_collection_order"}
+  ],"optional":true,"name":"event.block","version":1,"field":"transaction"},
+  {"type":"string","optional":false,"field":"op"},
+  {"type":"int64","optional":true,"field":"ts_ms"},
+  {"type":"int64","optional":true,"field":"ts_us"},
+  {"type":"int64","optional":true,"field":"ts_ns"}
+],"optional":false,"name":"srv.shop.t.Envelope","version":2}"#;
+
+/// Compact JSON text, keys in their order: the bytes the converter writes.
+fn compact(text: &str) -> String {
+    serde_json::from_str::<Json>(text).unwrap().to_string()
+}
+
+#[test]
+fn the_value_schema_is_debeziums_byte_for_byte() {
+    let schemas = record_schemas("srv", &table(), &ValueModes::DEBEZIUM);
+    assert_eq!(schemas.value, compact(DEBEZIUM_VALUE_SCHEMA));
+    assert_eq!(
+        schemas.key.as_deref(),
+        Some(
+            r#"{"type":"struct","fields":[{"type":"int32","optional":false,"field":"id"}],"optional":false,"name":"srv.shop.t.Key"}"#
+        )
+    );
+}
+
+#[test]
+fn modes_change_the_column_types() {
+    let modes = ValueModes {
+        decimal: DecimalMode::String,
+        bigint_unsigned: BigIntUnsignedMode::Precise,
+        time_precision: TimePrecisionMode::Connect,
+        binary: BinaryMode::Hex,
+    };
+    let table = TableSchema::from_info_columns(
+        "shop",
+        "u",
+        &[
+            info("big", "bigint(20) unsigned", false, Some(1)),
+            info("price", "decimal(10,2)", true, None),
+            info("t", "time(6)", true, None),
+            info("d", "date", true, None),
+            info("dt", "datetime(3)", true, None),
+            info("b", "varbinary(4)", true, None),
+            info("s", "smallint(5) unsigned", true, None),
+        ],
+    );
+    let schemas = record_schemas("srv", &table, &modes);
+    let value: Json = serde_json::from_str(&schemas.value).unwrap();
+    let fields = &value["fields"][1]["fields"];
+    let by_name = |name: &str| {
+        fields
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["field"] == name)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(
+        by_name("big"),
+        json!({"type":"bytes","optional":false,"name":"org.apache.kafka.connect.data.Decimal","version":1,
+               "parameters":{"scale":"0","connect.decimal.precision":"20"},"field":"big"})
+    );
+    assert_eq!(
+        by_name("price"),
+        json!({"type":"string","optional":true,"field":"price"})
+    );
+    assert_eq!(
+        by_name("t"),
+        json!({"type":"int32","optional":true,"name":"org.apache.kafka.connect.data.Time","version":1,"field":"t"})
+    );
+    assert_eq!(by_name("d")["name"], "org.apache.kafka.connect.data.Date");
+    assert_eq!(
+        by_name("dt")["name"],
+        "org.apache.kafka.connect.data.Timestamp"
+    );
+    assert_eq!(
+        by_name("b"),
+        json!({"type":"string","optional":true,"field":"b"})
+    );
+    assert_eq!(
+        by_name("s"),
+        json!({"type":"int32","optional":true,"field":"s"})
+    );
+}
+
+#[test]
+fn schemas_are_attached_only_when_asked_for() {
+    let options = DecodeOptions {
+        undecodable: crate::config::UndecodableText::Stop,
+        modes: ValueModes::DEBEZIUM,
+        schemas: false,
+    };
+    assert!(attach(table(), "srv", &options).record_schemas.is_none());
+    let on = DecodeOptions {
+        schemas: true,
+        ..options
+    };
+    let table = attach(table(), "srv", &on);
+    assert!(
+        table
+            .record_schemas
+            .unwrap()
+            .value
+            .contains("srv.shop.t.Envelope")
+    );
+}

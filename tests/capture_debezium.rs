@@ -1,0 +1,457 @@
+//! End-to-end tests of Debezium's options (`compat: debezium`, `values:`)
+//! against the local stack's MariaDB and broker: every value is compared with
+//! what the database itself computes from the stored row, in snapshot and
+//! streamed events alike.
+
+#![allow(clippy::unwrap_used)] // tests fail loudly
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use mysql_async::prelude::Queryable;
+use num_bigint::BigInt;
+use serde_json::{Value as Json, json};
+
+const WAIT: Duration = Duration::from_secs(60);
+
+/// How an event's value is read back into the text the database's expression gives.
+#[derive(Clone, Copy, Debug)]
+enum Read {
+    /// A JSON string, as it is.
+    Text,
+    /// A JSON integer, as its decimal text.
+    Integer,
+    /// A JSON number compared as a double with the expression's double.
+    Double,
+    /// Connect's Decimal of this scale: base64 of the unscaled value's
+    /// two's-complement bytes, read back as decimal text with the scale's digits.
+    Decimal(usize),
+}
+
+/// Columns whose representation the modes change: (column, definition).
+const COLUMNS: &[(&str, &str)] = &[
+    ("dec1", "DECIMAL(20,6)"),
+    ("dec0", "DECIMAL(5,0)"),
+    ("dec65", "DECIMAL(65,30)"),
+    ("biu", "BIGINT UNSIGNED"),
+    ("tm", "TIME(6)"),
+    ("tm0", "TIME"),
+    ("dt6", "DATETIME(6)"),
+    ("dt3", "DATETIME(3)"),
+    ("bin", "BINARY(4)"),
+    ("vb", "VARBINARY(10)"),
+    ("bl", "BLOB NULL"),
+];
+
+const ROWS: &[&str] = &[
+    "(1, '-12345678901234.123456', 99999, '-99999999999999999999999999999999999.999999999999999999999999999999', \
+      18446744073709551615, '23:59:59.999999', '24:00:00', '1969-12-31 23:59:59.999999', \
+      '2024-02-29 12:00:00.123', X'FF', X'FBFF003E', X'00')",
+    "(2, '0.000001', -5, '0', 9223372036854775808, '00:00:00', '00:00:01', \
+      '2038-01-19 03:14:08.123456', '1900-01-01 00:00:00.001', X'00000000', X'', NULL)",
+    "(3, '-0.000001', 0, '0.000000000000000000000000000001', 0, '12:34:56.789999', '01:02:03', \
+      '1970-01-01 00:00:00.000999', '1970-01-01 00:00:00.000', X'01020304', X'FFFFFFFFFFFFFFFFFFFF', X'3E3F')",
+];
+
+/// The table of [`COLUMNS`] in a fresh database, with `rows` of [`ROWS`] in it.
+async fn modes_table(conn: &mut mysql_async::Conn, rows: &[&str]) -> String {
+    let db = create_db(conn, "dbzmodes").await;
+    let columns: Vec<String> = COLUMNS
+        .iter()
+        .map(|(c, def)| format!("`{c}` {def}"))
+        .collect();
+    conn.query_drop(format!(
+        "CREATE TABLE `{db}`.t (id INT PRIMARY KEY, {})",
+        columns.join(", ")
+    ))
+    .await
+    .unwrap();
+    insert(conn, &db, rows).await;
+    db
+}
+
+async fn insert(conn: &mut mysql_async::Conn, db: &str, rows: &[&str]) {
+    if !rows.is_empty() {
+        conn.query_drop(format!("INSERT INTO `{db}`.t VALUES {}", rows.join(", ")))
+            .await
+            .unwrap();
+    }
+}
+
+/// The payload of a record written with schemas (`{"schema", "payload"}`), else the record.
+fn payload(json: &Json) -> &Json {
+    match (json.get("schema"), json.get("payload")) {
+        (Some(_), Some(payload)) => payload,
+        _ => json,
+    }
+}
+
+/// An event's value as the text its [`Read`] compares.
+fn read_back(read: Read, value: &Json) -> Option<String> {
+    use base64::Engine as _;
+    match (read, value) {
+        (_, Json::Null) => None,
+        (Read::Text, Json::String(s)) => Some(s.clone()),
+        (Read::Integer, Json::Number(n)) if n.is_i64() || n.is_u64() => Some(n.to_string()),
+        (Read::Double, Json::Number(n)) => Some(n.as_f64().unwrap().to_string()),
+        (Read::Decimal(scale), Json::String(s)) => {
+            let bytes = base64::engine::general_purpose::STANDARD.decode(s).unwrap();
+            let unscaled = BigInt::from_signed_bytes_be(&bytes);
+            let digits = format!("{:0>width$}", unscaled.magnitude(), width = scale + 1);
+            let sign = if unscaled < BigInt::ZERO { "-" } else { "" };
+            let (whole, fraction) = digits.split_at(digits.len() - scale);
+            Some(match scale {
+                0 => format!("{sign}{whole}"),
+                _ => format!("{sign}{whole}.{fraction}"),
+            })
+        }
+        (read, other) => panic!("{other} is not what {read:?} reads"),
+    }
+}
+
+/// Captures the table (a snapshot of row 1, then rows 2 and 3 streamed) with
+/// `options` and checks every column of every event against `expected`:
+/// (column, SQL expression computing the expected text from the stored row, how to read the event).
+async fn check_modes(options: &str, expected: &[(&str, &str, Read)]) -> Vec<Record> {
+    let mut conn = root_conn().await;
+    let db = modes_table(&mut conn, &ROWS[..1]).await;
+    let mut setup = CaptureSetup::new(&db, "").with_snapshot(10);
+    setup.extra = options.into();
+    let capture = TributaryProcess::capture(&setup.yaml());
+    let topic = setup.topic("t");
+    read_topic(&topic, WAIT, |r| !r.is_empty()).await;
+    insert(&mut conn, &db, &ROWS[1..]).await;
+    let records = read_topic(&topic, WAIT, |r| r.len() >= ROWS.len()).await;
+    assert_eq!(records.len(), ROWS.len(), "log:\n{}", capture.log());
+    let exprs: Vec<String> = expected
+        .iter()
+        .map(|(_, e, _)| format!("CAST({e} AS CHAR)"))
+        .collect();
+    let rows: Vec<mysql_async::Row> = conn
+        .query(format!(
+            "SELECT id, {} FROM `{db}`.t ORDER BY id",
+            exprs.join(", ")
+        ))
+        .await
+        .unwrap();
+    for row in rows {
+        let id: i64 = row.get(0).unwrap();
+        let record = records
+            .iter()
+            .find(|r| *payload(&r.key) == json!({ "id": id }))
+            .expect("an event per row");
+        let event = payload(record.value.as_ref().unwrap());
+        assert_eq!(event["op"], if id == 1 { "r" } else { "c" });
+        for (i, (column, expr, read)) in expected.iter().enumerate() {
+            let mut want: Option<String> = row.get(i + 1).unwrap();
+            if let (Read::Double, Some(text)) = (read, &want) {
+                want = Some(text.parse::<f64>().unwrap().to_string());
+            }
+            assert_eq!(
+                read_back(*read, &event["after"][*column]),
+                want,
+                "row {id}, column {column} ({expr}): {}",
+                event["after"][*column]
+            );
+        }
+    }
+    records
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn debeziums_defaults_and_connect_times_and_hex_binaries() {
+    let records = check_modes(
+        "compat: debezium\nvalues: { time.precision.mode: connect, binary.handling.mode: hex }\n",
+        &[
+            // decimal.handling.mode=precise (Debezium's default).
+            ("dec1", "dec1", Read::Decimal(6)),
+            ("dec0", "dec0", Read::Decimal(0)),
+            ("dec65", "dec65", Read::Decimal(30)),
+            // bigint.unsigned.handling.mode=long (Debezium's default): wraps.
+            ("biu", "CAST(biu AS SIGNED)", Read::Integer),
+            // time.precision.mode=connect: milliseconds, rounded down.
+            ("tm", "FLOOR(TIME_TO_SEC(tm) * 1000)", Read::Integer),
+            ("tm0", "TIME_TO_SEC(tm0) * 1000", Read::Integer),
+            (
+                "dt6",
+                "FLOOR(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', dt6) / 1000)",
+                Read::Integer,
+            ),
+            (
+                "dt3",
+                "FLOOR(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', dt3) / 1000)",
+                Read::Integer,
+            ),
+            // binary.handling.mode=hex: lowercase, BINARY(n) padded.
+            ("bin", "LOWER(HEX(bin))", Read::Text),
+            ("vb", "LOWER(HEX(vb))", Read::Text),
+            ("bl", "LOWER(HEX(bl))", Read::Text),
+        ],
+    )
+    .await;
+    // provide.transaction.metadata=false and JSON with schemas (Debezium's defaults).
+    for record in &records {
+        let value = record.value.as_ref().unwrap();
+        assert!(value["schema"].is_object(), "{value}");
+        assert_eq!(value["payload"]["transaction"], Json::Null, "{value}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn double_decimals_precise_bigints_and_url_safe_binaries() {
+    let records = check_modes(
+        "values: { decimal.handling.mode: double, bigint.unsigned.handling.mode: precise, \
+         binary.handling.mode: base64-url-safe }\n",
+        &[
+            ("dec1", "CAST(dec1 AS DOUBLE)", Read::Double),
+            ("dec0", "CAST(dec0 AS DOUBLE)", Read::Double),
+            ("dec65", "CAST(dec65 AS DOUBLE)", Read::Double),
+            ("biu", "biu", Read::Decimal(0)),
+            // time.precision.mode=adaptive_time_microseconds (both defaults).
+            (
+                "tm",
+                "CAST(ROUND(TIME_TO_SEC(tm) * 1000000) AS SIGNED)",
+                Read::Integer,
+            ),
+            (
+                "dt6",
+                "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', dt6)",
+                Read::Integer,
+            ),
+            (
+                "bin",
+                "REPLACE(REPLACE(TO_BASE64(bin), '+', '-'), '/', '_')",
+                Read::Text,
+            ),
+            (
+                "vb",
+                "REPLACE(REPLACE(TO_BASE64(vb), '+', '-'), '/', '_')",
+                Read::Text,
+            ),
+        ],
+    )
+    .await;
+    // Tributary's default for what is not set: streamed events carry their
+    // transaction block (snapshot reads belong to none).
+    let streamed: Vec<_> = events(&records)
+        .into_iter()
+        .filter(|e| e["op"] == "c")
+        .collect();
+    assert_eq!(streamed.len(), 2);
+    for event in streamed {
+        assert!(event["transaction"]["id"].is_string(), "{event}");
+    }
+}
+
+/// With `compat: debezium` records are the JsonConverter's `{"schema",
+/// "payload"}` (its default `schemas.enable=true`): every column's field has
+/// the Connect type Debezium gives it, `optional` as the database says the
+/// column is nullable, in table order; names follow `<prefix>.<db>.<table>`.
+#[tokio::test(flavor = "multi_thread")]
+async fn records_carry_debeziums_connect_schemas() {
+    let mut conn = root_conn().await;
+    let db = create_db(&mut conn, "dbzschema").await;
+    // (column, definition, Connect type, semantic name)
+    let columns: &[(&str, &str, &str, Option<&str>)] = &[
+        ("id", "INT NOT NULL", "int32", None),
+        ("name", "VARCHAR(20) NOT NULL", "string", None),
+        ("note", "TEXT NULL", "string", None),
+        (
+            "price",
+            "DECIMAL(10,2) NULL",
+            "bytes",
+            Some("org.apache.kafka.connect.data.Decimal"),
+        ),
+        (
+            "at",
+            "DATETIME(6) NULL",
+            "int64",
+            Some("io.debezium.time.MicroTimestamp"),
+        ),
+        ("flag", "BIT(1) NULL", "boolean", None),
+        ("big", "BIGINT UNSIGNED NOT NULL", "int64", None),
+    ];
+    let defs: Vec<String> = columns
+        .iter()
+        .map(|(c, d, ..)| format!("`{c}` {d}"))
+        .collect();
+    conn.query_drop(format!(
+        "CREATE TABLE `{db}`.t ({}, PRIMARY KEY (id))",
+        defs.join(", ")
+    ))
+    .await
+    .unwrap();
+    insert_row(&mut conn, &db, 1).await;
+    let mut setup = CaptureSetup::new(&db, "").with_snapshot(10);
+    setup.extra = "compat: debezium\n".into();
+    let capture = TributaryProcess::capture(&setup.yaml());
+    let topic = setup.topic("t");
+    read_raw(&topic, WAIT, |r| !r.is_empty()).await;
+    insert_row(&mut conn, &db, 2).await;
+    let records = read_raw(&topic, WAIT, |r| r.len() >= 2).await;
+    assert_eq!(records.len(), 2, "log:\n{}", capture.log());
+
+    let nullable: Vec<(String, String)> = conn
+        .query(format!(
+            "SELECT COLUMN_NAME, IS_NULLABLE FROM information_schema.COLUMNS \
+             WHERE TABLE_SCHEMA = '{db}' AND TABLE_NAME = 't' ORDER BY ORDINAL_POSITION"
+        ))
+        .await
+        .unwrap();
+    let prefix = format!("{}.{db}.t", setup.server_name);
+    for record in &records {
+        let key: Json = serde_json::from_slice(record.key.as_deref().unwrap()).unwrap();
+        assert_eq!(
+            key["schema"],
+            json!({"type": "struct", "fields": [{"type": "int32", "optional": false, "field": "id"}],
+                   "optional": false, "name": format!("{prefix}.Key")})
+        );
+        let value = record.json();
+        let schema = &value["schema"];
+        assert_eq!(schema["name"], format!("{prefix}.Envelope"));
+        assert_eq!(schema["version"], 2);
+        let envelope_fields: Vec<&str> = schema["fields"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["field"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            envelope_fields,
+            [
+                "before",
+                "after",
+                "source",
+                "transaction",
+                "op",
+                "ts_ms",
+                "ts_us",
+                "ts_ns"
+            ]
+        );
+        let after = &schema["fields"][1];
+        assert_eq!(after["name"], format!("{prefix}.Value"));
+        let fields = after["fields"].as_array().unwrap();
+        assert_eq!(fields.len(), nullable.len());
+        for (field, ((column, is_nullable), (_, def, ty, name))) in
+            fields.iter().zip(nullable.iter().zip(columns))
+        {
+            assert_eq!(field["field"], column.as_str());
+            assert_eq!(field["optional"], is_nullable == "YES", "{column} ({def})");
+            assert_eq!(field["type"], *ty, "{column} ({def})");
+            assert_eq!(field["name"].as_str(), *name, "{column} ({def})");
+        }
+        let payload = &value["payload"];
+        let id = payload["after"]["id"].as_i64().unwrap();
+        assert_eq!(key["payload"], json!({ "id": id }));
+        let (price, big): (String, String) = conn
+            .query_first(format!(
+                "SELECT CAST(price AS CHAR), CAST(CAST(big AS SIGNED) AS CHAR) FROM `{db}`.t WHERE id = {id}"
+            ))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            read_back(Read::Decimal(2), &payload["after"]["price"]),
+            Some(price)
+        );
+        assert_eq!(
+            read_back(Read::Integer, &payload["after"]["big"]),
+            Some(big)
+        );
+        assert_eq!(payload["transaction"], Json::Null);
+    }
+}
+
+async fn insert_row(conn: &mut mysql_async::Conn, db: &str, id: i64) {
+    conn.query_drop(format!(
+        "INSERT INTO `{db}`.t VALUES ({id}, 'n{id}', NULL, -{id}.05, '2024-01-02 03:04:05.123456', b'1', \
+         18446744073709551615 - {id})"
+    ))
+    .await
+    .unwrap();
+}
+
+/// `columns:` (Debezium's `column.*`): an excluded column leaves the value and
+/// its schema, masks and truncations change values as the database's own
+/// `REPEAT`/`LEFT` say, a hash is MariaDB's `SHA2` of salt and value (cut to
+/// the column's length), the key keeps its column; snapshot and stream alike.
+#[tokio::test(flavor = "multi_thread")]
+async fn columns_are_excluded_masked_hashed_and_truncated() {
+    let mut conn = root_conn().await;
+    let db = create_db(&mut conn, "dbzcols").await;
+    conn.query_drop(format!(
+        "CREATE TABLE `{db}`.t (id INT PRIMARY KEY, email VARCHAR(20), ssn VARCHAR(11), \
+         bio TEXT, secret VARCHAR(10), note VARCHAR(40) NULL) DEFAULT CHARSET=utf8mb4"
+    ))
+    .await
+    .unwrap();
+    let insert = |id: i64| {
+        format!(
+            "INSERT INTO `{db}`.t VALUES ({id}, 'u{id}@example.org', '123-45-{id:04}', \
+             'a biography of user {id}, grüße', 'pw{id}', NULL)"
+        )
+    };
+    conn.query_drop(insert(1)).await.unwrap();
+    let mut setup = CaptureSetup::new(&db, "").with_snapshot(10);
+    setup.extra = format!(
+        "compat: debezium\n\
+         columns:\n\
+         \x20 column.exclude.list: '{db}\\.t\\.secret'\n\
+         \x20 column.mask.with.4.chars: '{db}.t.ssn, {db}.t.id'\n\
+         \x20 column.truncate.to.5.chars: '{db}.T.BIO'\n\
+         \x20 column.mask.hash.v2.SHA-256.with.salt.pepper: '{db}.t.email'\n"
+    );
+    let capture = TributaryProcess::capture(&setup.yaml());
+    let topic = setup.topic("t");
+    read_raw(&topic, WAIT, |r| !r.is_empty()).await;
+    conn.query_drop(insert(2)).await.unwrap();
+    let records = read_raw(&topic, WAIT, |r| r.len() >= 2).await;
+    assert_eq!(records.len(), 2, "log:\n{}", capture.log());
+    for record in &records {
+        let key: Json = serde_json::from_slice(record.key.as_deref().unwrap()).unwrap();
+        let value = record.json();
+        let after = &value["payload"]["after"];
+        let id = after["id"].as_i64().unwrap();
+        assert_eq!(
+            key["payload"],
+            json!({ "id": id }),
+            "the key is never masked"
+        );
+        let (email, ssn, bio, note): (String, String, String, Option<String>) = conn
+            .query_first(format!(
+                "SELECT LEFT(SHA2(CONCAT('pepper', email), 256), 20), REPEAT('*', 4), LEFT(bio, 5), note \
+                 FROM `{db}`.t WHERE id = {id}"
+            ))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            after,
+            &json!({ "id": id, "email": email, "ssn": ssn, "bio": bio, "note": note }),
+            "id is an INT: masks apply to text only"
+        );
+        let fields = value["schema"]["fields"][1]["fields"].as_array().unwrap();
+        let field = |name: &str| fields.iter().find(|f| f["field"] == name).cloned();
+        assert_eq!(field("secret"), None, "excluded from the schema too");
+        assert_eq!(
+            field("email").unwrap()["parameters"],
+            json!({ "masked": "true" })
+        );
+        assert_eq!(
+            field("ssn").unwrap()["parameters"],
+            json!({ "masked": "true" })
+        );
+        assert_eq!(
+            field("bio").unwrap()["parameters"],
+            json!({ "truncateLength": "5" })
+        );
+    }
+    assert!(
+        !capture.log().contains("pepper"),
+        "the salt is never logged:\n{}",
+        capture.log()
+    );
+}
