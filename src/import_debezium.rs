@@ -182,6 +182,10 @@ struct Builder {
     values: BTreeMap<&'static str, String>,
     /// `converter.schemas.enable`, and whether the connector config set it.
     schemas_enable: (bool, bool),
+    /// `events.topic.heartbeat.prefix`.
+    heartbeat_prefix: Option<String>,
+    /// Debezium's MariaDB connector: events say `source.connector: mariadb`.
+    mariadb: bool,
     /// `columns:`, Debezium's `column.*` properties; a hash's salt is an
     /// environment variable (`TRIBUTARY_COLUMN_SALT_<n>`), never copied.
     columns: BTreeMap<String, String>,
@@ -238,10 +242,10 @@ impl Builder {
 
     /// Maps, or notes, one property.
     fn property(&mut self, key: &str, value: &str) -> anyhow::Result<()> {
-        let with_value = || shown(key, value);
         match key {
             "name" => self.name = Some(value.to_owned()),
-            "connector.class" | "tasks.max" => {}
+            "connector.class" => self.mariadb = value.ends_with("MariaDbConnector"),
+            "tasks.max" => {}
             "topic.prefix" | "database.server.name" => self.server_name = Some(value.to_owned()),
             "database.hostname" => self.host = Some(value.to_owned()),
             "database.port" => self.port = Some(number(key, value)?),
@@ -255,14 +259,8 @@ impl Builder {
             "heartbeat.interval.ms" => {
                 let ms: u64 = number(key, value)?;
                 self.heartbeat_s = Some(ms.div_ceil(1000));
-                if ms > 0 {
-                    self.note_not_reproduced(
-                        with_value(),
-                        "heartbeats go to <server_name>.heartbeat as {ts_ms, position}, not to \
-                         __debezium-heartbeat.<topic.prefix> as {ts_ms}",
-                    );
-                }
             }
+            "topic.heartbeat.prefix" => self.heartbeat_prefix = Some(value.to_owned()),
             "database.include.list" | "database.whitelist" => {
                 self.include_databases = patterns(value)
             }
@@ -283,9 +281,10 @@ impl Builder {
                     self.max_pending_mb = Some(bytes.div_ceil(1 << 20).max(1));
                 }
             }
-            "tombstones.on.delete" | "provide.transaction.metadata" | "include.schema.changes" => {
-                self.event_option(key, value)?
-            }
+            "tombstones.on.delete"
+            | "provide.transaction.metadata"
+            | "include.schema.changes"
+            | "extended.headers.enabled" => self.event_option(key, value)?,
             k if k.starts_with("column.") => self.column_rule(key, value),
             "decimal.handling.mode"
             | "bigint.unsigned.handling.mode"
@@ -316,18 +315,12 @@ impl Builder {
             "tombstones.on.delete",
             "provide.transaction.metadata",
             "include.schema.changes",
+            "extended.headers.enabled",
         ]
         .into_iter()
         .find(|name| *name == key)
         .expect("called for these names");
         self.events.insert(name, on);
-        if on && key == "provide.transaction.metadata" {
-            self.note_not_reproduced(
-                format!("{key}={value}"),
-                "each event carries its `transaction` block, but no <topic.prefix>.transaction \
-                 topic of BEGIN/END events is written",
-            );
-        }
         Ok(())
     }
 
@@ -543,9 +536,9 @@ impl Builder {
         if unset("heartbeat.interval.ms") {
             self.note_not_needed(
                 "heartbeat.interval.ms",
-                "unset, Debezium writes no heartbeats; Tributary writes one to <server_name>.heartbeat \
-                 every 5 s while the source is idle, so its stored position keeps up \
-                 (source.heartbeat_s: 0 turns them off)",
+                "unset, Debezium writes no heartbeats; Tributary writes one (in Debezium's shape, \
+                 to __debezium-heartbeat.<server_name>) every 5 s while the source is idle, so its \
+                 stored position keeps up (source.heartbeat_s: 0 turns them off)",
             );
         }
     }
@@ -650,10 +643,16 @@ impl Builder {
         if let Some(rows) = self.incremental_chunk_rows {
             line(format!("  incremental_chunk_rows: {rows}"));
         }
-        if !self.events.is_empty() {
+        if !self.events.is_empty() || self.heartbeat_prefix.is_some() || self.mariadb {
             line("events:".into());
             for (name, on) in &self.events {
                 line(format!("  {name}: {on}"));
+            }
+            if let Some(prefix) = &self.heartbeat_prefix {
+                line(format!("  topic.heartbeat.prefix: {}", json_string(prefix)));
+            }
+            if self.mariadb {
+                line("  source.connector: mariadb   # Debezium's MariaDB connector".into());
             }
         }
         if !self.values.is_empty() {
@@ -829,6 +828,18 @@ mod tests {
     }
 
     #[test]
+    fn a_mariadb_connector_names_itself_in_events() {
+        let out = imported(&TUTORIAL.replace(
+            "io.debezium.connector.mysql.MySqlConnector",
+            "io.debezium.connector.mariadb.MariaDbConnector",
+        ));
+        let config =
+            CaptureConfig::parse(&out.yaml.replace("${TRIBUTARY_MYSQL_PASSWORD}", "x")).unwrap();
+        assert_eq!(config.events().connector, "mariadb", "{}", out.yaml);
+        assert!(!imported(TUTORIAL).yaml.contains("source.connector"));
+    }
+
+    #[test]
     fn a_mode_tributary_lacks_is_noted_and_debeziums_default_written() {
         let text = TUTORIAL.replace(
             r#""tasks.max": "1","#,
@@ -867,6 +878,7 @@ snapshot.mode=when_needed
 signal.data.collection=shop.debezium_signal
 incremental.snapshot.chunk.size=2048
 heartbeat.interval.ms=10000
+topic.heartbeat.prefix=hb
 connect.timeout.ms=30000
 max.queue.size.in.bytes=104857600
 decimal.handling.mode=string
@@ -914,7 +926,9 @@ column.mask.with.4.chars=shop.users.ssn
             "{differ:?}"
         );
         assert!(
-            differ.contains(&"provide.transaction.metadata=true"),
+            !differ
+                .iter()
+                .any(|p| p.starts_with("provide.transaction.metadata")),
             "{differ:?}"
         );
         assert!(!config.schemas_enabled());
@@ -923,6 +937,7 @@ column.mask.with.4.chars=shop.users.ssn
             "{differ:?}"
         );
         assert!(config.events().provide_transaction_metadata);
+        assert!(config.events().transaction_topic);
         assert!(!config.events().tombstones_on_delete);
         assert!(!config.events().include_schema_changes);
         assert_eq!(
@@ -942,8 +957,14 @@ column.mask.with.4.chars=shop.users.ssn
         );
         assert_eq!(config.columns["column.mask.with.4.chars"], "shop.users.ssn");
         assert!(
-            differ.contains(&"heartbeat.interval.ms=10000"),
+            !differ.iter().any(|p| p.starts_with("heartbeat")),
             "{differ:?}"
+        );
+        assert_eq!(
+            config.events().heartbeat_prefix.as_deref(),
+            Some("hb"),
+            "{}",
+            out.yaml
         );
     }
 

@@ -455,3 +455,176 @@ async fn columns_are_excluded_masked_hashed_and_truncated() {
         capture.log()
     );
 }
+
+/// An update of the key is a delete of the old key (and its tombstone) naming
+/// the new key in `__debezium.newkey`, then a create naming the old one in
+/// `__debezium.oldkey`, as Kafka Connect's default header converter writes a
+/// key struct; with `compat: debezium` every record carries Debezium's context
+/// headers too.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_key_change_names_the_other_key_in_debeziums_headers() {
+    let mut conn = root_conn().await;
+    let db = create_db(&mut conn, "dbzkeys").await;
+    conn.query_drop(format!(
+        "CREATE TABLE `{db}`.t (id INT, tag VARCHAR(10), v INT, PRIMARY KEY (id, tag))"
+    ))
+    .await
+    .unwrap();
+    let mut setup = CaptureSetup::new(&db, &gtid_now(&mut conn).await);
+    setup.extra = "compat: debezium\nconverter: { schemas.enable: false }\n".into();
+    let capture = TributaryProcess::capture(&setup.yaml());
+    for sql in [
+        "INSERT INTO `DB`.t VALUES (1, 'a\"b', 10)",
+        "UPDATE `DB`.t SET id = 2 WHERE id = 1",
+    ] {
+        conn.query_drop(sql.replace("DB", &db)).await.unwrap();
+    }
+    let records = read_raw(&setup.topic("t"), WAIT, |r| r.len() >= 4).await;
+    assert_eq!(records.len(), 4, "log:\n{}", capture.log());
+    // Keys 1 and 2 may be on different partitions: find each record by what it is.
+    let what = |r: &RawRecord| {
+        let key: Json = serde_json::from_slice(r.key.as_deref().unwrap()).unwrap();
+        let op = match &r.value {
+            Some(_) => r.json()["op"].as_str().unwrap().to_owned(),
+            None => "tombstone".to_owned(),
+        };
+        (key["id"].as_i64().unwrap(), op)
+    };
+    let at = |id: i64, op: &str| {
+        records
+            .iter()
+            .position(|r| what(r) == (id, op.to_owned()))
+            .unwrap_or_else(|| panic!("no {op} of key {id}"))
+    };
+    let order = [at(1, "c"), at(1, "d"), at(1, "tombstone"), at(2, "c")];
+    let records: Vec<&RawRecord> = order.iter().map(|&i| &records[i]).collect();
+    let header = |i: usize, name: &str| records[i].headers.get(name).cloned();
+    let (old_key, new_key) = (r#"{"id":1,"tag":"a\"b"}"#, r#"{"id":2,"tag":"a\"b"}"#);
+    assert_eq!(header(0, "__debezium.newkey"), None);
+    assert_eq!(header(0, "__debezium.oldkey"), None);
+    assert_eq!(header(1, "__debezium.newkey").as_deref(), Some(new_key));
+    assert_eq!(
+        header(2, "__debezium.newkey").as_deref(),
+        Some(new_key),
+        "the tombstone too"
+    );
+    assert_eq!(header(3, "__debezium.oldkey").as_deref(), Some(old_key));
+    assert_eq!(header(3, "__debezium.newkey"), None);
+    let run = header(0, "__debezium.context.runId").unwrap();
+    for i in 0..4 {
+        assert_eq!(
+            header(i, "__debezium.context.connectorLogicalName").as_deref(),
+            Some(setup.server_name.as_str())
+        );
+        assert_eq!(header(i, "__debezium.context.taskId").as_deref(), Some("0"));
+        assert_eq!(
+            header(i, "__debezium.context.connectorName").as_deref(),
+            Some("mysql")
+        );
+        assert_eq!(
+            header(i, "__debezium.context.runId").as_deref(),
+            Some(run.as_str())
+        );
+    }
+    assert_eq!(run.len(), 36, "a UUID: {run}");
+}
+
+/// `provide.transaction.metadata: true`: `<server_name>.transaction` gets a
+/// BEGIN record before each transaction's first event and an END record with
+/// its counts (per table as the database's own rows say) after its last; the
+/// events' `transaction` blocks name the same ids.
+#[tokio::test(flavor = "multi_thread")]
+async fn transactions_have_begin_and_end_records_on_the_transaction_topic() {
+    let mut conn = root_conn().await;
+    let db = create_db(&mut conn, "dbztxn").await;
+    for table in ["a", "b"] {
+        conn.query_drop(format!("CREATE TABLE `{db}`.{table} (id INT PRIMARY KEY)"))
+            .await
+            .unwrap();
+    }
+    let mut setup = CaptureSetup::new(&db, &gtid_now(&mut conn).await);
+    setup.extra = "events: { provide.transaction.metadata: true }\n".into();
+    let capture = TributaryProcess::capture(&setup.yaml());
+    for sql in [
+        "BEGIN; INSERT INTO `DB`.a VALUES (1), (2); INSERT INTO `DB`.b VALUES (1); COMMIT",
+        "INSERT INTO `DB`.b VALUES (2), (3)",
+    ] {
+        conn.query_drop(sql.replace("DB", &db)).await.unwrap();
+    }
+    let topic = format!("{}.transaction", setup.server_name);
+    let records = read_raw(&topic, WAIT, |r| r.len() >= 4).await;
+    assert_eq!(records.len(), 4, "log:\n{}", capture.log());
+    let values: Vec<Json> = records.iter().map(RawRecord::json).collect();
+    let statuses: Vec<&str> = values
+        .iter()
+        .map(|v| v["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(statuses, ["BEGIN", "END", "BEGIN", "END"]);
+    let mut events = read_topic(&setup.topic("a"), WAIT, |r| r.len() >= 2).await;
+    events.extend(read_topic(&setup.topic("b"), WAIT, |r| r.len() >= 3).await);
+    for (i, tables) in [(0, ["a", "b"].as_slice()), (2, ["b"].as_slice())] {
+        let (begin, end) = (&values[i], &values[i + 1]);
+        let id = begin["id"].as_str().unwrap();
+        assert_eq!(end["id"], id);
+        let key: Json = serde_json::from_slice(records[i].key.as_deref().unwrap()).unwrap();
+        assert_eq!(key, json!({ "id": id }));
+        assert_eq!(begin["event_count"], Json::Null);
+        // The events of this transaction, by their own blocks.
+        let mine: Vec<&Json> = events
+            .iter()
+            .filter_map(|r| r.value.as_ref())
+            .filter(|v| v["transaction"]["id"] == id)
+            .collect();
+        assert_eq!(end["event_count"], mine.len(), "{end}");
+        let mut expected = Vec::new();
+        for table in tables {
+            let count: i64 = conn
+                .query_first(format!(
+                    "SELECT COUNT(*) FROM `{db}`.{table} WHERE id IN (1, 2, 3)"
+                ))
+                .await
+                .unwrap()
+                .unwrap();
+            let in_txn = mine
+                .iter()
+                .filter(|v| v["source"]["table"] == *table)
+                .count() as i64;
+            assert!(in_txn <= count);
+            expected
+                .push(json!({ "data_collection": format!("{db}.{table}"), "event_count": in_txn }));
+        }
+        assert_eq!(end["data_collections"], Json::Array(expected));
+    }
+    assert_eq!(values[1]["event_count"], 3);
+    assert_eq!(values[3]["event_count"], 2);
+}
+
+/// With `compat: debezium` an idle source's heartbeats are Debezium's:
+/// `__debezium-heartbeat.<server_name>`, key `{"serverName"}`, value `{"ts_ms"}`.
+#[tokio::test(flavor = "multi_thread")]
+async fn heartbeats_are_debeziums_with_compat_debezium() {
+    let mut conn = root_conn().await;
+    let db = create_db(&mut conn, "dbzhb").await;
+    let mut setup = CaptureSetup::new(&db, &gtid_now(&mut conn).await);
+    setup.extra = "compat: debezium\nconverter: { schemas.enable: false }\n".into();
+    let yaml = setup
+        .yaml()
+        .replace("server_id:", "heartbeat_s: 1, server_id:");
+    let capture = TributaryProcess::capture(&yaml);
+    let started = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let topic = format!("__debezium-heartbeat.{}", setup.server_name);
+    let records = read_raw(&topic, WAIT, |r| !r.is_empty()).await;
+    assert!(!records.is_empty(), "log:\n{}", capture.log());
+    let key: Json = serde_json::from_slice(records[0].key.as_deref().unwrap()).unwrap();
+    assert_eq!(key, json!({ "serverName": setup.server_name }));
+    let value = records[0].json();
+    assert_eq!(value.as_object().unwrap().len(), 1, "{value}");
+    let ts = value["ts_ms"].as_i64().unwrap();
+    assert!(
+        (started - 60_000..started + 60_000).contains(&ts),
+        "{ts} vs {started}"
+    );
+}

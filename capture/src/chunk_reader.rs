@@ -20,12 +20,12 @@ use tributary_proto::{ChangeEvent, Op, Row, SourceInfo, Value};
 
 use crate::config::UndecodableText;
 use crate::error::CaptureError;
+use crate::event_shape::DecodeOptions;
 use crate::event_shape::EventShape;
 use crate::position::BinlogPosition;
 use crate::row_decoder::{ValueError, decode_value, text_value};
 use crate::schema::{Charset, ColumnKind, InfoColumn, TableSchema};
 use crate::source;
-use crate::value_modes::DecodeOptions;
 
 /// Rows the first chunk of a table asks for; later chunks follow the rows' size.
 const FIRST_ASK: usize = 64;
@@ -361,6 +361,7 @@ impl ChunkReader {
             transaction: None,
             undecodable,
             schemas: schema.record_schemas.clone(),
+            key_change: None,
         }
     }
 }

@@ -31,7 +31,7 @@ use crate::error::CaptureError;
 use crate::message_key::MessageKeyColumns;
 use crate::position::StartPosition;
 use crate::value_modes::{
-    BigIntUnsignedMode, BinaryMode, DecimalMode, DecodeOptions, TimePrecisionMode, ValueModes,
+    BigIntUnsignedMode, BinaryMode, DecimalMode, TimePrecisionMode, ValueModes,
 };
 
 /// The whole `tributary capture` configuration file.
@@ -249,7 +249,7 @@ pub enum Compat {
 /// What capture writes besides each change's record, under the names of
 /// Debezium's properties of the same meaning. Unset, an option takes the
 /// default of `compat` ([`CaptureConfig::events`] resolves them).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EventsConfig {
     /// A delete is followed by a tombstone (its key, no value), so that
@@ -257,26 +257,73 @@ pub struct EventsConfig {
     #[serde(rename = "tombstones.on.delete", default)]
     pub tombstones_on_delete: Option<bool>,
     /// Each event carries its `transaction` block (id, total order, order in
-    /// its table). Tributary's default is true, Debezium's false (`null`).
-    /// Debezium's `<topic.prefix>.transaction` topic of BEGIN/END events is
-    /// not written.
+    /// its table), and `<server_name>.transaction` gets a BEGIN and an END
+    /// record per transaction (Debezium's transaction metadata topic).
+    /// Debezium's default is false (`null` blocks, no topic); unset,
+    /// Tributary's writes the blocks but not the topic.
     #[serde(rename = "provide.transaction.metadata", default)]
     pub provide_transaction_metadata: Option<bool>,
     /// DDL statements go to `<server_name>.schema-history`. Default true
     /// (Debezium's too).
     #[serde(rename = "include.schema.changes", default)]
     pub include_schema_changes: Option<bool>,
+    /// `source.connector` of every event, the name of the `Source` schema
+    /// and the `connectorName` header: `mysql` (the default: Debezium's MySQL
+    /// connector) or `mariadb` (Debezium 3's MariaDB connector).
+    #[serde(rename = "source.connector", default)]
+    pub source_connector: SourceConnector,
+    /// Heartbeats as Debezium writes them, to `<prefix>.<server_name>` with
+    /// key `{"serverName"}` and value `{"ts_ms"}` (Debezium's
+    /// `topic.heartbeat.prefix`; `compat: debezium` takes its default,
+    /// `__debezium-heartbeat`). Unset under Tributary's defaults: heartbeats go
+    /// to `<server_name>.heartbeat` as `{ts_ms, position}`.
+    #[serde(rename = "topic.heartbeat.prefix", default)]
+    pub topic_heartbeat_prefix: Option<String>,
+    /// Every change record carries Debezium's context headers
+    /// (`__debezium.context.connectorLogicalName`, `taskId`, `connectorName`,
+    /// `runId`). Tributary's default is false, Debezium's true.
+    #[serde(rename = "extended.headers.enabled", default)]
+    pub extended_headers_enabled: Option<bool>,
+}
+
+/// Which of Debezium's connectors events name (`events.source.connector`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SourceConnector {
+    /// `io.debezium.connector.mysql.MySqlConnector`.
+    #[default]
+    Mysql,
+    /// `io.debezium.connector.mariadb.MariaDbConnector`.
+    Mariadb,
+}
+
+impl SourceConnector {
+    /// The name events carry.
+    pub fn name(self) -> &'static str {
+        match self {
+            SourceConnector::Mysql => "mysql",
+            SourceConnector::Mariadb => "mariadb",
+        }
+    }
 }
 
 /// [`EventsConfig`] with every option resolved.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Events {
     /// `tombstones.on.delete`.
     pub tombstones_on_delete: bool,
-    /// `provide.transaction.metadata`.
+    /// `provide.transaction.metadata`: the events' `transaction` blocks.
     pub provide_transaction_metadata: bool,
+    /// `provide.transaction.metadata` set to true: the BEGIN/END topic too.
+    pub transaction_topic: bool,
     /// `include.schema.changes`.
     pub include_schema_changes: bool,
+    /// `extended.headers.enabled`.
+    pub extended_headers: bool,
+    /// `topic.heartbeat.prefix`: heartbeats in Debezium's shape and topic.
+    pub heartbeat_prefix: Option<String>,
+    /// `source.connector`.
+    pub connector: &'static str,
 }
 
 /// How column values are written, under Debezium's property names and values
@@ -382,7 +429,15 @@ impl CaptureConfig {
             provide_transaction_metadata: e
                 .provide_transaction_metadata
                 .unwrap_or(self.compat == Compat::Tributary),
+            transaction_topic: e.provide_transaction_metadata == Some(true),
             include_schema_changes: e.include_schema_changes.unwrap_or(true),
+            extended_headers: e
+                .extended_headers_enabled
+                .unwrap_or(self.compat == Compat::Debezium),
+            heartbeat_prefix: e.topic_heartbeat_prefix.clone().or_else(|| {
+                (self.compat == Compat::Debezium).then(|| "__debezium-heartbeat".to_owned())
+            }),
+            connector: e.source_connector.name(),
         }
     }
 
@@ -409,16 +464,6 @@ impl CaptureConfig {
         self.converter
             .schemas_enable
             .unwrap_or(self.compat == Compat::Debezium)
-    }
-
-    /// How the decoders write values (`source.undecodable_text`, `values`,
-    /// `converter`).
-    pub fn decode_options(&self) -> DecodeOptions {
-        DecodeOptions {
-            undecodable: self.source.undecodable_text,
-            modes: self.value_modes(),
-            schemas: self.schemas_enabled(),
-        }
     }
 
     fn warn_deprecated(self) -> Self {
@@ -567,7 +612,11 @@ kafka: { brokers: '127.0.0.1:19092', producer: { linger.ms: '5' } }
             Events {
                 tombstones_on_delete: true,
                 provide_transaction_metadata: true,
-                include_schema_changes: true
+                transaction_topic: false,
+                include_schema_changes: true,
+                extended_headers: false,
+                heartbeat_prefix: None,
+                connector: "mysql",
             }
         );
         let text = format!(
@@ -617,6 +666,11 @@ kafka: { brokers: '127.0.0.1:19092', producer: { linger.ms: '5' } }
         assert_eq!(c.value_modes(), ValueModes::DEBEZIUM);
         assert!(!c.events().provide_transaction_metadata);
         assert!(c.events().tombstones_on_delete);
+        assert!(c.events().extended_headers);
+        assert_eq!(
+            c.events().heartbeat_prefix.as_deref(),
+            Some("__debezium-heartbeat")
+        );
         let c = CaptureConfig::parse(&format!(
             "{GOOD}compat: debezium\nvalues: {{ decimal.handling.mode: string }}\n\
              events: {{ provide.transaction.metadata: true }}\n"

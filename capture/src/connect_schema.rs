@@ -11,14 +11,12 @@
 //! `fields`, `optional`, `name`, `version`, `parameters`, then `field`).
 //! Column defaults are not declared (Debezium declares a column's `default`).
 
-use std::sync::Arc;
-
 use serde_json::{Map, Value as Json, json};
 use tributary_proto::RecordSchemas;
 
 use crate::schema::{ColumnKind, ColumnSchema, Declared, TableSchema};
 use crate::value_modes::{
-    BigIntUnsignedMode, BinaryMode, DecimalMode, DecodeOptions, TimePrecisionMode, ValueModes,
+    BigIntUnsignedMode, BinaryMode, DecimalMode, TimePrecisionMode, ValueModes,
 };
 use crate::value_plan::Mapper;
 
@@ -26,20 +24,14 @@ use crate::value_plan::Mapper;
 const SNAPSHOT_VALUES: &str =
     "true,first,first_in_data_collection,last_in_data_collection,last,false,incremental";
 
-/// `table` with the Connect schemas of its records, when `options` asks for them.
-pub fn attach(mut table: TableSchema, server_name: &str, options: &DecodeOptions) -> TableSchema {
-    if options.schemas {
-        table.record_schemas = Some(Arc::new(record_schemas(
-            server_name,
-            &table,
-            &options.modes,
-        )));
-    }
-    table
-}
-
-/// The Connect schemas of `table`'s records, named after `server_name`.
-pub fn record_schemas(server_name: &str, table: &TableSchema, modes: &ValueModes) -> RecordSchemas {
+/// The Connect schemas of `table`'s records, named after `server_name`, for
+/// Debezium's `connector` (`mysql`, `mariadb`).
+pub fn record_schemas(
+    server_name: &str,
+    connector: &str,
+    table: &TableSchema,
+    modes: &ValueModes,
+) -> RecordSchemas {
     let prefix = format!("{server_name}.{}.{}", table.db, table.table);
     let key = (!table.key.is_empty()).then(|| {
         let fields = table
@@ -76,7 +68,7 @@ pub fn record_schemas(server_name: &str, table: &TableSchema, modes: &ValueModes
         [
             row("before"),
             row("after"),
-            named_field(source_schema(), "source"),
+            named_field(source_schema(connector), "source"),
             named_field(transaction_schema(), "transaction"),
             named_field(plain("string", false), "op"),
             named_field(plain("int64", true), "ts_ms"),
@@ -283,8 +275,8 @@ fn allowed(labels: &[String]) -> Json {
     json!({ "allowed": escaped.join(",") })
 }
 
-/// `io.debezium.connector.mysql.Source`, version 1.
-fn source_schema() -> Json {
+/// `io.debezium.connector.<connector>.Source`, version 1.
+fn source_schema(connector: &str) -> Json {
     let snapshot = {
         let mut s = semantic(
             "string",
@@ -321,9 +313,74 @@ fn source_schema() -> Json {
             .into_iter()
             .map(|(name, schema)| named_field(schema, name)),
         false,
-        Some("io.debezium.connector.mysql.Source"),
+        Some(&format!("io.debezium.connector.{connector}.Source")),
         Some(1),
     )
+}
+
+/// A heartbeat record as Debezium writes it: key `{"serverName"}`
+/// (`io.debezium.connector.common.ServerNameKey`), value `{"ts_ms"}`
+/// (`io.debezium.connector.common.Heartbeat`), with their schemas when `schemas`.
+pub fn heartbeat_record(server_name: &str, ts_ms: i64, schemas: bool) -> (Vec<u8>, Vec<u8>) {
+    let key = json!({ "serverName": server_name });
+    let value = json!({ "ts_ms": ts_ms });
+    if !schemas {
+        return (key.to_string().into_bytes(), value.to_string().into_bytes());
+    }
+    let key_schema = struct_schema(
+        [named_field(plain("string", false), "serverName")],
+        false,
+        Some("io.debezium.connector.common.ServerNameKey"),
+        Some(1),
+    );
+    let value_schema = struct_schema(
+        [named_field(plain("int64", false), "ts_ms")],
+        false,
+        Some("io.debezium.connector.common.Heartbeat"),
+        Some(1),
+    );
+    (
+        json!({ "schema": key_schema, "payload": key })
+            .to_string()
+            .into_bytes(),
+        json!({ "schema": value_schema, "payload": value })
+            .to_string()
+            .into_bytes(),
+    )
+}
+
+/// The key and value schemas of the transaction metadata topic
+/// (`io.debezium.connector.common.TransactionMetadataKey`/`Value`, version 1).
+pub fn transaction_topic_schemas() -> (Json, Json) {
+    let key = struct_schema(
+        [named_field(plain("string", false), "id")],
+        false,
+        Some("io.debezium.connector.common.TransactionMetadataKey"),
+        Some(1),
+    );
+    let per_collection = struct_schema(
+        [
+            named_field(plain("string", false), "data_collection"),
+            named_field(plain("int64", false), "event_count"),
+        ],
+        true,
+        Some("event.collection"),
+        Some(1),
+    );
+    let collections = json!({ "type": "array", "items": per_collection, "optional": true });
+    let value = struct_schema(
+        [
+            named_field(plain("string", false), "status"),
+            named_field(plain("string", false), "id"),
+            named_field(plain("int64", true), "event_count"),
+            named_field(collections, "data_collections"),
+            named_field(plain("int64", false), "ts_ms"),
+        ],
+        false,
+        Some("io.debezium.connector.common.TransactionMetadataValue"),
+        Some(1),
+    );
+    (key, value)
 }
 
 /// `event.block`, version 1: the envelope's `transaction`.

@@ -22,7 +22,9 @@ use mysql_common::binlog::EventStreamReader;
 use mysql_common::packets::Tag;
 use tracing::{debug, info, warn};
 use tributary_proto::gtid::{Gtid, MySqlSource};
-use tributary_proto::{ChangeEvent, Op, Row, SnapshotMarker, SourceInfo, TransactionInfo, Value};
+use tributary_proto::{
+    ChangeEvent, KeyChange, Op, Row, SnapshotMarker, SourceInfo, TransactionInfo, Value,
+};
 
 use crate::change_stream::{ReaderItem, SchemaChange};
 use crate::error::CaptureError;
@@ -585,6 +587,7 @@ impl EventDecoder {
                     }),
                     undecodable: undecodable.clone(),
                     schemas: schema.record_schemas.clone(),
+                    key_change: change.key_change,
                 })));
             }
             row += 1;
@@ -650,6 +653,7 @@ struct RowChange {
     key: Row,
     before: Option<Row>,
     after: Option<Row>,
+    key_change: Option<KeyChange>,
 }
 
 /// The change events of one row: an update that changes the primary key becomes a
@@ -671,6 +675,7 @@ fn row_changes(
             key,
             before,
             after,
+            key_change: None,
         })
     };
     match (op, before, after) {
@@ -679,9 +684,21 @@ fn row_changes(
             if old_key == new_key {
                 [event(Op::Update, new_key, Some(row(b)), Some(row(a))), None]
             } else {
+                let moved = |change, event: Option<RowChange>| {
+                    event.map(|e| RowChange {
+                        key_change: Some(change),
+                        ..e
+                    })
+                };
                 [
-                    event(Op::Delete, old_key, Some(row(b)), None),
-                    event(Op::Create, new_key, None, Some(row(a))),
+                    moved(
+                        KeyChange::NewKey(new_key.clone()),
+                        event(Op::Delete, old_key.clone(), Some(row(b)), None),
+                    ),
+                    moved(
+                        KeyChange::OldKey(old_key),
+                        event(Op::Create, new_key, None, Some(row(a))),
+                    ),
                 ]
             }
         }

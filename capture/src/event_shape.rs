@@ -7,11 +7,24 @@ use std::sync::Arc;
 
 use crate::column_rules::ColumnRules;
 use crate::config::CaptureConfig;
+use crate::config::UndecodableText;
 use crate::connect_schema;
 use crate::error::CaptureError;
 use crate::message_key::MessageKeyColumns;
 use crate::schema::{InfoColumn, SchemaError, TableSchema};
-use crate::value_modes::DecodeOptions;
+use crate::value_modes::ValueModes;
+
+/// How the decoders write values: text that is not valid in its character
+/// set, and the converter modes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DecodeOptions {
+    /// `source.undecodable_text`.
+    pub undecodable: UndecodableText,
+    /// `values`.
+    pub modes: ValueModes,
+    /// Records carry their Kafka Connect schemas (`converter.schemas.enable`).
+    pub schemas: bool,
+}
 
 /// Everything the configuration says about the shape of events.
 #[derive(Debug, Clone)]
@@ -24,6 +37,8 @@ pub struct EventShape {
     pub columns: ColumnRules,
     /// How values are decoded and written.
     pub decode: DecodeOptions,
+    /// `events.source.connector`: named by the Connect schemas.
+    pub connector: &'static str,
 }
 
 impl EventShape {
@@ -33,7 +48,12 @@ impl EventShape {
             server_name: config.server_name.as_str().into(),
             keys: config.message_key_columns.clone(),
             columns: ColumnRules::parse(&config.columns)?,
-            decode: config.decode_options(),
+            decode: DecodeOptions {
+                undecodable: config.source.undecodable_text,
+                modes: config.value_modes(),
+                schemas: config.schemas_enabled(),
+            },
+            connector: config.events().connector,
         })
     }
 
@@ -49,11 +69,55 @@ impl EventShape {
         schema: TableSchema,
         info: Option<&[InfoColumn]>,
     ) -> Result<TableSchema, SchemaError> {
-        let schema = self.columns.attach(schema.keyed_by(&self.keys)?, info);
-        Ok(connect_schema::attach(
-            schema,
-            &self.server_name,
-            &self.decode,
-        ))
+        let mut schema = self.columns.attach(schema.keyed_by(&self.keys)?, info);
+        if self.decode.schemas {
+            let schemas = connect_schema::record_schemas(
+                &self.server_name,
+                self.connector,
+                &schema,
+                &self.decode.modes,
+            );
+            schema.record_schemas = Some(Arc::new(schemas));
+        }
+        Ok(schema)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shape(schemas: bool) -> EventShape {
+        EventShape {
+            server_name: "srv".into(),
+            keys: MessageKeyColumns::default(),
+            columns: ColumnRules::default(),
+            decode: DecodeOptions {
+                undecodable: UndecodableText::Stop,
+                modes: ValueModes::DEBEZIUM,
+                schemas,
+            },
+            connector: "mysql",
+        }
+    }
+
+    #[test]
+    fn schemas_are_attached_only_when_asked_for() {
+        let info = [InfoColumn {
+            name: "id".into(),
+            column_type: "int(11)".into(),
+            charset: None,
+            collation: None,
+            key_position: Some(1),
+            nullable: false,
+            char_length: None,
+        }];
+        let table = || TableSchema::from_info_columns("shop", "t", &info);
+        let plain = shape(false).table(table(), None).unwrap();
+        assert!(plain.record_schemas.is_none());
+        let with = shape(true).table(table(), None).unwrap();
+        let schemas = with.record_schemas.unwrap();
+        assert!(schemas.value.contains("srv.shop.t.Envelope"));
+        assert!(schemas.key.as_deref().unwrap().contains("srv.shop.t.Key"));
     }
 }

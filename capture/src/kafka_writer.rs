@@ -28,12 +28,14 @@ use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::ConsumerGroupMetadata;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::message::{Header, OwnedHeaders};
+use rdkafka::message::{Header, Headers as _, OwnedHeaders};
 use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord, Producer};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
-use tributary_proto::debezium_json::{EnvelopeOptions, encode_key, encode_value};
+use tributary_proto::debezium_json::{
+    EnvelopeOptions, connect_header_text, encode_key, encode_value,
+};
 use tributary_proto::partition::partition_for_key;
 use tributary_proto::{ChangeEvent, Op};
 
@@ -41,11 +43,13 @@ use crate::change_stream::SchemaChange;
 use tributary_kafka::{ClientBuilder, KafkaConfig};
 
 use crate::config::{CaptureConfig, Delivery, Events, TopicsConfig};
+use crate::connect_schema;
 use crate::error::CaptureError;
 use crate::metrics::{CaptureMetrics, TableLabel};
 use crate::position_store::{PositionStore, offsets_topic};
 use crate::sink::ChangeSink;
 use crate::source_position::{CapturePosition, SourcePosition};
+use crate::transaction_topic::{TransactionRecord, TransactionTopic};
 
 /// How many deliveries/positions may wait for acknowledgement (each a few
 /// dozen bytes: the records' bytes are in the producer's queue, bounded by
@@ -75,6 +79,12 @@ pub struct KafkaWriter<P> {
     topics_cfg: TopicsConfig,
     /// Tombstones, transaction blocks, schema changes (`events`).
     events: Events,
+    /// With `events.extended.headers.enabled`.
+    context_headers: Option<ContextHeaders>,
+    /// With `events.provide.transaction.metadata`.
+    transaction_topic: Option<TransactionTopic>,
+    /// Records carry Connect schemas (`converter.schemas.enable`).
+    schemas: bool,
     /// `kafka.replication_factor` of every topic capture creates.
     replication_factor: i32,
     /// Change topics by database, then table.
@@ -112,6 +122,8 @@ enum SideTopic {
     SchemaHistory,
     /// Liveness and position while the source is idle; only the latest matters.
     Heartbeat,
+    /// Debezium's BEGIN/END records of each transaction (`provide.transaction.metadata`).
+    Transaction,
 }
 
 impl SideTopic {
@@ -119,12 +131,13 @@ impl SideTopic {
         match self {
             SideTopic::SchemaHistory => format!("{server_name}.schema-history"),
             SideTopic::Heartbeat => format!("{server_name}.heartbeat"),
+            SideTopic::Transaction => format!("{server_name}.transaction"),
         }
     }
 
     fn cleanup_policy(self) -> &'static str {
         match self {
-            SideTopic::SchemaHistory => "delete",
+            SideTopic::SchemaHistory | SideTopic::Transaction => "delete",
             SideTopic::Heartbeat => "compact",
         }
     }
@@ -134,17 +147,57 @@ impl SideTopic {
     }
 }
 
-/// Says which columns carry raw bytes instead of text (`source.undecodable_text: base64`).
-fn undecodable_headers(columns: &[std::sync::Arc<str>]) -> OwnedHeaders {
-    OwnedHeaders::new()
-        .insert(Header {
-            key: "tributary.undecodable.columns",
-            value: Some(columns.join(",").as_bytes()),
-        })
-        .insert(Header {
-            key: "tributary.undecodable.encoding",
-            value: Some("base64"),
-        })
+/// Debezium's context headers (`extended.headers.enabled`): which connector,
+/// task and run wrote a record.
+struct ContextHeaders {
+    /// `__debezium.context.connectorLogicalName`: the server name.
+    logical_name: String,
+    /// `__debezium.context.runId`: one per capture process.
+    run_id: String,
+    /// `__debezium.context.connectorName`.
+    connector: &'static str,
+}
+
+/// The headers of one change record (its tombstone carries the same, as in
+/// Debezium): columns written as raw bytes (`source.undecodable_text:
+/// base64`), the other key of a key change, the context headers.
+fn record_headers(event: &ChangeEvent, context: Option<&ContextHeaders>) -> Option<OwnedHeaders> {
+    let mut headers = OwnedHeaders::new();
+    if !event.undecodable.is_empty() {
+        headers = headers
+            .insert(Header {
+                key: "tributary.undecodable.columns",
+                value: Some(event.undecodable.join(",").as_bytes()),
+            })
+            .insert(Header {
+                key: "tributary.undecodable.encoding",
+                value: Some("base64"),
+            });
+    }
+    if let Some(change) = &event.key_change {
+        let (name, key) = change.header();
+        headers = headers.insert(Header {
+            key: name,
+            value: Some(&connect_header_text(key)),
+        });
+    }
+    if let Some(context) = context {
+        for (key, value) in [
+            (
+                "__debezium.context.connectorLogicalName",
+                context.logical_name.as_str(),
+            ),
+            ("__debezium.context.taskId", "0"),
+            ("__debezium.context.connectorName", context.connector),
+            ("__debezium.context.runId", context.run_id.as_str()),
+        ] {
+            headers = headers.insert(Header {
+                key,
+                value: Some(value),
+            });
+        }
+    }
+    (headers.count() > 0).then_some(headers)
 }
 
 /// Capture's producer: idempotent, all acknowledgements, a queue of at most
@@ -208,6 +261,16 @@ impl<P: SourcePosition> KafkaWriter<P> {
             server_name: config.server_name.clone(),
             topics_cfg: config.topics.clone(),
             events: config.events(),
+            context_headers: config.events().extended_headers.then(|| ContextHeaders {
+                logical_name: config.server_name.clone(),
+                run_id: uuid::Uuid::new_v4().to_string(),
+                connector: config.events().connector,
+            }),
+            transaction_topic: config
+                .events()
+                .transaction_topic
+                .then(|| TransactionTopic::new(config.schemas_enabled())),
+            schemas: config.schemas_enabled(),
             replication_factor: config.kafka.replication_factor,
             topics: HashMap::new(),
             pending: tx,
@@ -230,27 +293,49 @@ impl<P: SourcePosition> KafkaWriter<P> {
         Ok(writer)
     }
 
+    /// Writes `value` to a side topic, keyed by the server name.
     async fn send_to_side_topic(
         &mut self,
         side: SideTopic,
         value: &serde_json::Value,
     ) -> Result<(), CaptureError> {
-        self.begin_transaction()?;
-        let topic = side.name(&self.server_name);
-        if self.side_topics_ready & side.bit() == 0 {
-            self.ensure_topic(&topic, 1, side.cleanup_policy()).await?;
-            self.side_topics_ready |= side.bit();
-        }
         let key =
             serde_json::to_vec(&serde_json::json!({ "server": self.server_name })).expect("json");
         let value = serde_json::to_vec(value).expect("json");
-        let record = FutureRecord::to(&topic)
-            .key(key.as_slice())
-            .payload(value.as_slice())
-            .partition(0);
+        let topic = side.name(&self.server_name);
+        self.send_side_record(side, &topic, &key, &value).await
+    }
+
+    /// Writes one record to a side topic, `topic` (one partition, created on first use).
+    async fn send_side_record(
+        &mut self,
+        side: SideTopic,
+        topic: &str,
+        key: &[u8],
+        value: &[u8],
+    ) -> Result<(), CaptureError> {
+        self.begin_transaction()?;
+        if self.side_topics_ready & side.bit() == 0 {
+            self.ensure_topic(topic, 1, side.cleanup_policy()).await?;
+            self.side_topics_ready |= side.bit();
+        }
+        let record = FutureRecord::to(topic).key(key).payload(value).partition(0);
         let delivery = self.produce(record).await?;
         self.queue(Pending::Delivery(delivery)).await?;
         self.sent_past_position();
+        Ok(())
+    }
+
+    /// Writes transaction metadata records ([`TransactionTopic`]).
+    async fn send_transaction_records(
+        &mut self,
+        records: Vec<TransactionRecord>,
+    ) -> Result<(), CaptureError> {
+        let topic = SideTopic::Transaction.name(&self.server_name);
+        for record in records {
+            self.send_side_record(SideTopic::Transaction, &topic, &record.key, &record.value)
+                .await?;
+        }
         Ok(())
     }
 
@@ -432,6 +517,10 @@ impl<P: SourcePosition> ChangeSink<P> for KafkaWriter<P> {
     /// `events.tombstones.on.delete` is off).
     async fn send(&mut self, event: &ChangeEvent) -> Result<(), CaptureError> {
         self.begin_transaction()?;
+        if let Some(topic) = &mut self.transaction_topic {
+            let begin = topic.before_event(event);
+            self.send_transaction_records(begin).await?;
+        }
         let (db, table) = (&*event.source.db, &*event.source.table);
         let keyed = !event.key.values.is_empty();
         if !self
@@ -460,6 +549,7 @@ impl<P: SourcePosition> ChangeSink<P> for KafkaWriter<P> {
         let key = keyed.then(|| encode_key(event));
         let options = EnvelopeOptions {
             transaction: self.events.provide_transaction_metadata,
+            connector: self.events.connector,
         };
         let value = encode_value(event, options);
         let partition = key
@@ -471,16 +561,20 @@ impl<P: SourcePosition> ChangeSink<P> for KafkaWriter<P> {
         if let Some(key) = &key {
             record = record.key(key.as_slice());
         }
-        if !event.undecodable.is_empty() {
-            record = record.headers(undecodable_headers(&event.undecodable));
+        let headers = record_headers(event, self.context_headers.as_ref());
+        if let Some(headers) = &headers {
+            record = record.headers(headers.clone());
         }
         let delivery = self.produce(record).await?;
         self.queue(Pending::Delivery(delivery)).await?;
         let tombstone_after = event.op == Op::Delete && self.events.tombstones_on_delete;
         if let Some(key) = key.as_ref().filter(|_| tombstone_after) {
-            let tombstone = FutureRecord::<[u8], [u8]>::to(&topic.name)
+            let mut tombstone = FutureRecord::<[u8], [u8]>::to(&topic.name)
                 .key(key.as_slice())
                 .partition(partition);
+            if let Some(headers) = headers {
+                tombstone = tombstone.headers(headers);
+            }
             let delivery = self.produce(tombstone).await?;
             self.queue(Pending::Delivery(delivery)).await?;
         }
@@ -506,20 +600,41 @@ impl<P: SourcePosition> ChangeSink<P> for KafkaWriter<P> {
             .await
     }
 
-    /// Writes a heartbeat (`<server_name>.heartbeat`) and commits its position, so an idle
-    /// source still advances the stored position and consumers see capture is alive.
+    /// Writes a heartbeat and commits its position, so an idle source still
+    /// advances the stored position and consumers see capture is alive:
+    /// `<server_name>.heartbeat` with the position, or, with
+    /// `events.topic.heartbeat.prefix`, Debezium's heartbeat record.
     async fn send_heartbeat(&mut self, position: CapturePosition<P>) -> Result<(), CaptureError> {
-        let value = serde_json::json!({
-            "ts_ms": position.source.ts_ms(),
-            "position": position.source.to_json(),
-        });
-        self.send_to_side_topic(SideTopic::Heartbeat, &value)
-            .await?;
+        let ts_ms = position.source.ts_ms();
+        match &self.events.heartbeat_prefix {
+            None => {
+                let value = serde_json::json!({
+                    "ts_ms": ts_ms,
+                    "position": position.source.to_json(),
+                });
+                self.send_to_side_topic(SideTopic::Heartbeat, &value)
+                    .await?;
+            }
+            Some(prefix) => {
+                let topic = format!("{prefix}.{}", self.server_name);
+                let (key, value) =
+                    connect_schema::heartbeat_record(&self.server_name, ts_ms, self.schemas);
+                self.send_side_record(SideTopic::Heartbeat, &topic, &key, &value)
+                    .await?;
+            }
+        }
         self.commit(position).await
     }
 
     /// Marks a committed transaction: `position` is stored once everything before it is acknowledged.
     async fn commit(&mut self, position: CapturePosition<P>) -> Result<(), CaptureError> {
+        if let Some(end) = self
+            .transaction_topic
+            .as_mut()
+            .and_then(TransactionTopic::on_commit)
+        {
+            self.send_transaction_records(vec![end]).await?;
+        }
         let Some(txn) = &mut self.transactions else {
             return self.queue(Pending::Commit(position)).await;
         };

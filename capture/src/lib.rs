@@ -49,6 +49,7 @@ pub mod snapshot_source;
 pub mod source;
 pub mod source_position;
 mod streaming;
+mod transaction_topic;
 pub mod value_modes;
 pub mod value_plan;
 

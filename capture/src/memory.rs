@@ -220,6 +220,7 @@ impl MemoryDatabase {
                 transaction: None,
                 undecodable: Vec::new(),
                 schemas: None,
+                key_change: None,
             })));
         }
         inner.log.push(ReaderItem::Commit(position(pos)));
@@ -454,6 +455,7 @@ impl SnapshotSource for MemorySnapshot {
                 transaction: None,
                 undecodable: Vec::new(),
                 schemas: None,
+                key_change: None,
             };
             if rows.row(event).await?.is_break() {
                 return Ok(TableRead::Stopped);
@@ -568,6 +570,7 @@ impl ChunkSource for MemoryChunks {
                 transaction: None,
                 undecodable: Vec::new(),
                 schemas: None,
+                key_change: None,
             })
             .collect();
         Ok(ChunkRead::Chunk {

@@ -22,10 +22,10 @@ use mysql_common::io::ParseBuf;
 use tributary_proto::Value;
 
 use crate::config::UndecodableText;
+use crate::event_shape::DecodeOptions;
 use crate::fast_value;
 use crate::row_decoder::{ValueError, decode_value};
 use crate::schema::{ColumnKind, TableSchema};
-use crate::value_modes::DecodeOptions;
 
 /// `binlog_row_value_options` bit: JSON columns of the after image may be diffs.
 const PARTIAL_JSON_UPDATES: u64 = 1;

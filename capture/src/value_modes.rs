@@ -16,7 +16,6 @@ use num_bigint::BigInt;
 use serde::Deserialize;
 use tributary_proto::Value;
 
-use crate::config::UndecodableText;
 use crate::row_decoder::ValueError;
 use crate::schema::ColumnKind;
 
@@ -222,18 +221,6 @@ fn time_text(micros: i64) -> String {
         secs % 60,
         abs % 1_000_000
     )
-}
-
-/// How the decoders write values: text that is not valid in its character
-/// set, and the converter modes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DecodeOptions {
-    /// `source.undecodable_text`.
-    pub undecodable: UndecodableText,
-    /// `values`.
-    pub modes: ValueModes,
-    /// Records carry their Kafka Connect schemas (`converter.schemas.enable`).
-    pub schemas: bool,
 }
 
 #[cfg(test)]

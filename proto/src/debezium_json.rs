@@ -20,7 +20,8 @@ use crate::value::Value;
 
 /// `source.version`: the Tributary version that wrote the event.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
-/// `source.connector`: Debezium consumers branch on this; Tributary reads MySQL-protocol binlogs.
+/// `source.connector` by default: Debezium consumers branch on it; Tributary
+/// reads MySQL-protocol binlogs (Debezium 3's MariaDB connector writes `mariadb`).
 pub const CONNECTOR: &str = "mysql";
 
 impl Serialize for Value {
@@ -122,17 +123,43 @@ fn payload_of(json: serde_json::Value) -> serde_json::Value {
     }
 }
 
+/// A key as Kafka Connect's default header converter (`SimpleHeaderConverter`)
+/// writes a struct, the value of Debezium's `__debezium.newkey`/`oldkey`
+/// headers: `{"id":1,"name":"a"}`, field names and strings quoted with only
+/// `\` and `"` escaped, bytes as quoted base64, numbers as in the payload.
+pub fn connect_header_text(key: &Row) -> String {
+    let quoted = |text: &str| format!("\"{}\"", text.replace('\\', "\\\\").replace('"', "\\\""));
+    let fields: Vec<String> = key
+        .columns
+        .iter()
+        .zip(&key.values)
+        .map(|(name, value)| {
+            let text = match value {
+                Value::String(s) => quoted(s),
+                other => other.to_json().to_string(),
+            };
+            format!("{}:{text}", quoted(name))
+        })
+        .collect();
+    format!("{{{}}}", fields.join(","))
+}
+
 /// What an envelope carries besides the change itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EnvelopeOptions {
     /// The `transaction` block (Debezium's `provide.transaction.metadata`);
     /// `null` without it.
     pub transaction: bool,
+    /// `source.connector`: [`CONNECTOR`], or `mariadb` as Debezium's MariaDB connector.
+    pub connector: &'static str,
 }
 
 impl Default for EnvelopeOptions {
     fn default() -> Self {
-        EnvelopeOptions { transaction: true }
+        EnvelopeOptions {
+            transaction: true,
+            connector: CONNECTOR,
+        }
     }
 }
 
@@ -144,7 +171,7 @@ pub fn encode_value(event: &ChangeEvent, options: EnvelopeOptions) -> Vec<u8> {
         after: event.after.as_ref(),
         source: SourceJson {
             version: VERSION,
-            connector: CONNECTOR,
+            connector: options.connector,
             name: &src.name,
             ts_ms: src.ts_ms,
             snapshot: src.snapshot.as_str(),
@@ -248,6 +275,7 @@ pub fn decode(key: &[u8], value: &[u8]) -> Result<ChangeEvent, CodecError> {
         // Said by a record header, not the JSON.
         undecodable: Vec::new(),
         schemas: None,
+        key_change: None,
     })
 }
 
@@ -356,6 +384,7 @@ mod tests {
             }),
             undecodable: Vec::new(),
             schemas: None,
+            key_change: None,
         }
     }
 
@@ -419,7 +448,10 @@ mod tests {
         );
         assert_eq!(encode_key(&event), br#"{"id":7}"#);
         // Without transaction metadata (Debezium's default) the block is null.
-        let options = EnvelopeOptions { transaction: false };
+        let options = EnvelopeOptions {
+            transaction: false,
+            ..EnvelopeOptions::default()
+        };
         let json: serde_json::Value =
             serde_json::from_slice(&encode_value(&event, options)).unwrap();
         assert_eq!(json["transaction"], serde_json::Value::Null);
@@ -492,8 +524,12 @@ mod tests {
             }),
             undecodable: Vec::new(),
             schemas: None,
+            key_change: None,
         };
-        let options = EnvelopeOptions { transaction: false };
+        let options = EnvelopeOptions {
+            transaction: false,
+            ..EnvelopeOptions::default()
+        };
         let mut ours: serde_json::Value =
             serde_json::from_slice(&encode_value(&event, options)).unwrap();
         let mut theirs: serde_json::Value = serde_json::from_str(DEBEZIUM_CREATE).unwrap();
@@ -544,6 +580,30 @@ mod tests {
         assert_eq!(
             row_after(json).unwrap().unwrap()["name"],
             serde_json::json!("b😀")
+        );
+    }
+
+    #[test]
+    fn keys_in_headers_are_as_connects_simple_header_converter_writes_structs() {
+        let key = Row {
+            columns: vec![
+                "id".to_owned(),
+                "na\"me".to_owned(),
+                "b".to_owned(),
+                "n".to_owned(),
+            ]
+            .into(),
+            values: vec![
+                Value::Int(-7),
+                Value::String("a\\b \"c\" é\n".into()),
+                Value::Bytes(vec![0, 255]),
+                Value::Null,
+            ],
+        };
+        // Kafka's Values.append: only backslash and double quote are escaped.
+        assert_eq!(
+            connect_header_text(&key),
+            "{\"id\":-7,\"na\\\"me\":\"a\\\\b \\\"c\\\" é\n\",\"b\":\"AP8=\",\"n\":null}"
         );
     }
 

@@ -139,6 +139,29 @@ pub struct ChangeEvent {
     /// The Kafka Connect schemas the key and value are written with
     /// (`{"schema", "payload"}`); `None` writes them without.
     pub schemas: Option<Arc<RecordSchemas>>,
+    /// Set on the two events of an update that changed the row's key.
+    pub key_change: Option<KeyChange>,
+}
+
+/// An update that changed a row's key is a delete of the old key and a
+/// create of the new one; each names the other key (Debezium's
+/// `__debezium.newkey` and `__debezium.oldkey` record headers).
+#[derive(Debug, Clone, PartialEq)]
+pub enum KeyChange {
+    /// On the delete of the old key: the new key.
+    NewKey(Row),
+    /// On the create of the new key: the old key.
+    OldKey(Row),
+}
+
+impl KeyChange {
+    /// The record header it is written as, and the key.
+    pub fn header(&self) -> (&'static str, &Row) {
+        match self {
+            KeyChange::NewKey(key) => ("__debezium.newkey", key),
+            KeyChange::OldKey(key) => ("__debezium.oldkey", key),
+        }
+    }
 }
 
 /// The Kafka Connect schemas of a table version's records, as JSON text

@@ -16,7 +16,7 @@ pub mod partition;
 pub mod value;
 
 pub use envelope::{
-    ChangeEvent, Op, RecordSchemas, Row, SnapshotMarker, SourceInfo, TransactionInfo,
+    ChangeEvent, KeyChange, Op, RecordSchemas, Row, SnapshotMarker, SourceInfo, TransactionInfo,
 };
 pub use error::CodecError;
 pub use value::Value;

@@ -105,7 +105,7 @@ fn compact(text: &str) -> String {
 
 #[test]
 fn the_value_schema_is_debeziums_byte_for_byte() {
-    let schemas = record_schemas("srv", &table(), &ValueModes::DEBEZIUM);
+    let schemas = record_schemas("srv", "mysql", &table(), &ValueModes::DEBEZIUM);
     assert_eq!(schemas.value, compact(DEBEZIUM_VALUE_SCHEMA));
     assert_eq!(
         schemas.key.as_deref(),
@@ -136,7 +136,7 @@ fn modes_change_the_column_types() {
             info("s", "smallint(5) unsigned", true, None),
         ],
     );
-    let schemas = record_schemas("srv", &table, &modes);
+    let schemas = record_schemas("srv", "mysql", &table, &modes);
     let value: Json = serde_json::from_str(&schemas.value).unwrap();
     let fields = &value["fields"][1]["fields"];
     let by_name = |name: &str| {
@@ -177,23 +177,8 @@ fn modes_change_the_column_types() {
 }
 
 #[test]
-fn schemas_are_attached_only_when_asked_for() {
-    let options = DecodeOptions {
-        undecodable: crate::config::UndecodableText::Stop,
-        modes: ValueModes::DEBEZIUM,
-        schemas: false,
-    };
-    assert!(attach(table(), "srv", &options).record_schemas.is_none());
-    let on = DecodeOptions {
-        schemas: true,
-        ..options
-    };
-    let table = attach(table(), "srv", &on);
-    assert!(
-        table
-            .record_schemas
-            .unwrap()
-            .value
-            .contains("srv.shop.t.Envelope")
-    );
+fn the_source_schema_names_the_connector() {
+    let value = record_schemas("srv", "mariadb", &table(), &ValueModes::DEBEZIUM).value;
+    assert!(value.contains(r#""name":"io.debezium.connector.mariadb.Source""#));
+    assert!(!value.contains("connector.mysql"));
 }

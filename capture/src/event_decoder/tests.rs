@@ -22,8 +22,9 @@ use super::*;
 use crate::charset::Collations;
 use crate::column_rules::ColumnRules;
 use crate::config::{Patterns, UndecodableText};
+use crate::event_shape::DecodeOptions;
 use crate::message_key::MessageKeyColumns;
-use crate::value_modes::{DecodeOptions, ValueModes};
+use crate::value_modes::ValueModes;
 
 const SERVER_ID: u32 = 1;
 const FILE: &str = "binlog.000007";
@@ -292,6 +293,7 @@ fn decoder(from: &BinlogPosition, gtid_mode_on: bool) -> EventDecoder {
                 modes: ValueModes::TRIBUTARY,
                 schemas: false,
             },
+            connector: "mysql",
         },
         info: ServerInfo {
             version: "8.0.36".into(),

@@ -155,6 +155,7 @@ mod tests {
             transaction: None,
             undecodable: Vec::new(),
             schemas: None,
+            key_change: None,
         }
     }
 
