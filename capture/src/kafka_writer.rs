@@ -28,7 +28,7 @@ use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::ConsumerGroupMetadata;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::message::{Header, Headers as _, OwnedHeaders};
+use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord, Producer};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -162,6 +162,10 @@ struct ContextHeaders {
 /// Debezium): columns written as raw bytes (`source.undecodable_text:
 /// base64`), the other key of a key change, the context headers.
 fn record_headers(event: &ChangeEvent, context: Option<&ContextHeaders>) -> Option<OwnedHeaders> {
+    if event.undecodable.is_empty() && event.key_change.is_none() && context.is_none() {
+        // Most records: no header list is allocated.
+        return None;
+    }
     let mut headers = OwnedHeaders::new();
     if !event.undecodable.is_empty() {
         headers = headers
@@ -197,7 +201,7 @@ fn record_headers(event: &ChangeEvent, context: Option<&ContextHeaders>) -> Opti
             });
         }
     }
-    (headers.count() > 0).then_some(headers)
+    Some(headers)
 }
 
 /// Capture's producer: idempotent, all acknowledgements, a queue of at most

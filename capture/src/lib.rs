@@ -2,7 +2,7 @@
 //!
 //! The path of a change, in order:
 //! [`source`] (connect, preflight) → [`snapshot`] (existing rows, once) → [`binlog_reader`] (replication stream,
-//! GTID/file position, TABLE_MAP → [`schema`], rows → [`row_decoder`]) →
+//! GTID/file position, TABLE_MAP → [`schema`] shaped by [`event_shape`], rows → [`row_decoder`]) →
 //! [`kafka_writer`] (Debezium JSON, murmur2 partition, ordered acknowledgement)
 //! → [`position_store`] (compacted `<server_name>.offsets`). While streaming,
 //! [`incremental`] snapshots requested tables chunk by chunk, merged with the stream.

@@ -171,8 +171,14 @@ mod tests {
     }
 
     /// Every Rust file of the workspace but this one, outside build outputs.
+    /// The crate is found where cargo runs the test (a binary built from
+    /// another checkout sharing the target directory names that checkout).
     fn workspace_sources() -> Vec<std::path::PathBuf> {
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        let manifest_dir = std::env::var_os("CARGO_MANIFEST_DIR").map_or_else(
+            || env!("CARGO_MANIFEST_DIR").into(),
+            std::path::PathBuf::from,
+        );
+        let root = manifest_dir
             .parent()
             .expect("the workspace holds this crate");
         // `file!()` is relative to the workspace root, where cargo runs rustc.
