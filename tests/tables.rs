@@ -158,6 +158,23 @@ async fn differences(
     diffs
 }
 
+/// Waits (a minute at most) until the table holds exactly the source's rows.
+async fn until_equal(table: &tributary_tables::LocalTable, expected: &BTreeMap<i64, Json>) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let diffs = differences(table, expected).await;
+        if diffs.is_empty() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "table never matched the source: {:?}",
+            &diffs[..diffs.len().min(5)]
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn materialized_state_equals_the_source_and_restarts_without_replay() {
     let mut conn = root_conn().await;
@@ -219,19 +236,7 @@ async fn materialized_state_equals_the_source_and_restarts_without_replay() {
     let instance = Instance::start(&yaml).await;
     instance.wait_serving(Duration::from_secs(60)).await;
     let table = instance.table("items");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let diffs = differences(&table, &expected).await;
-        if diffs.is_empty() {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "table never matched the source: {:?}",
-            &diffs[..diffs.len().min(5)]
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    until_equal(&table, &expected).await;
     assert_eq!(
         table.get(&json!({ "id": 7 })).await.unwrap(),
         None,
@@ -341,19 +346,7 @@ async fn a_topic_with_debeziums_schemas_materializes_the_same_rows() {
     let instance = Instance::start(&yaml).await;
     instance.wait_serving(Duration::from_secs(60)).await;
     let table = instance.table("items");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let diffs = differences(&table, &expected).await;
-        if diffs.is_empty() {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "table never matched the source: {:?}",
-            &diffs[..diffs.len().min(5)]
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    until_equal(&table, &expected).await;
     drop(table);
     instance.stop().await;
 }
