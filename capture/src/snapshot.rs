@@ -1,7 +1,9 @@
 //! The consistent initial snapshot: every captured table's current rows as `op: r`
 //! events, then the position streaming continues from. The rows come from a
 //! [`SnapshotSource`] (MySQL/MariaDB: [`mysql_snapshot`]) and go to a
-//! [`ChangeSink`], the very last event marked `last`.
+//! [`ChangeSink`], marked as Debezium marks them: `first` (the first row of
+//! the first table), `first_in_data_collection` and `last_in_data_collection`
+//! (a table's first and last rows), `last` (the very last event), `true`.
 //!
 //! No position is stored until the whole snapshot is acknowledged: a snapshot
 //! interrupted by a crash or a stop starts over at the next start (the
@@ -72,7 +74,7 @@ pub async fn run<S: SnapshotSource>(
     position.mark_source(&mut events_source);
     // The latest event, held back so the very last one can be marked `last`.
     let mut held: Option<ChangeEvent> = None;
-    for table in &tables {
+    for (order, table) in tables.iter().enumerate() {
         if shutdown.is_cancelled() {
             info!("snapshot interrupted; it starts over at the next start");
             return Ok(None);
@@ -93,6 +95,7 @@ pub async fn run<S: SnapshotSource>(
             progress: SnapshotProgress::new(&label.table, table.estimate),
             label,
             done: 0,
+            first_table: order == 0,
         };
         match source.read_table(table, &events_source, &mut rows).await? {
             TableRead::Read => rows.finish(),
@@ -124,10 +127,17 @@ struct TableRows<'a, W, P> {
     progress: SnapshotProgress,
     label: TableLabel,
     done: u64,
+    /// The snapshot's first table: its first row is marked `first`.
+    first_table: bool,
 }
 
 impl<P: SourcePosition, W: ChangeSink<P>> SnapshotRows for TableRows<'_, W, P> {
-    async fn row(&mut self, event: ChangeEvent) -> Result<ControlFlow<()>, CaptureError> {
+    async fn row(&mut self, mut event: ChangeEvent) -> Result<ControlFlow<()>, CaptureError> {
+        event.source.snapshot = match (self.done, self.first_table) {
+            (0, true) => SnapshotMarker::First,
+            (0, false) => SnapshotMarker::FirstInDataCollection,
+            _ => SnapshotMarker::True,
+        };
         if let Some(previous) = self.held.replace(event) {
             self.writer.send(&previous).await?;
         }
@@ -152,7 +162,15 @@ impl<W, P> TableRows<'_, W, P> {
         self.progress.update(self.done);
     }
 
+    /// The table is read: its last row (still held) is marked as such,
+    /// unless it is the snapshot's first (`first` comes before
+    /// `last_in_data_collection`, as in Debezium).
     fn finish(&mut self) {
+        if let Some(last) = self.held.as_mut().filter(|_| self.done > 0) {
+            if last.source.snapshot != SnapshotMarker::First {
+                last.source.snapshot = SnapshotMarker::LastInDataCollection;
+            }
+        }
         self.report();
         self.progress.finish(self.done);
     }

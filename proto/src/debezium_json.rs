@@ -294,12 +294,10 @@ fn source_from_json(json: &serde_json::Value) -> Result<SourceInfo, CodecError> 
     if !json.is_object() {
         return Err(CodecError::field("source", "missing or not a JSON object"));
     }
-    let snapshot = match json.get("snapshot").and_then(|s| s.as_str()) {
-        Some("true") => SnapshotMarker::True,
-        Some("last") => SnapshotMarker::Last,
-        Some("incremental") => SnapshotMarker::Incremental,
-        _ => SnapshotMarker::False,
-    };
+    let snapshot = json
+        .get("snapshot")
+        .and_then(|s| s.as_str())
+        .map_or(SnapshotMarker::False, SnapshotMarker::parse);
     Ok(SourceInfo {
         name: str_field(json, "source.name", "name")?.into(),
         ts_ms: json
@@ -551,6 +549,28 @@ mod tests {
             }
         }
         assert_eq!(ours, theirs);
+    }
+
+    #[test]
+    fn every_snapshot_marker_reads_back_as_written() {
+        let written = [
+            "false",
+            "true",
+            "first",
+            "first_in_data_collection",
+            "last_in_data_collection",
+            "last",
+            "incremental",
+        ];
+        for text in written {
+            let mut event = sample();
+            event.source.snapshot = SnapshotMarker::parse(text);
+            let value = encode_value(&event, EnvelopeOptions::default());
+            let json: serde_json::Value = serde_json::from_slice(&value).unwrap();
+            assert_eq!(json["source"]["snapshot"], text);
+            let back = decode(&encode_key(&event), &value).unwrap();
+            assert_eq!(back.source.snapshot.as_str(), text);
+        }
     }
 
     #[test]

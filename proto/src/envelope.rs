@@ -48,6 +48,12 @@ pub enum SnapshotMarker {
     False,
     /// Read by a snapshot.
     True,
+    /// The first event of a snapshot (the first row of its first table).
+    First,
+    /// The first row of a table other than the snapshot's first.
+    FirstInDataCollection,
+    /// The last row of a table other than the snapshot's last.
+    LastInDataCollection,
     /// The last event of a snapshot.
     Last,
     /// Read by an on-demand snapshot while streaming.
@@ -60,9 +66,27 @@ impl SnapshotMarker {
         match self {
             SnapshotMarker::False => "false",
             SnapshotMarker::True => "true",
+            SnapshotMarker::First => "first",
+            SnapshotMarker::FirstInDataCollection => "first_in_data_collection",
+            SnapshotMarker::LastInDataCollection => "last_in_data_collection",
             SnapshotMarker::Last => "last",
             SnapshotMarker::Incremental => "incremental",
         }
+    }
+
+    /// The marker written as `text` (`false` for anything else).
+    pub fn parse(text: &str) -> SnapshotMarker {
+        [
+            SnapshotMarker::True,
+            SnapshotMarker::First,
+            SnapshotMarker::FirstInDataCollection,
+            SnapshotMarker::LastInDataCollection,
+            SnapshotMarker::Last,
+            SnapshotMarker::Incremental,
+        ]
+        .into_iter()
+        .find(|m| m.as_str() == text)
+        .unwrap_or(SnapshotMarker::False)
     }
 }
 
