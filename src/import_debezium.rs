@@ -182,6 +182,8 @@ struct Builder {
     values: BTreeMap<&'static str, String>,
     /// `converter.schemas.enable`, and whether the connector config set it.
     schemas_enable: (bool, bool),
+    /// `converter.replace.null.with.default`, and whether the connector config set it.
+    replace_null_with_default: (bool, bool),
     /// `events.topic.heartbeat.prefix`.
     heartbeat_prefix: Option<String>,
     /// Debezium's MariaDB connector: events say `source.connector: mariadb`.
@@ -523,6 +525,10 @@ impl Builder {
         let (key_schemas, value_schemas) = (schemas("key"), schemas("value"));
         // Unset, the JsonConverter's default (true), unless the Connect worker's config says otherwise.
         self.schemas_enable = (value_schemas.unwrap_or(true), value_schemas.is_some());
+        let replace = props
+            .get("value.converter.replace.null.with.default")
+            .map(|v| v.trim() != "false");
+        self.replace_null_with_default = (replace.unwrap_or(true), replace.is_some());
         if key_schemas.unwrap_or(true) != self.schemas_enable.0 {
             self.note_not_reproduced(
                 format!(
@@ -674,15 +680,19 @@ impl Builder {
             }
         }
         line("converter:".into());
-        line(format!(
-            "  schemas.enable: {}   # {}",
-            self.schemas_enable.0,
-            if self.schemas_enable.1 {
-                "value.converter.schemas.enable"
-            } else {
-                "unset in the connector: the JsonConverter's default; set false if your Connect worker does"
-            }
-        ));
+        for (name, (on, set)) in [
+            ("schemas.enable", self.schemas_enable),
+            ("replace.null.with.default", self.replace_null_with_default),
+        ] {
+            line(format!(
+                "  {name}: {on}   # {}",
+                if set {
+                    format!("value.converter.{name}")
+                } else {
+                    "unset in the connector: the JsonConverter's default; set false if your Connect worker does".into()
+                }
+            ));
+        }
         line("kafka:".into());
         line(format!("  brokers: {}", json_string(&brokers)));
         if let Some(mb) = self.max_pending_mb {
@@ -812,6 +822,7 @@ mod tests {
         assert_eq!(config.value_modes(), ValueModes::DEBEZIUM);
         // The JsonConverter's default, written out with where it comes from.
         assert!(config.schemas_enabled());
+        assert!(config.replaces_null_with_default(), "the JsonConverter's default");
         assert!(
             out.yaml
                 .contains("schemas.enable: true   # unset in the connector"),
@@ -887,6 +898,7 @@ time.precision.mode=connect
 binary.handling.mode=hex
 value.converter=org.apache.kafka.connect.json.JsonConverter
 value.converter.schemas.enable=false
+value.converter.replace.null.with.default=false
 key.converter.schemas.enable=true
 provide.transaction.metadata=true
 tombstones.on.delete=false
@@ -932,6 +944,7 @@ column.mask.with.4.chars=shop.users.ssn
             "{differ:?}"
         );
         assert!(!config.schemas_enabled());
+        assert!(!config.replaces_null_with_default());
         assert!(
             differ.contains(&"key.converter.schemas.enable=true"),
             "{differ:?}"

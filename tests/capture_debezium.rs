@@ -628,3 +628,106 @@ async fn heartbeats_are_debeziums_with_compat_debezium() {
         "{ts} vs {started}"
     );
 }
+
+/// Columns with defaults: (column, definition). The server computes each
+/// literal default into the row `INSERT … (id) VALUES (1)` stores.
+const DEFAULTED: &[(&str, &str)] = &[
+    ("i", "INT DEFAULT -5"),
+    ("ti", "TINYINT(1) DEFAULT 1"),
+    ("bu", "BIGINT UNSIGNED DEFAULT 7"),
+    ("d", "DECIMAL(5,2) DEFAULT 1.5"),
+    ("f", "FLOAT DEFAULT 1.1"),
+    ("db", "DOUBLE DEFAULT 1e20"),
+    ("s", "VARCHAR(20) DEFAULT 'it''s \\\\ x'"),
+    ("e", "ENUM('x','y') DEFAULT 'y'"),
+    ("st", "SET('a','b') DEFAULT 'a,b'"),
+    ("g", "BIT(3) DEFAULT b'101'"),
+    ("b1", "BIT(1) DEFAULT b'1'"),
+    ("dt", "DATE DEFAULT '2020-01-02'"),
+    ("dtt", "DATETIME(3) DEFAULT '2021-02-03 04:05:06.789'"),
+    ("ts", "TIMESTAMP(2) NULL DEFAULT '2020-01-01 01:02:03.45'"),
+    ("tm", "TIME DEFAULT '-01:02:03'"),
+    ("y", "YEAR DEFAULT 2024"),
+    ("vb", "VARBINARY(4) DEFAULT 'ab'"),
+];
+
+#[tokio::test(flavor = "multi_thread")]
+async fn column_defaults_are_declared_and_replace_nulls_as_the_json_converter_does() {
+    let mut conn = root_conn().await;
+    let db = create_db(&mut conn, "dbzdefault").await;
+    let defs: Vec<String> = DEFAULTED
+        .iter()
+        .map(|(c, d)| format!("`{c}` {d}"))
+        .collect();
+    conn.query_drop(format!(
+        "CREATE TABLE `{db}`.t (id INT PRIMARY KEY, {}, \
+         nn VARCHAR(5) NULL, ex INT DEFAULT (1 + 2), \
+         cur DATETIME DEFAULT CURRENT_TIMESTAMP, \
+         tsn TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP); \
+         INSERT INTO `{db}`.t (id) VALUES (1);",
+        defs.join(", ")
+    ))
+    .await
+    .unwrap();
+    let mut setup = CaptureSetup::new(&db, "").with_snapshot(10);
+    setup.extra = "compat: debezium\n".into();
+    let capture = TributaryProcess::capture(&setup.yaml());
+    let topic = setup.topic("t");
+    read_raw(&topic, WAIT, |r| !r.is_empty()).await;
+    // Every nullable column NULL.
+    let nulls: Vec<&str> = DEFAULTED
+        .iter()
+        .map(|(c, _)| *c)
+        .chain(["nn", "ex", "cur"])
+        .collect();
+    conn.query_drop(format!(
+        "INSERT INTO `{db}`.t (id, {}) VALUES (2, {})",
+        nulls.join(", "),
+        vec!["NULL"; nulls.len()].join(", ")
+    ))
+    .await
+    .unwrap();
+    let records = read_raw(&topic, WAIT, |r| r.len() >= 2).await;
+    assert_eq!(records.len(), 2, "log:\n{}", capture.log());
+    let of_row = |id: i64| {
+        records
+            .iter()
+            .map(RawRecord::json)
+            .find(|r| r["payload"]["after"]["id"] == id)
+            .expect("an event per row")
+    };
+    let (snapshot, streamed) = (of_row(1), of_row(2));
+    let defaults_row = &snapshot["payload"]["after"];
+    let fields = snapshot["schema"]["fields"][1]["fields"].as_array().unwrap();
+    let field = |name: &str| fields.iter().find(|f| f["field"] == name).unwrap().clone();
+    for (column, definition) in DEFAULTED {
+        // The schema declares what the server stored for DEFAULT…
+        assert_eq!(
+            field(column)["default"],
+            defaults_row[*column],
+            "{column} {definition}: {}",
+            field(column)
+        );
+        // …after the parameters, before the field name, as the JsonConverter orders them.
+        let keys: Vec<String> = field(column).as_object().unwrap().keys().cloned().collect();
+        let at = keys.iter().position(|k| k == "default").unwrap();
+        assert_eq!(&keys[at + 1..], ["field"], "{column}: {keys:?}");
+        // …and a NULL is written as that default (replace.null.with.default).
+        assert_eq!(
+            streamed["payload"]["after"][*column],
+            defaults_row[*column],
+            "{column} {definition}"
+        );
+    }
+    // No default declared: no DEFAULT, an expression.
+    for column in ["nn", "ex"] {
+        assert!(field(column).get("default").is_none(), "{}", field(column));
+        assert_eq!(streamed["payload"]["after"][column], Json::Null, "{column}");
+    }
+    // CURRENT_TIMESTAMP: the epoch, as Debezium declares it.
+    assert_eq!(field("cur")["default"], 0);
+    assert_eq!(streamed["payload"]["after"]["cur"], 0);
+    assert_eq!(field("tsn")["default"], "1970-01-01T00:00:00Z");
+    // The server's own current time in a NOT NULL column is never replaced.
+    assert_ne!(streamed["payload"]["after"]["tsn"], "1970-01-01T00:00:00Z");
+}

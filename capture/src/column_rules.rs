@@ -18,7 +18,7 @@ use regex::{Regex, RegexBuilder};
 use tributary_config::ConfigError;
 
 use crate::schema::{ColumnKind, Declared, InfoColumn, TableSchema};
-use crate::value_plan::{HashAlgorithm, Hashing, Mapper, ValuePlan};
+use crate::value_plan::{HashAlgorithm, Hashing, Mapper, PlannedColumn, ValuePlan};
 
 /// The `columns:` section: Debezium's `column.*` property names and values.
 pub type ColumnsConfig = BTreeMap<String, String>;
@@ -222,7 +222,11 @@ impl ColumnRules {
                     }),
                 });
             names.push(column.name.clone());
-            columns.push((i, mapper));
+            columns.push(PlannedColumn {
+                index: i,
+                mapper,
+                null_default: None,
+            });
         }
         table.value_plan = Some(Arc::new(ValuePlan {
             names: names.into(),
@@ -235,6 +239,7 @@ impl ColumnRules {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::column_default::DefaultExpr;
 
     fn rules(pairs: &[(&str, &str)]) -> Result<ColumnRules, ConfigError> {
         ColumnRules::parse(
@@ -255,6 +260,7 @@ mod tests {
             key_position: (name == "id").then_some(1),
             nullable: name != "id",
             char_length,
+            default: DefaultExpr::None,
         }
     }
 
@@ -292,7 +298,7 @@ mod tests {
         let table = rules.attach(table, Some(&info));
         let plan = table.value_plan.as_ref().unwrap();
         assert_eq!(&*plan.names, ["id", "email", "ssn", "bio"]);
-        let mappers: Vec<Option<&Mapper>> = plan.columns.iter().map(|(_, m)| m.as_ref()).collect();
+        let mappers: Vec<Option<&Mapper>> = plan.columns.iter().map(|c| c.mapper.as_ref()).collect();
         assert_eq!(mappers[0], None);
         assert!(matches!(mappers[1], Some(Mapper::Hash(h)) if h.max_chars == Some(20) && !h.v2));
         // Truncation is tried before the mask, as in Debezium.
@@ -315,16 +321,16 @@ mod tests {
         let (table, info) = users();
         let table = rules.attach(table, Some(&info));
         let plan = table.value_plan.as_ref().unwrap();
-        assert_eq!(plan.columns[1].1, None);
+        assert_eq!(plan.columns[1].mapper, None);
         assert_eq!(
-            plan.columns[3].1,
+            plan.columns[3].mapper,
             Some(Mapper::Truncate(30)),
             "bio is VARCHAR(200)"
         );
         // Without the declared lengths, a truncation is kept.
         let table = rules.attach(users().0, None);
         assert_eq!(
-            table.value_plan.as_ref().unwrap().columns[1].1,
+            table.value_plan.as_ref().unwrap().columns[1].mapper,
             Some(Mapper::Truncate(30))
         );
     }
@@ -339,8 +345,8 @@ mod tests {
         let table = rules.attach(users().0, None);
         let plan = table.value_plan.as_ref().unwrap();
         assert_eq!(&*plan.names, ["id", "bio", "age"]);
-        assert_eq!(plan.columns[0].1, None, "an INT is not masked");
-        assert_eq!(plan.columns[1].1, Some(Mapper::Mask(2)));
+        assert_eq!(plan.columns[0].mapper, None, "an INT is not masked");
+        assert_eq!(plan.columns[1].mapper, Some(Mapper::Mask(2)));
         assert_eq!(table.key_names.as_ref(), ["id"], "the key is untouched");
     }
 

@@ -356,6 +356,11 @@ pub struct ConverterConfig {
     /// (`compat: debezium`: true, the JsonConverter's default).
     #[serde(rename = "schemas.enable", default)]
     pub schemas_enable: Option<bool>,
+    /// A NULL in a column that has a default is written as the default, as
+    /// Kafka's `JsonConverter` (3.5+) does by default: a consumer can no longer
+    /// tell NULL from the default. Default false (`compat: debezium`: true).
+    #[serde(rename = "replace.null.with.default", default)]
+    pub replace_null_with_default: Option<bool>,
 }
 
 /// Creation of change topics.
@@ -463,6 +468,14 @@ impl CaptureConfig {
     pub fn schemas_enabled(&self) -> bool {
         self.converter
             .schemas_enable
+            .unwrap_or(self.compat == Compat::Debezium)
+    }
+
+    /// Whether NULLs are written as their column's default
+    /// (`converter.replace.null.with.default`, unset at `compat`'s default).
+    pub fn replaces_null_with_default(&self) -> bool {
+        self.converter
+            .replace_null_with_default
             .unwrap_or(self.compat == Compat::Debezium)
     }
 
@@ -681,6 +694,13 @@ kafka: { brokers: '127.0.0.1:19092', producer: { linger.ms: '5' } }
         assert!(c.events().provide_transaction_metadata);
         assert_eq!(field_of(&format!("{GOOD}compat: flink\n")), "compat");
         assert!(c.schemas_enabled(), "the JsonConverter's default");
+        assert!(c.replaces_null_with_default(), "the JsonConverter's default");
+        assert!(!CaptureConfig::parse(GOOD).unwrap().replaces_null_with_default());
+        let c = CaptureConfig::parse(&format!(
+            "{GOOD}compat: debezium\nconverter: {{ replace.null.with.default: false }}\n"
+        ))
+        .unwrap();
+        assert!(!c.replaces_null_with_default());
     }
 
     #[test]

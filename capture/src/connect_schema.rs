@@ -9,7 +9,7 @@
 //! transaction blocks), `JdbcValueConverters`/`BinlogValueConverters` (one
 //! Connect type per column type), and the `JsonConverter`'s key order (`type`,
 //! `fields`, `optional`, `name`, `version`, `parameters`, then `field`).
-//! Column defaults are not declared (Debezium declares a column's `default`).
+//! A column's `default` is declared as Debezium declares it ([`crate::column_default`]).
 
 use serde_json::{Map, Value as Json, json};
 use tributary_proto::RecordSchemas;
@@ -50,12 +50,10 @@ pub fn record_schemas(
             Some(plan) => plan
                 .columns
                 .iter()
-                .map(|(i, mapper)| {
-                    let column = &table.columns[*i];
-                    named_field(
-                        mapped(column_schema(column, modes), mapper.as_ref()),
-                        &column.name,
-                    )
+                .map(|planned| {
+                    let column = &table.columns[planned.index];
+                    let schema = mapped(column_schema(column, modes), planned.mapper.as_ref());
+                    named_field(with_default(schema, column), &column.name)
                 })
                 .collect(),
         };
@@ -152,7 +150,19 @@ fn named_field(mut schema: Json, name: &str) -> Json {
 
 /// The field of one column.
 fn field(column: &ColumnSchema, modes: &ValueModes, name: &str) -> Json {
-    named_field(column_schema(column, modes), name)
+    named_field(with_default(column_schema(column, modes), column), name)
+}
+
+/// `schema` with the column's `default` (after its `parameters`, as the
+/// JsonConverter writes it; a column mapper leaves it as declared).
+fn with_default(mut schema: Json, column: &ColumnSchema) -> Json {
+    if let Some(default) = &column.default {
+        schema
+            .as_object_mut()
+            .expect("an object")
+            .insert("default".into(), default.to_json());
+    }
+    schema
 }
 
 /// The Connect schema of one column's values in `modes`.

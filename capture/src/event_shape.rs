@@ -1,7 +1,8 @@
 //! How a table's events are shaped from its schema, the same for streamed
 //! and snapshot rows: the key columns (`message_key_columns`), the value
 //! columns and their masks (`columns:`), how values are written (`values:`,
-//! `source.undecodable_text`) and the Connect schemas (`converter:`).
+//! `source.undecodable_text`), the columns' defaults and the Connect schemas
+//! (`converter:`).
 
 use std::sync::Arc;
 
@@ -13,6 +14,7 @@ use crate::error::CaptureError;
 use crate::message_key::MessageKeyColumns;
 use crate::schema::{InfoColumn, SchemaError, TableSchema};
 use crate::value_modes::ValueModes;
+use crate::value_plan::ValuePlan;
 
 /// How the decoders write values: text that is not valid in its character
 /// set, and the converter modes.
@@ -24,6 +26,17 @@ pub struct DecodeOptions {
     pub modes: ValueModes,
     /// Records carry their Kafka Connect schemas (`converter.schemas.enable`).
     pub schemas: bool,
+    /// NULLs are written as their column's default
+    /// (`converter.replace.null.with.default`).
+    pub replace_null_with_default: bool,
+}
+
+impl DecodeOptions {
+    /// Columns' defaults are needed: the schemas declare them, or they
+    /// replace NULLs.
+    pub fn needs_defaults(&self) -> bool {
+        self.schemas || self.replace_null_with_default
+    }
 }
 
 /// Everything the configuration says about the shape of events.
@@ -52,24 +65,46 @@ impl EventShape {
                 undecodable: config.source.undecodable_text,
                 modes: config.value_modes(),
                 schemas: config.schemas_enabled(),
+                replace_null_with_default: config.replaces_null_with_default(),
             },
             connector: config.events().connector,
         })
     }
 
-    /// Shaping a table needs its `information_schema` columns (declared lengths).
+    /// Shaping a table needs its `information_schema` columns (declared
+    /// lengths, defaults).
     pub fn needs_info(&self) -> bool {
-        self.columns.needs_lengths()
+        self.columns.needs_lengths() || self.decode.needs_defaults()
     }
 
-    /// `schema` shaped: keyed, its value columns chosen and mapped, its
-    /// Connect schemas attached; `info` as [`Self::needs_info`] asks.
+    /// `schema` shaped: keyed, its columns' defaults set, its value columns
+    /// chosen and mapped, its Connect schemas attached; `info` as
+    /// [`Self::needs_info`] asks.
     pub fn table(
         &self,
-        schema: TableSchema,
+        mut schema: TableSchema,
         info: Option<&[InfoColumn]>,
     ) -> Result<TableSchema, SchemaError> {
+        if self.decode.needs_defaults() {
+            for column in &mut schema.columns {
+                let declared = info.and_then(|info| info.iter().find(|i| i.name == column.name));
+                column.default = declared.and_then(|declared| {
+                    declared
+                        .default
+                        .value(&column.kind, column.nullable, &self.decode.modes)
+                });
+            }
+        }
         let mut schema = self.columns.attach(schema.keyed_by(&self.keys)?, info);
+        if self.decode.replace_null_with_default
+            && schema.columns.iter().any(|c| c.default.is_some())
+        {
+            let plan = match schema.value_plan.take() {
+                Some(plan) => Arc::unwrap_or_clone(plan),
+                None => ValuePlan::every_column(&schema.columns),
+            };
+            schema.value_plan = Some(Arc::new(plan.with_null_defaults(&schema.columns)));
+        }
         if self.decode.schemas {
             let schemas = connect_schema::record_schemas(
                 &self.server_name,
@@ -85,7 +120,10 @@ impl EventShape {
 
 #[cfg(test)]
 mod tests {
+    use tributary_proto::Value;
+
     use super::*;
+    use crate::column_default::DefaultExpr;
 
     fn shape(schemas: bool) -> EventShape {
         EventShape {
@@ -96,6 +134,7 @@ mod tests {
                 undecodable: UndecodableText::Stop,
                 modes: ValueModes::DEBEZIUM,
                 schemas,
+                replace_null_with_default: false,
             },
             connector: "mysql",
         }
@@ -111,6 +150,7 @@ mod tests {
             key_position: Some(1),
             nullable: false,
             char_length: None,
+            default: DefaultExpr::None,
         }];
         let table = || TableSchema::from_info_columns("shop", "t", &info);
         let plain = shape(false).table(table(), None).unwrap();
@@ -119,5 +159,39 @@ mod tests {
         let schemas = with.record_schemas.unwrap();
         assert!(schemas.value.contains("srv.shop.t.Envelope"));
         assert!(schemas.key.as_deref().unwrap().contains("srv.shop.t.Key"));
+    }
+
+    #[test]
+    fn defaults_are_declared_and_replace_nulls_only_when_asked_for() {
+        let column = |name: &str, key_position, default| InfoColumn {
+            name: name.into(),
+            column_type: "int(11)".into(),
+            charset: None,
+            collation: None,
+            key_position,
+            nullable: key_position.is_none(),
+            char_length: None,
+            default,
+        };
+        let info = [
+            column("id", Some(1), DefaultExpr::None),
+            column("n", None, DefaultExpr::Literal("5".into())),
+        ];
+        let table = || TableSchema::from_info_columns("shop", "t", &info);
+        let row = |shape: &EventShape| {
+            let t = shape.table(table(), Some(&info)).unwrap();
+            (t.value_row(vec![Value::Int(1), Value::Null]).values, t.record_schemas)
+        };
+        let (values, schemas) = row(&shape(false));
+        assert_eq!(values, [Value::Int(1), Value::Null]);
+        assert!(schemas.is_none());
+        let (values, schemas) = row(&shape(true));
+        assert_eq!(values, [Value::Int(1), Value::Null], "schemas alone keep NULLs");
+        assert!(schemas.unwrap().value.contains(r#""default":5,"field":"n""#));
+        let mut replacing = shape(false);
+        replacing.decode.replace_null_with_default = true;
+        assert!(replacing.needs_info());
+        let (values, _) = row(&replacing);
+        assert_eq!(values, [Value::Int(1), Value::Int(5)]);
     }
 }

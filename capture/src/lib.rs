@@ -22,6 +22,7 @@ pub mod charset;
 pub mod charset_map;
 mod chunk_reader;
 pub mod chunk_source;
+pub mod column_default;
 pub mod column_rules;
 pub mod config;
 pub mod connect_schema;

@@ -14,6 +14,7 @@ use mysql_async::binlog::events::{OptionalMetaExtractor, OptionalMetadataField, 
 use mysql_async::consts::ColumnType;
 use tributary_proto::{RecordSchemas, Row, Value};
 
+use crate::column_default::DefaultExpr;
 use crate::message_key::MessageKeyColumns;
 use crate::value_plan::ValuePlan;
 
@@ -88,6 +89,9 @@ pub struct ColumnSchema {
     /// What the declared type says beyond how values decode (the Connect
     /// schemas of events need it).
     pub declared: Declared,
+    /// The value Debezium declares as its default (`information_schema`;
+    /// see [`crate::column_default`]), in the capture's `values` modes.
+    pub default: Option<Value>,
 }
 
 /// What a column's declared type says beyond its [`ColumnKind`].
@@ -186,6 +190,8 @@ pub struct InfoColumn {
     pub nullable: bool,
     /// `CHARACTER_MAXIMUM_LENGTH`: declared length of a text column, in characters.
     pub char_length: Option<usize>,
+    /// `COLUMN_DEFAULT` (with `EXTRA`).
+    pub default: DefaultExpr,
 }
 
 impl InfoColumn {
@@ -451,6 +457,7 @@ impl TableSchema {
                 kind,
                 nullable,
                 declared,
+                default: None,
             });
         }
 
@@ -474,6 +481,7 @@ impl TableSchema {
                 kind: ColumnKind::of_snapshot_column(&c.column_type, c.charset.as_deref()),
                 nullable: c.nullable,
                 declared: Declared::of_column_type(&c.column_type),
+                default: None,
             })
             .collect();
         Self::assemble(

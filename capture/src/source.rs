@@ -10,6 +10,7 @@ use crate::charset::Collations;
 use crate::config::SourceConfig;
 use crate::error::CaptureError;
 use crate::position::BinlogPosition;
+use crate::column_default::DefaultExpr;
 use crate::schema::InfoColumn;
 
 /// What preflight learned about the server.
@@ -231,7 +232,8 @@ pub async fn info_columns(
 }
 
 /// `COLUMN_NAME, COLUMN_TYPE, CHARACTER_SET_NAME, COLLATION_NAME, COLUMN_KEY,
-/// IS_NULLABLE, CHARACTER_MAXIMUM_LENGTH`.
+/// IS_NULLABLE, CHARACTER_MAXIMUM_LENGTH, COLUMN_DEFAULT, EXTRA`, and whether
+/// the server is MariaDB (its `COLUMN_DEFAULT`s are quoted).
 type InfoColumnRow = (
     String,
     String,
@@ -240,21 +242,29 @@ type InfoColumnRow = (
     String,
     String,
     Option<u64>,
+    Option<String>,
+    String,
+    bool,
 );
 
 /// Columns of a table from `information_schema`, on a given connection. Key
 /// positions follow the primary key's index, or, without one, the unique index
 /// whose columns the server reports as the primary key (`COLUMN_KEY = 'PRI'`:
 /// the first unique index with only NOT NULL columns, as Debezium picks it).
+/// The session's time zone is set to UTC first: the server shows a TIMESTAMP
+/// column's default in it.
 pub async fn info_columns_on(
     conn: &mut Conn,
     db: &str,
     table: &str,
 ) -> Result<Vec<InfoColumn>, CaptureError> {
+    conn.query_drop("SET time_zone = '+00:00'").await?;
     let rows: Vec<InfoColumnRow> = conn
         .exec(
             "SELECT COLUMN_NAME, COLUMN_TYPE, CHARACTER_SET_NAME, COLLATION_NAME, COLUMN_KEY, \
-             IS_NULLABLE, CHARACTER_MAXIMUM_LENGTH FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? \
+             IS_NULLABLE, CHARACTER_MAXIMUM_LENGTH, COLUMN_DEFAULT, EXTRA, \
+             VERSION() LIKE '%MariaDB%' \
+             FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? \
              ORDER BY ORDINAL_POSITION",
             (db, table),
         )
@@ -281,9 +291,10 @@ pub async fn info_columns_on(
     Ok(rows
         .iter()
         .map(
-            |(name, column_type, charset, collation, _, nullable, length)| InfoColumn {
+            |(name, column_type, charset, collation, _, nullable, length, default, extra, mariadb)| InfoColumn {
                 key_position: position(name),
                 nullable: nullable == "YES",
+                default: DefaultExpr::parse(default.as_deref(), extra, *mariadb),
                 char_length: length.and_then(|l| usize::try_from(l).ok()),
                 name: name.clone(),
                 column_type: column_type.clone(),

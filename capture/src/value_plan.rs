@@ -3,32 +3,74 @@
 //! chosen per table by [`crate::column_rules`]).
 //!
 //! The key is built from the columns as decoded, before any of this, as
-//! Debezium builds it (its key converters have no column mappers).
+//! Debezium builds it (its key converters have no column mappers). A plan
+//! also writes columns' defaults in place of NULLs where the converter's
+//! `replace.null.with.default` asks for it.
 
 use std::sync::Arc;
 
 use tributary_proto::{Row, Value};
+
+use crate::schema::ColumnSchema;
 
 /// A table's value columns and their mappers.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ValuePlan {
     /// Names of the columns the value carries, in table order.
     pub names: Arc<[String]>,
-    /// For each of them: its index in the table, and its mapper.
-    pub columns: Vec<(usize, Option<Mapper>)>,
+    /// Each of them, in the same order.
+    pub columns: Vec<PlannedColumn>,
+}
+
+/// One column of a [`ValuePlan`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlannedColumn {
+    /// Its index in the table.
+    pub index: usize,
+    /// How its values are changed.
+    pub mapper: Option<Mapper>,
+    /// Written in place of a NULL (after the mapper): the column's default,
+    /// as Kafka's `JsonConverter` does with `replace.null.with.default`.
+    pub null_default: Option<Value>,
 }
 
 impl ValuePlan {
+    /// Every column of a table, as decoded.
+    pub fn every_column(columns: &[ColumnSchema]) -> ValuePlan {
+        ValuePlan {
+            names: columns.iter().map(|c| c.name.clone()).collect(),
+            columns: (0..columns.len())
+                .map(|index| PlannedColumn {
+                    index,
+                    mapper: None,
+                    null_default: None,
+                })
+                .collect(),
+        }
+    }
+
+    /// This plan with each column's default written in place of its NULLs.
+    pub fn with_null_defaults(mut self, columns: &[ColumnSchema]) -> ValuePlan {
+        for planned in &mut self.columns {
+            planned.null_default = columns[planned.index].default.clone();
+        }
+        self
+    }
+
     /// The value row of a decoded row (every column, in table order).
     pub fn apply(&self, mut values: Vec<Value>) -> Row {
         let values = self
             .columns
             .iter()
-            .map(|(i, mapper)| {
-                let value = std::mem::replace(&mut values[*i], Value::Null);
-                match mapper {
+            .map(|planned| {
+                let value = std::mem::replace(&mut values[planned.index], Value::Null);
+                let value = match &planned.mapper {
                     Some(mapper) => mapper.apply(value),
                     None => value,
+                };
+                match (value, &planned.null_default) {
+                    (Value::Null, Some(default)) => default.clone(),
+                    (value, _) => value,
                 }
             })
             .collect();

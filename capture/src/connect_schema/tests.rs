@@ -4,6 +4,7 @@
 //! (`snapshot` a boolean, no `transaction`, no versions): the source is followed.
 
 use super::*;
+use crate::column_default::DefaultExpr;
 use crate::schema::InfoColumn;
 
 fn info(name: &str, column_type: &str, nullable: bool, key: Option<u32>) -> InfoColumn {
@@ -16,6 +17,7 @@ fn info(name: &str, column_type: &str, nullable: bool, key: Option<u32>) -> Info
         key_position: key,
         nullable,
         char_length: None,
+        default: DefaultExpr::None,
     }
 }
 

@@ -292,6 +292,7 @@ fn decoder(from: &BinlogPosition, gtid_mode_on: bool) -> EventDecoder {
                 undecodable: UndecodableText::Stop,
                 modes: ValueModes::TRIBUTARY,
                 schemas: false,
+                replace_null_with_default: false,
             },
             connector: "mysql",
         },
