@@ -822,7 +822,10 @@ mod tests {
         assert_eq!(config.value_modes(), ValueModes::DEBEZIUM);
         // The JsonConverter's default, written out with where it comes from.
         assert!(config.schemas_enabled());
-        assert!(config.replaces_null_with_default(), "the JsonConverter's default");
+        assert!(
+            config.replaces_null_with_default(),
+            "the JsonConverter's default"
+        );
         assert!(
             out.yaml
                 .contains("schemas.enable: true   # unset in the connector"),

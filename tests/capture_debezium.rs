@@ -698,7 +698,9 @@ async fn column_defaults_are_declared_and_replace_nulls_as_the_json_converter_do
     };
     let (snapshot, streamed) = (of_row(1), of_row(2));
     let defaults_row = &snapshot["payload"]["after"];
-    let fields = snapshot["schema"]["fields"][1]["fields"].as_array().unwrap();
+    let fields = snapshot["schema"]["fields"][1]["fields"]
+        .as_array()
+        .unwrap();
     let field = |name: &str| fields.iter().find(|f| f["field"] == name).unwrap().clone();
     for (column, definition) in DEFAULTED {
         // The schema declares what the server stored for DEFAULT…
@@ -714,8 +716,7 @@ async fn column_defaults_are_declared_and_replace_nulls_as_the_json_converter_do
         assert_eq!(&keys[at + 1..], ["field"], "{column}: {keys:?}");
         // …and a NULL is written as that default (replace.null.with.default).
         assert_eq!(
-            streamed["payload"]["after"][*column],
-            defaults_row[*column],
+            streamed["payload"]["after"][*column], defaults_row[*column],
             "{column} {definition}"
         );
     }

@@ -160,7 +160,11 @@ fn literal_value(
                 let u: u64 = trimmed.parse().ok()?;
                 i64::try_from(u).map_or(Value::UInt(u), Value::Int)
             } else {
-                Value::Int(connect_integer(java_round(trimmed.parse().ok()?), *bytes, *unsigned))
+                Value::Int(connect_integer(
+                    java_round(trimmed.parse().ok()?),
+                    *bytes,
+                    *unsigned,
+                ))
             }
         }
         ColumnKind::Float => float_value(trimmed.parse::<f64>().ok()? as f32),
@@ -183,11 +187,8 @@ fn literal_value(
                 ColumnKind::Date => at.date_value(),
                 ColumnKind::DateTime { fsp } => at.datetime_value(*fsp),
                 ColumnKind::Timestamp { fsp } => {
-                    let days = days_from_civil(
-                        i64::from(at.year),
-                        u32::from(at.month),
-                        u32::from(at.day),
-                    );
+                    let days =
+                        days_from_civil(i64::from(at.year), u32::from(at.month), u32::from(at.day));
                     let secs = days * 86_400
                         + i64::from(at.hour) * 3600
                         + i64::from(at.minute) * 60
@@ -252,7 +253,11 @@ fn micros_of_fraction(fraction: &str) -> Option<u32> {
     if fraction.is_empty() {
         return Some(0);
     }
-    let digits: String = fraction.chars().chain(std::iter::repeat('0')).take(6).collect();
+    let digits: String = fraction
+        .chars()
+        .chain(std::iter::repeat('0'))
+        .take(6)
+        .collect();
     digits.parse().ok()
 }
 
@@ -289,10 +294,22 @@ mod tests {
             (Some("NULL"), "", DefaultExpr::None),
             (Some("'NULL'"), "", DefaultExpr::Literal("NULL".into())),
             (Some("-5"), "", DefaultExpr::Literal("-5".into())),
-            (Some(r"'it''s \\ x'"), "", DefaultExpr::Literal(r"it's \ x".into())),
-            (Some(r"'a\nb	c\\d\0e'"), "", DefaultExpr::Literal("a\nb\tc\\d\0e".into())),
+            (
+                Some(r"'it''s \\ x'"),
+                "",
+                DefaultExpr::Literal(r"it's \ x".into()),
+            ),
+            (
+                Some(r"'a\nb	c\\d\0e'"),
+                "",
+                DefaultExpr::Literal("a\nb\tc\\d\0e".into()),
+            ),
             (Some("b'101'"), "", DefaultExpr::Bits("101".into())),
-            (Some("current_timestamp(3)"), "", DefaultExpr::CurrentTimestamp),
+            (
+                Some("current_timestamp(3)"),
+                "",
+                DefaultExpr::CurrentTimestamp,
+            ),
             (Some("(1 + 2)"), "", DefaultExpr::Expression),
             (Some("curdate()"), "", DefaultExpr::Expression),
         ];
@@ -307,10 +324,16 @@ mod tests {
         assert_eq!(parse("it's", ""), DefaultExpr::Literal("it's".into()));
         assert_eq!(parse("NULL", ""), DefaultExpr::Literal("NULL".into()));
         assert_eq!(
-            parse("CURRENT_TIMESTAMP", "DEFAULT_GENERATED on update CURRENT_TIMESTAMP"),
+            parse(
+                "CURRENT_TIMESTAMP",
+                "DEFAULT_GENERATED on update CURRENT_TIMESTAMP"
+            ),
             DefaultExpr::CurrentTimestamp
         );
-        assert_eq!(parse("(now() + 1)", "DEFAULT_GENERATED"), DefaultExpr::Expression);
+        assert_eq!(
+            parse("(now() + 1)", "DEFAULT_GENERATED"),
+            DefaultExpr::Expression
+        );
         assert_eq!(parse("b'11'", ""), DefaultExpr::Bits("11".into()));
     }
 
@@ -326,20 +349,36 @@ mod tests {
     /// (`MySqlDefaultValueTest`, `BinlogDefaultValueConverterTest`).
     #[test]
     fn literals_become_what_debezium_declares() {
-        let int = ColumnKind::Int { unsigned: false, bytes: 4 };
-        assert_eq!(value(int.clone(), true, literal("1.5")), Some(Value::Int(2)));
-        assert_eq!(value(int.clone(), true, literal("-.789")), Some(Value::Int(-1)));
+        let int = ColumnKind::Int {
+            unsigned: false,
+            bytes: 4,
+        };
+        assert_eq!(
+            value(int.clone(), true, literal("1.5")),
+            Some(Value::Int(2))
+        );
+        assert_eq!(
+            value(int.clone(), true, literal("-.789")),
+            Some(Value::Int(-1))
+        );
         assert_eq!(value(int, true, literal("1E1")), Some(Value::Int(10)));
-        let bigint_unsigned = ColumnKind::Int { unsigned: true, bytes: 8 };
+        let bigint_unsigned = ColumnKind::Int {
+            unsigned: true,
+            bytes: 8,
+        };
         let max = literal("18446744073709551615");
         // long mode: through a double and Math.round, saturated.
-        assert_eq!(value(bigint_unsigned.clone(), true, max.clone()), Some(Value::Int(i64::MAX)));
+        assert_eq!(
+            value(bigint_unsigned.clone(), true, max.clone()),
+            Some(Value::Int(i64::MAX))
+        );
         let precise = ValueModes {
             bigint_unsigned: BigIntUnsignedMode::Precise,
             ..ValueModes::DEBEZIUM
         };
         assert_eq!(
-            max.value(&bigint_unsigned, true, &precise).map(|v| v.to_json()),
+            max.value(&bigint_unsigned, true, &precise)
+                .map(|v| v.to_json()),
             Some("AP//////////".into())
         );
         let decimal = |text| {
@@ -357,42 +396,80 @@ mod tests {
             literal("12.68").value(&ColumnKind::Decimal, true, &string),
             Some(Value::String("12.68".into()))
         );
-        assert_eq!(value(ColumnKind::Date, true, literal("1976-08-23")), Some(Value::Int(2426)));
         assert_eq!(
-            value(ColumnKind::DateTime { fsp: 0 }, true, literal("2018-01-03 00:00:10")),
+            value(ColumnKind::Date, true, literal("1976-08-23")),
+            Some(Value::Int(2426))
+        );
+        assert_eq!(
+            value(
+                ColumnKind::DateTime { fsp: 0 },
+                true,
+                literal("2018-01-03 00:00:10")
+            ),
             Some(Value::Int(1_514_937_610_000))
         );
-        assert_eq!(value(ColumnKind::Time, true, literal("08:00")), Some(Value::Int(28_800_000_000)));
+        assert_eq!(
+            value(ColumnKind::Time, true, literal("08:00")),
+            Some(Value::Int(28_800_000_000))
+        );
         assert_eq!(
             value(ColumnKind::Time, true, literal("-23:45:56.7")),
-            Some(Value::Int(-(((23 * 60 + 45) * 60 + 56) * 1_000_000 + 700_000)))
+            Some(Value::Int(
+                -(((23 * 60 + 45) * 60 + 56) * 1_000_000 + 700_000)
+            ))
         );
-        assert_eq!(value(ColumnKind::Year, true, literal("1")), Some(Value::Int(2001)));
         assert_eq!(
-            value(ColumnKind::Bit { bits: 10 }, true, DefaultExpr::Bits("101000010".into())),
+            value(ColumnKind::Year, true, literal("1")),
+            Some(Value::Int(2001))
+        );
+        assert_eq!(
+            value(
+                ColumnKind::Bit { bits: 10 },
+                true,
+                DefaultExpr::Bits("101000010".into())
+            ),
             Some(Value::Bytes(vec![66, 1]))
         );
         assert_eq!(
-            value(ColumnKind::Bit { bits: 25 }, true, DefaultExpr::Bits("10110000100001111".into())),
+            value(
+                ColumnKind::Bit { bits: 25 },
+                true,
+                DefaultExpr::Bits("10110000100001111".into())
+            ),
             Some(Value::Bytes(vec![15, 97, 1, 0]))
         );
         assert_eq!(
-            value(ColumnKind::Bit { bits: 1 }, true, DefaultExpr::Bits("1".into())),
+            value(
+                ColumnKind::Bit { bits: 1 },
+                true,
+                DefaultExpr::Bits("1".into())
+            ),
             Some(Value::Bool(true))
         );
         let text = ColumnKind::Text(Charset::Utf8);
-        assert_eq!(value(text, true, literal(" 3 ")), Some(Value::String(" 3 ".into())));
+        assert_eq!(
+            value(text, true, literal(" 3 ")),
+            Some(Value::String(" 3 ".into()))
+        );
         let labels: Arc<[String]> = ["b2c".to_owned(), "b2b".to_owned()].into();
         assert_eq!(
             value(ColumnKind::Enum(labels), false, literal("b2c")),
             Some(Value::String("b2c".into()))
         );
         assert_eq!(
-            value(ColumnKind::Binary { fixed_len: Some(4) }, true, literal("abc")),
+            value(
+                ColumnKind::Binary { fixed_len: Some(4) },
+                true,
+                literal("abc")
+            ),
             Some(Value::Bytes(b"abc".to_vec()))
         );
         assert_eq!(
-            value(ColumnKind::Timestamp { fsp: 3 }, true, literal("2020-01-01 00:00:00")),
+            value(
+                ColumnKind::Timestamp { fsp: 3 },
+                true,
+                literal("2020-01-01 00:00:00")
+            ),
             Some(Value::String("2020-01-01T00:00:00.000Z".into()))
         );
         assert_eq!(value(ColumnKind::Json, true, literal("{}")), None);
@@ -406,13 +483,22 @@ mod tests {
         let epoch = Some(Value::String("1970-01-01T00:00:00Z".into()));
         assert_eq!(value(timestamp.clone(), false, now.clone()), epoch);
         assert_eq!(value(timestamp.clone(), true, now.clone()), None);
-        assert_eq!(value(datetime.clone(), true, now.clone()), Some(Value::Int(0)));
+        assert_eq!(
+            value(datetime.clone(), true, now.clone()),
+            Some(Value::Int(0))
+        );
         let zero = literal("0000-00-00 00:00:00");
         assert_eq!(value(timestamp.clone(), false, zero.clone()), epoch);
         assert_eq!(value(timestamp, true, zero.clone()), None);
-        assert_eq!(value(datetime.clone(), false, zero.clone()), Some(Value::Int(0)));
+        assert_eq!(
+            value(datetime.clone(), false, zero.clone()),
+            Some(Value::Int(0))
+        );
         assert_eq!(value(datetime, true, zero), None);
-        assert_eq!(value(ColumnKind::Date, false, literal("0000-00-00")), Some(Value::Int(0)));
+        assert_eq!(
+            value(ColumnKind::Date, false, literal("0000-00-00")),
+            Some(Value::Int(0))
+        );
         assert_eq!(value(ColumnKind::Date, true, literal("2020-00-10")), None);
         assert_eq!(value(ColumnKind::Date, true, DefaultExpr::Expression), None);
     }

@@ -298,7 +298,8 @@ mod tests {
         let table = rules.attach(table, Some(&info));
         let plan = table.value_plan.as_ref().unwrap();
         assert_eq!(&*plan.names, ["id", "email", "ssn", "bio"]);
-        let mappers: Vec<Option<&Mapper>> = plan.columns.iter().map(|c| c.mapper.as_ref()).collect();
+        let mappers: Vec<Option<&Mapper>> =
+            plan.columns.iter().map(|c| c.mapper.as_ref()).collect();
         assert_eq!(mappers[0], None);
         assert!(matches!(mappers[1], Some(Mapper::Hash(h)) if h.max_chars == Some(20) && !h.v2));
         // Truncation is tried before the mask, as in Debezium.

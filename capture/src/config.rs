@@ -694,8 +694,15 @@ kafka: { brokers: '127.0.0.1:19092', producer: { linger.ms: '5' } }
         assert!(c.events().provide_transaction_metadata);
         assert_eq!(field_of(&format!("{GOOD}compat: flink\n")), "compat");
         assert!(c.schemas_enabled(), "the JsonConverter's default");
-        assert!(c.replaces_null_with_default(), "the JsonConverter's default");
-        assert!(!CaptureConfig::parse(GOOD).unwrap().replaces_null_with_default());
+        assert!(
+            c.replaces_null_with_default(),
+            "the JsonConverter's default"
+        );
+        assert!(
+            !CaptureConfig::parse(GOOD)
+                .unwrap()
+                .replaces_null_with_default()
+        );
         let c = CaptureConfig::parse(&format!(
             "{GOOD}compat: debezium\nconverter: {{ replace.null.with.default: false }}\n"
         ))

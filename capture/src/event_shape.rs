@@ -180,14 +180,26 @@ mod tests {
         let table = || TableSchema::from_info_columns("shop", "t", &info);
         let row = |shape: &EventShape| {
             let t = shape.table(table(), Some(&info)).unwrap();
-            (t.value_row(vec![Value::Int(1), Value::Null]).values, t.record_schemas)
+            (
+                t.value_row(vec![Value::Int(1), Value::Null]).values,
+                t.record_schemas,
+            )
         };
         let (values, schemas) = row(&shape(false));
         assert_eq!(values, [Value::Int(1), Value::Null]);
         assert!(schemas.is_none());
         let (values, schemas) = row(&shape(true));
-        assert_eq!(values, [Value::Int(1), Value::Null], "schemas alone keep NULLs");
-        assert!(schemas.unwrap().value.contains(r#""default":5,"field":"n""#));
+        assert_eq!(
+            values,
+            [Value::Int(1), Value::Null],
+            "schemas alone keep NULLs"
+        );
+        assert!(
+            schemas
+                .unwrap()
+                .value
+                .contains(r#""default":5,"field":"n""#)
+        );
         let mut replacing = shape(false);
         replacing.decode.replace_null_with_default = true;
         assert!(replacing.needs_info());

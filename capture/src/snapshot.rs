@@ -166,10 +166,10 @@ impl<W, P> TableRows<'_, W, P> {
     /// unless it is the snapshot's first (`first` comes before
     /// `last_in_data_collection`, as in Debezium).
     fn finish(&mut self) {
-        if let Some(last) = self.held.as_mut().filter(|_| self.done > 0) {
-            if last.source.snapshot != SnapshotMarker::First {
-                last.source.snapshot = SnapshotMarker::LastInDataCollection;
-            }
+        if let Some(last) = self.held.as_mut().filter(|_| self.done > 0)
+            && last.source.snapshot != SnapshotMarker::First
+        {
+            last.source.snapshot = SnapshotMarker::LastInDataCollection;
         }
         self.report();
         self.progress.finish(self.done);

@@ -7,10 +7,10 @@ use mysql_async::{Conn, Opts, OptsBuilder, Pool};
 use tracing::{info, warn};
 
 use crate::charset::Collations;
+use crate::column_default::DefaultExpr;
 use crate::config::SourceConfig;
 use crate::error::CaptureError;
 use crate::position::BinlogPosition;
-use crate::column_default::DefaultExpr;
 use crate::schema::InfoColumn;
 
 /// What preflight learned about the server.
@@ -291,7 +291,18 @@ pub async fn info_columns_on(
     Ok(rows
         .iter()
         .map(
-            |(name, column_type, charset, collation, _, nullable, length, default, extra, mariadb)| InfoColumn {
+            |(
+                name,
+                column_type,
+                charset,
+                collation,
+                _,
+                nullable,
+                length,
+                default,
+                extra,
+                mariadb,
+            )| InfoColumn {
                 key_position: position(name),
                 nullable: nullable == "YES",
                 default: DefaultExpr::parse(default.as_deref(), extra, *mariadb),

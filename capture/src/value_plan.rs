@@ -328,9 +328,17 @@ mod tests {
 
     #[test]
     fn a_plan_keeps_and_maps_columns() {
+        let planned = |index, mapper, null_default| PlannedColumn {
+            index,
+            mapper,
+            null_default,
+        };
         let plan = ValuePlan {
             names: ["a", "c"].map(String::from).into(),
-            columns: vec![(0, None), (2, Some(Mapper::Mask(2)))],
+            columns: vec![
+                planned(0, None, None),
+                planned(2, Some(Mapper::Mask(2)), None),
+            ],
         };
         let row = plan.apply(vec![
             Value::Int(1),
@@ -339,5 +347,27 @@ mod tests {
         ]);
         assert_eq!(row.values, [Value::Int(1), Value::String("**".into())]);
         assert_eq!(&*row.columns, ["a", "c"]);
+        // A NULL left after the mapper is written as the default; a mask
+        // leaves no NULL to replace.
+        let default = Some(Value::Int(5));
+        let plan = ValuePlan {
+            names: ["a", "b", "c"].map(String::from).into(),
+            columns: vec![
+                planned(0, None, default.clone()),
+                planned(1, Some(Mapper::Hash(hashing(true, None))), default.clone()),
+                planned(2, Some(Mapper::Mask(2)), default),
+            ],
+        };
+        let row = plan.apply(vec![Value::Null, Value::Null, Value::Null]);
+        assert_eq!(
+            row.values,
+            [Value::Int(5), Value::Int(5), Value::String("**".into())]
+        );
+        let row = plan.apply(vec![
+            Value::Int(1),
+            Value::String("x".into()),
+            Value::Int(2),
+        ]);
+        assert_eq!(row.values[0], Value::Int(1), "a value is never replaced");
     }
 }

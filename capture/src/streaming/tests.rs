@@ -450,28 +450,36 @@ fn where_a_run_starts() {
     );
 }
 
+/// Tables (read in name order) and how many rows each holds.
+type Tables<'a> = &'a [(&'a str, i64)];
+
 /// The initial snapshot's markers, in the order they were sent, for tables
-/// holding `rows` rows each (read in name order).
-async fn snapshot_markers(rows: &[(&str, i64)]) -> Vec<&'static str> {
+/// holding `rows` rows each.
+async fn snapshot_markers(rows: Tables<'_>) -> Vec<&'static str> {
     let tables: Vec<(&str, &[&str])> = rows
         .iter()
         .map(|(name, _)| (*name, &["id", "v"][..]))
         .collect();
     let db = MemoryDatabase::new("shop", &tables);
     for (name, count) in rows {
-        let writes: Vec<Write> = (0..*count).map(|id| Write::Upsert(id, vec![Value::Int(id)])).collect();
+        let writes: Vec<Write> = (0..*count)
+            .map(|id| Write::Upsert(id, vec![Value::Int(id)]))
+            .collect();
         db.commit(name, &writes);
     }
     let mut sink = MemorySink::default();
     assert_eq!(capture_to_the_end(&db, &mut sink).await, 0);
-    initial_reads(&sink).iter().map(|e| e.source.snapshot.as_str()).collect()
+    initial_reads(&sink)
+        .iter()
+        .map(|e| e.source.snapshot.as_str())
+        .collect()
 }
 
 #[tokio::test(start_paused = true)]
 async fn snapshot_rows_carry_debeziums_markers() {
     // Debezium's SnapshotMarkerResolver: last > first > last_in > first_in > true;
     // the first table's first row is `first`, the very last event `last`.
-    let cases: [(&[(&str, i64)], &[&str]); 4] = [
+    let cases: [(Tables, &[&str]); 4] = [
         (
             &[("a", 2), ("b", 0), ("c", 1), ("d", 3), ("e", 0)],
             &[
