@@ -663,8 +663,10 @@ async fn column_defaults_are_declared_and_replace_nulls_as_the_json_converter_do
         "CREATE TABLE `{db}`.t (id INT PRIMARY KEY, {}, \
          nn VARCHAR(5) NULL, ex INT DEFAULT (1 + 2), \
          cur DATETIME DEFAULT CURRENT_TIMESTAMP, \
-         tsn TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP); \
-         INSERT INTO `{db}`.t (id) VALUES (1);",
+         tsn TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP, \
+         zd DATE NOT NULL DEFAULT '2020-01-02', zn DATE NULL, \
+         zdt DATETIME NOT NULL DEFAULT '2021-02-03 04:05:06', zne DATE NOT NULL); \
+         INSERT INTO `{db}`.t (id, zne) VALUES (1, '1999-12-31');",
         defs.join(", ")
     ))
     .await
@@ -681,14 +683,24 @@ async fn column_defaults_are_declared_and_replace_nulls_as_the_json_converter_do
         .chain(["nn", "ex", "cur"])
         .collect();
     conn.query_drop(format!(
-        "INSERT INTO `{db}`.t (id, {}) VALUES (2, {})",
+        "INSERT INTO `{db}`.t (id, zne, {}) VALUES (2, '1999-12-31', {})",
         nulls.join(", "),
         vec!["NULL"; nulls.len()].join(", ")
     ))
     .await
     .unwrap();
-    let records = read_raw(&topic, WAIT, |r| r.len() >= 2).await;
-    assert_eq!(records.len(), 2, "log:\n{}", capture.log());
+    // Zero dates (allowed without NO_ZERO_DATE): the epoch or the default in
+    // NOT NULL columns, NULL in nullable ones, as Debezium's converters write them.
+    conn.query_drop(format!(
+        "SET SESSION sql_mode = ''; \
+         INSERT INTO `{db}`.t (id, zd, zn, zdt, zne) \
+         VALUES (3, '0000-00-00', '0000-00-00', '0000-00-00 00:00:00', '2020-00-05'); \
+         SET SESSION sql_mode = DEFAULT"
+    ))
+    .await
+    .unwrap();
+    let records = read_raw(&topic, WAIT, |r| r.len() >= 3).await;
+    assert_eq!(records.len(), 3, "log:\n{}", capture.log());
     let of_row = |id: i64| {
         records
             .iter()
@@ -731,4 +743,23 @@ async fn column_defaults_are_declared_and_replace_nulls_as_the_json_converter_do
     assert_eq!(field("tsn")["default"], "1970-01-01T00:00:00Z");
     // The server's own current time in a NOT NULL column is never replaced.
     assert_ne!(streamed["payload"]["after"]["tsn"], "1970-01-01T00:00:00Z");
+    let zeros = &of_row(3)["payload"]["after"];
+    let (zd, zdt): (i64, i64) = conn
+        .query_first(format!(
+            "SELECT DATEDIFF(zd, '1970-01-01'), TIMESTAMPDIFF(SECOND, '1970-01-01', zdt) * 1000 \
+             FROM `{db}`.t WHERE id = 1"
+        ))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        zeros["zd"], zd,
+        "a zero date in a NOT NULL column with a default"
+    );
+    assert_eq!(zeros["zdt"], zdt, "the same, DATETIME");
+    assert_eq!(
+        zeros["zne"], 0,
+        "a zero date in a NOT NULL column without a default"
+    );
+    assert_eq!(zeros["zn"], Json::Null, "a zero date in a nullable column");
 }

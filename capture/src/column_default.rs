@@ -132,6 +132,12 @@ fn epoch(kind: &ColumnKind, nullable: bool, current: bool) -> Option<Value> {
     }
 }
 
+/// What Debezium's converters write for a NOT NULL column whose value is
+/// NULL (a zero date) and that has no default: the epoch.
+pub fn not_null_fallback(kind: &ColumnKind) -> Option<Value> {
+    epoch(kind, false, false)
+}
+
 /// A BIT default: BIT(1) a boolean, BIT(n) its bytes little-endian (as rows).
 fn bit_value(kind: &ColumnKind, digits: &str) -> Option<Value> {
     let ColumnKind::Bit { bits } = kind else {

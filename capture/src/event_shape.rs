@@ -6,13 +6,16 @@
 
 use std::sync::Arc;
 
+use tributary_proto::Value;
+
+use crate::column_default;
 use crate::column_rules::ColumnRules;
-use crate::config::CaptureConfig;
 use crate::config::UndecodableText;
+use crate::config::{CaptureConfig, Compat};
 use crate::connect_schema;
 use crate::error::CaptureError;
 use crate::message_key::MessageKeyColumns;
-use crate::schema::{InfoColumn, SchemaError, TableSchema};
+use crate::schema::{ColumnSchema, InfoColumn, SchemaError, TableSchema};
 use crate::value_modes::ValueModes;
 use crate::value_plan::ValuePlan;
 
@@ -29,13 +32,31 @@ pub struct DecodeOptions {
     /// NULLs are written as their column's default
     /// (`converter.replace.null.with.default`).
     pub replace_null_with_default: bool,
+    /// A value of a NOT NULL column that decodes to NULL (a zero date) is
+    /// written as the column's default, else the epoch, as Debezium's
+    /// converters write it (`compat: debezium`).
+    pub zero_dates_as_epoch: bool,
 }
 
 impl DecodeOptions {
     /// Columns' defaults are needed: the schemas declare them, or they
     /// replace NULLs.
     pub fn needs_defaults(&self) -> bool {
-        self.schemas || self.replace_null_with_default
+        self.schemas || self.replace_null_with_default || self.zero_dates_as_epoch
+    }
+
+    /// What a NULL of `column` is written as, if not NULL.
+    fn null_default(&self, column: &ColumnSchema) -> Option<Value> {
+        if !column.nullable && self.zero_dates_as_epoch {
+            column
+                .default
+                .clone()
+                .or_else(|| column_default::not_null_fallback(&column.kind))
+        } else if self.replace_null_with_default {
+            column.default.clone()
+        } else {
+            None
+        }
     }
 }
 
@@ -66,6 +87,7 @@ impl EventShape {
                 modes: config.value_modes(),
                 schemas: config.schemas_enabled(),
                 replace_null_with_default: config.replaces_null_with_default(),
+                zero_dates_as_epoch: config.compat == Compat::Debezium,
             },
             connector: config.events().connector,
         })
@@ -96,14 +118,17 @@ impl EventShape {
             }
         }
         let mut schema = self.columns.attach(schema.keyed_by(&self.keys)?, info);
-        if self.decode.replace_null_with_default
-            && schema.columns.iter().any(|c| c.default.is_some())
-        {
+        let null_defaults: Vec<Option<Value>> = schema
+            .columns
+            .iter()
+            .map(|c| self.decode.null_default(c))
+            .collect();
+        if null_defaults.iter().any(Option::is_some) {
             let plan = match schema.value_plan.take() {
                 Some(plan) => Arc::unwrap_or_clone(plan),
                 None => ValuePlan::every_column(&schema.columns),
             };
-            schema.value_plan = Some(Arc::new(plan.with_null_defaults(&schema.columns)));
+            schema.value_plan = Some(Arc::new(plan.with_null_defaults(&null_defaults)));
         }
         if self.decode.schemas {
             let schemas = connect_schema::record_schemas(
@@ -120,8 +145,6 @@ impl EventShape {
 
 #[cfg(test)]
 mod tests {
-    use tributary_proto::Value;
-
     use super::*;
     use crate::column_default::DefaultExpr;
 
@@ -135,6 +158,7 @@ mod tests {
                 modes: ValueModes::DEBEZIUM,
                 schemas,
                 replace_null_with_default: false,
+                zero_dates_as_epoch: false,
             },
             connector: "mysql",
         }

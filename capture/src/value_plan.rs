@@ -49,10 +49,11 @@ impl ValuePlan {
         }
     }
 
-    /// This plan with each column's default written in place of its NULLs.
-    pub fn with_null_defaults(mut self, columns: &[ColumnSchema]) -> ValuePlan {
+    /// This plan with what each column's NULLs are written as (by the
+    /// column's index in the table).
+    pub fn with_null_defaults(mut self, defaults: &[Option<Value>]) -> ValuePlan {
         for planned in &mut self.columns {
-            planned.null_default = columns[planned.index].default.clone();
+            planned.null_default = defaults[planned.index].clone();
         }
         self
     }

@@ -293,6 +293,7 @@ fn decoder(from: &BinlogPosition, gtid_mode_on: bool) -> EventDecoder {
                 modes: ValueModes::TRIBUTARY,
                 schemas: false,
                 replace_null_with_default: false,
+                zero_dates_as_epoch: false,
             },
             connector: "mysql",
         },
