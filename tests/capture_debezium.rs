@@ -763,3 +763,198 @@ async fn column_defaults_are_declared_and_replace_nulls_as_the_json_converter_do
     );
     assert_eq!(zeros["zn"], Json::Null, "a zero date in a nullable column");
 }
+
+/// The records of `topic` about database `db`, parsed (the topic also holds
+/// other databases' DDL, as Debezium's does).
+async fn schema_changes_of(topic: &str, db: &str, count: usize) -> Vec<Json> {
+    fn about(r: &RawRecord, db: &str) -> bool {
+        r.json()["payload"]["databaseName"] == db
+    }
+    let owned = db.to_owned();
+    let records = read_raw(topic, WAIT, move |r| {
+        r.iter().filter(|r| about(r, &owned)).count() >= count
+    })
+    .await;
+    records
+        .iter()
+        .filter(|r| about(r, db))
+        .map(RawRecord::json)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn ddl_goes_to_debeziums_schema_change_topic_with_each_table_described() {
+    let mut conn = root_conn().await;
+    let db = create_db(&mut conn, "dbzddl").await;
+    conn.query_drop(format!(
+        "USE `{db}`; CREATE TABLE t (id INT PRIMARY KEY, v INT) DEFAULT CHARSET=latin1"
+    ))
+    .await
+    .unwrap();
+    let mut setup = CaptureSetup::new(&db, &gtid_now(&mut conn).await);
+    setup.extra = "compat: debezium\n".into();
+    let capture = TributaryProcess::capture(&setup.yaml());
+    let topic = setup.server_name.clone();
+    // Each statement once capture has recorded the one before: the tables are
+    // described as information_schema shows them when capture reads the DDL.
+    let create = "CREATE TABLE t2 (id INT PRIMARY KEY AUTO_INCREMENT, \
+                  s VARCHAR(20) CHARACTER SET utf8mb4 NOT NULL DEFAULT 'it''s', \
+                  d DECIMAL(10,2), e ENUM('a','b'), \
+                  ts TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP) \
+                  DEFAULT CHARSET=latin1";
+    let statements = [
+        create,
+        "ALTER TABLE t2 ADD COLUMN n INT NOT NULL COMMENT 'a note'",
+        "RENAME TABLE t2 TO t3",
+        "DROP TABLE t3",
+        "CREATE INDEX i ON t (v)",
+        "TRUNCATE TABLE t",
+        "DROP INDEX i ON t",
+    ];
+    for (n, sql) in statements.iter().enumerate() {
+        conn.query_drop(*sql).await.unwrap();
+        // TRUNCATE is not recorded: wait for it with the next statement.
+        if *sql != "TRUNCATE TABLE t" {
+            let expected = n + usize::from(n < 5);
+            schema_changes_of(&topic, &db, expected).await;
+        }
+    }
+    let records = schema_changes_of(&topic, &db, 6).await;
+    assert_eq!(records.len(), 6, "log:\n{}", capture.log());
+    let payloads: Vec<&Json> = records.iter().map(|r| &r["payload"]).collect();
+    for record in &records {
+        assert_eq!(
+            record["schema"]["name"],
+            "io.debezium.connector.mysql.SchemaChangeValue"
+        );
+        assert_eq!(record["payload"]["source"]["snapshot"], "false");
+        assert_eq!(record["payload"]["schemaName"], Json::Null);
+    }
+    let ddls: Vec<&str> = payloads
+        .iter()
+        .map(|p| p["ddl"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        ddls,
+        [
+            create,
+            statements[1],
+            "RENAME TABLE t2 TO t3",
+            &*format!("DROP TABLE `{db}`.`t3`"),
+            "CREATE INDEX i ON t (v)",
+            "DROP INDEX i ON t",
+        ]
+    );
+    let change = |i: usize| payloads[i]["tableChanges"].clone();
+    let id = |table: &str| format!("\"{db}\".\"{table}\"");
+    // CREATE: the table as Debezium's parser reads MariaDB's SHOW CREATE TABLE.
+    let created = change(0);
+    assert_eq!(created[0]["type"], "CREATE");
+    assert_eq!(created[0]["id"], id("t2"));
+    let table = &created[0]["table"];
+    assert_eq!(table["defaultCharsetName"], "latin1");
+    assert_eq!(table["primaryKeyColumnNames"], json!(["id"]));
+    let column = |table: &Json, name: &str| {
+        table["columns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == name)
+            .unwrap()
+            .clone()
+    };
+    let attributes = |c: &Json| {
+        json!([
+            c["jdbcType"],
+            c["typeName"],
+            c["length"],
+            c["scale"],
+            c["charsetName"],
+            c["position"],
+            c["optional"],
+            c["autoIncremented"],
+            c["defaultValueExpression"],
+            c["enumValues"]
+        ])
+    };
+    assert_eq!(
+        attributes(&column(table, "id")),
+        json!([4, "INT", 11, null, null, 1, false, true, null, null])
+    );
+    assert_eq!(
+        attributes(&column(table, "s")),
+        json!([
+            12, "VARCHAR", 20, null, "utf8mb4", 2, false, false, "it''s", null
+        ])
+    );
+    assert_eq!(
+        attributes(&column(table, "d")),
+        json!([3, "DECIMAL", 10, 2, null, 3, true, false, null, null])
+    );
+    assert_eq!(
+        attributes(&column(table, "e")),
+        json!([
+            1,
+            "ENUM",
+            1,
+            null,
+            "latin1",
+            4,
+            true,
+            false,
+            null,
+            ["'a'", "'b'"]
+        ])
+    );
+    assert_eq!(
+        attributes(&column(table, "ts")),
+        json!([
+            2014,
+            "TIMESTAMP",
+            null,
+            null,
+            null,
+            5,
+            false,
+            true,
+            "1970-01-01 00:00:00",
+            null
+        ])
+    );
+    assert_eq!(payloads[0]["source"]["table"], "t2");
+    assert_eq!(payloads[0]["source"]["db"], db.as_str());
+    // ALTER: the new column; the MySQL connector writes no comments.
+    let altered = change(1);
+    assert_eq!(
+        (altered[0]["type"].clone(), altered[0]["id"].clone()),
+        (json!("ALTER"), json!(id("t2")))
+    );
+    let n = column(&altered[0]["table"], "n");
+    assert_eq!(
+        (n["position"].clone(), n["comment"].clone()),
+        (json!(6), Json::Null)
+    );
+    // RENAME: an ALTER of the new name.
+    assert_eq!(change(2)[0]["type"], "ALTER");
+    assert_eq!(change(2)[0]["id"], id("t3"));
+    // DROP: no table.
+    assert_eq!(
+        change(3),
+        json!([{ "type": "DROP", "id": id("t3"), "table": null }])
+    );
+    // A non-unique index changes nothing Debezium models: recorded as it is.
+    assert_eq!(change(4), json!([]));
+    assert_eq!(payloads[4]["source"]["table"], "");
+    // DROP INDEX: an ALTER of the table.
+    assert_eq!(change(5)[0]["id"], id("t"));
+    let keys: Vec<Json> = read_raw(&topic, WAIT, |r| !r.is_empty())
+        .await
+        .iter()
+        .map(|r| serde_json::from_slice::<Json>(r.key.as_deref().unwrap()).unwrap())
+        .filter(|k| k["payload"]["databaseName"] == db)
+        .collect();
+    assert_eq!(
+        keys[0]["schema"]["name"],
+        "io.debezium.connector.mysql.SchemaChangeKey"
+    );
+}

@@ -6,6 +6,8 @@
 
 use std::future::Future;
 
+use crate::schema_change_record::DescribedChange;
+
 use tributary_proto::ChangeEvent;
 
 use crate::error::CaptureError;
@@ -25,7 +27,7 @@ pub enum ReaderItem<P> {
 }
 
 /// A DDL statement and where it is in the stream.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct SchemaChange<P> {
     /// The statement's default database (may be empty).
     pub db: String,
@@ -36,6 +38,9 @@ pub struct SchemaChange<P> {
     /// Whether the schema history keeps it: its default database may hold
     /// captured tables, or it has none (the statement names its tables).
     pub recorded: bool,
+    /// What Debezium's schema change topic records of it
+    /// (`events.schema.changes.format: debezium`), else `None`.
+    pub described: Option<DescribedChange>,
 }
 
 /// An ordered stream of change items from a source database.

@@ -23,14 +23,23 @@ pub enum DefaultExpr {
     /// No default, or `DEFAULT NULL`.
     #[default]
     None,
-    /// A literal, unquoted and unescaped (`'it''s'` is `it's`; numbers as written).
-    Literal(String),
+    /// A literal as the server shows it: a number, or a string's text
+    /// between its quotes, with its `''` and backslash escapes when `escaped`
+    /// (MariaDB's form: `'it''s'` is `it''s`; MySQL shows `it's`).
+    Literal {
+        /// The text.
+        text: String,
+        /// Escapes are still in it.
+        escaped: bool,
+    },
     /// A bit literal's digits (`b'101'` is `101`).
     Bits(String),
     /// `CURRENT_TIMESTAMP[(n)]` (`NOW()`, `LOCALTIMESTAMP`: the server shows them so).
     CurrentTimestamp,
-    /// Any other expression (`(1 + 2)`, `curdate()`, `uuid()`).
-    Expression,
+    /// Any other expression (`(1 + 2)`, `curdate()`, `uuid()`); a bare
+    /// function call MariaDB shows as such (`curdate()`) is kept, as
+    /// Debezium's MariaDB grammar records it.
+    Expression(Option<String>),
 }
 
 impl DefaultExpr {
@@ -46,27 +55,44 @@ impl DefaultExpr {
             let lower = text.to_ascii_lowercase();
             lower == "current_timestamp" || lower.starts_with("current_timestamp(")
         };
+        let literal = |text: &str, escaped| DefaultExpr::Literal {
+            text: text.to_owned(),
+            escaped,
+        };
         if !mariadb {
             return if !extra.contains("DEFAULT_GENERATED") {
-                bits(text).unwrap_or_else(|| DefaultExpr::Literal(text.to_owned()))
+                bits(text).unwrap_or_else(|| literal(text, false))
             } else if current_timestamp() {
                 DefaultExpr::CurrentTimestamp
             } else {
-                DefaultExpr::Expression
+                DefaultExpr::Expression(None)
             };
         }
         if text == "NULL" {
             DefaultExpr::None
         } else if let Some(quoted) = text.strip_prefix('\'').and_then(|t| t.strip_suffix('\'')) {
-            DefaultExpr::Literal(unescape(quoted))
+            literal(quoted, true)
         } else if let Some(bits) = bits(text) {
             bits
         } else if current_timestamp() {
             DefaultExpr::CurrentTimestamp
         } else if text.parse::<f64>().is_ok() {
-            DefaultExpr::Literal(text.to_owned())
+            literal(text, false)
         } else {
-            DefaultExpr::Expression
+            DefaultExpr::Expression((!text.starts_with('(')).then(|| text.to_owned()))
+        }
+    }
+
+    /// The default as Debezium's DDL parser records it
+    /// (`defaultValueExpression` of the schema change topic): a string's text
+    /// without its quotes (escapes kept), a bit literal's digits,
+    /// `CURRENT_TIMESTAMP` as `1970-01-01 00:00:00`.
+    pub fn as_written(&self) -> Option<&str> {
+        match self {
+            DefaultExpr::None => None,
+            DefaultExpr::Literal { text, .. } | DefaultExpr::Bits(text) => Some(text),
+            DefaultExpr::CurrentTimestamp => Some("1970-01-01 00:00:00"),
+            DefaultExpr::Expression(text) => text.as_deref(),
         }
     }
 
@@ -74,10 +100,17 @@ impl DefaultExpr {
     /// the column's values are in `modes`; `None` when it declares none.
     pub fn value(&self, kind: &ColumnKind, nullable: bool, modes: &ValueModes) -> Option<Value> {
         let value = match self {
-            DefaultExpr::None | DefaultExpr::Expression => return None,
+            DefaultExpr::None | DefaultExpr::Expression(_) => return None,
             DefaultExpr::CurrentTimestamp => epoch(kind, nullable, true)?,
             DefaultExpr::Bits(digits) => bit_value(kind, digits)?,
-            DefaultExpr::Literal(text) => literal_value(kind, nullable, text, modes)?,
+            DefaultExpr::Literal { text, escaped } => {
+                let text = if *escaped {
+                    unescape(text)
+                } else {
+                    text.clone()
+                };
+                literal_value(kind, nullable, &text, modes)?
+            }
         };
         modes.apply(kind, value).ok()
     }
@@ -295,40 +328,65 @@ mod tests {
     /// of `a INT DEFAULT -5`, `b VARCHAR(20) DEFAULT 'it''s \\ x'`, …
     #[test]
     fn mariadb_defaults_parse_as_the_server_shows_them() {
-        let cases: [(Option<&str>, &str, DefaultExpr); 10] = [
-            (None, "", DefaultExpr::None),
-            (Some("NULL"), "", DefaultExpr::None),
-            (Some("'NULL'"), "", DefaultExpr::Literal("NULL".into())),
-            (Some("-5"), "", DefaultExpr::Literal("-5".into())),
+        let quoted = |text: &str| DefaultExpr::Literal {
+            text: text.into(),
+            escaped: true,
+        };
+        let cases: [(Option<&str>, DefaultExpr, Option<&str>); 10] = [
+            (None, DefaultExpr::None, None),
+            (Some("NULL"), DefaultExpr::None, None),
+            (Some("'NULL'"), quoted("NULL"), Some("NULL")),
+            (Some("-5"), unescaped("-5"), Some("-5")),
             (
                 Some(r"'it''s \\ x'"),
-                "",
-                DefaultExpr::Literal(r"it's \ x".into()),
+                quoted(r"it''s \\ x"),
+                Some(r"it''s \\ x"),
             ),
-            (
-                Some(r"'a\nb	c\\d\0e'"),
-                "",
-                DefaultExpr::Literal("a\nb\tc\\d\0e".into()),
-            ),
-            (Some("b'101'"), "", DefaultExpr::Bits("101".into())),
+            (Some("b'101'"), DefaultExpr::Bits("101".into()), Some("101")),
             (
                 Some("current_timestamp(3)"),
-                "",
                 DefaultExpr::CurrentTimestamp,
+                Some("1970-01-01 00:00:00"),
             ),
-            (Some("(1 + 2)"), "", DefaultExpr::Expression),
-            (Some("curdate()"), "", DefaultExpr::Expression),
+            (Some("(1 + 2)"), DefaultExpr::Expression(None), None),
+            (
+                Some("curdate()"),
+                DefaultExpr::Expression(Some("curdate()".into())),
+                Some("curdate()"),
+            ),
+            (Some(r"'a\nb	c'"), quoted(r"a\nb	c"), Some(r"a\nb	c")),
         ];
-        for (text, extra, expected) in cases {
-            assert_eq!(DefaultExpr::parse(text, extra, true), expected, "{text:?}");
+        for (text, expected, written) in cases {
+            let parsed = DefaultExpr::parse(text, "", true);
+            assert_eq!(parsed, expected, "{text:?}");
+            assert_eq!(parsed.as_written(), written, "{text:?}");
+        }
+        // The value has the escapes undone.
+        let text = ColumnKind::Text(Charset::Utf8);
+        let value =
+            |raw| DefaultExpr::parse(Some(raw), "", true).value(&text, true, &ValueModes::DEBEZIUM);
+        assert_eq!(
+            value(r"'it''s \\ x'"),
+            Some(Value::String(r"it's \ x".into()))
+        );
+        assert_eq!(
+            value(r"'a\nb	c\\d\0e'"),
+            Some(Value::String("a\nb\tc\\d\0e".into()))
+        );
+    }
+
+    fn unescaped(text: &str) -> DefaultExpr {
+        DefaultExpr::Literal {
+            text: text.into(),
+            escaped: false,
         }
     }
 
     #[test]
     fn mysql_defaults_are_bare_and_expressions_flagged() {
         let parse = |text, extra| DefaultExpr::parse(Some(text), extra, false);
-        assert_eq!(parse("it's", ""), DefaultExpr::Literal("it's".into()));
-        assert_eq!(parse("NULL", ""), DefaultExpr::Literal("NULL".into()));
+        assert_eq!(parse("it's", ""), unescaped("it's"));
+        assert_eq!(parse("NULL", ""), unescaped("NULL"));
         assert_eq!(
             parse(
                 "CURRENT_TIMESTAMP",
@@ -338,7 +396,7 @@ mod tests {
         );
         assert_eq!(
             parse("(now() + 1)", "DEFAULT_GENERATED"),
-            DefaultExpr::Expression
+            DefaultExpr::Expression(None)
         );
         assert_eq!(parse("b'11'", ""), DefaultExpr::Bits("11".into()));
     }
@@ -348,7 +406,7 @@ mod tests {
     }
 
     fn literal(text: &str) -> DefaultExpr {
-        DefaultExpr::Literal(text.into())
+        unescaped(text)
     }
 
     /// Expectations from Debezium 3.6's own tests of its default converter
@@ -506,6 +564,9 @@ mod tests {
             Some(Value::Int(0))
         );
         assert_eq!(value(ColumnKind::Date, true, literal("2020-00-10")), None);
-        assert_eq!(value(ColumnKind::Date, true, DefaultExpr::Expression), None);
+        assert_eq!(
+            value(ColumnKind::Date, true, DefaultExpr::Expression(None)),
+            None
+        );
     }
 }

@@ -263,10 +263,17 @@ pub struct EventsConfig {
     /// Tributary's writes the blocks but not the topic.
     #[serde(rename = "provide.transaction.metadata", default)]
     pub provide_transaction_metadata: Option<bool>,
-    /// DDL statements go to `<server_name>.schema-history`. Default true
-    /// (Debezium's too).
+    /// DDL statements are recorded (where: `schema.changes.format`). Default
+    /// true (Debezium's too).
     #[serde(rename = "include.schema.changes", default)]
     pub include_schema_changes: Option<bool>,
+    /// How and where DDL is recorded: `tributary` (the default), each
+    /// statement with its position on `<server_name>.schema-history`;
+    /// `debezium` (`compat: debezium`), Debezium's schema change topic
+    /// `<server_name>`, one record per table a statement changes, with the
+    /// table's definition (`tableChanges`).
+    #[serde(rename = "schema.changes.format", default)]
+    pub schema_changes_format: Option<SchemaChangesFormat>,
     /// `source.connector` of every event, the name of the `Source` schema
     /// and the `connectorName` header: `mysql` (the default: Debezium's MySQL
     /// connector) or `mariadb` (Debezium 3's MariaDB connector).
@@ -284,6 +291,16 @@ pub struct EventsConfig {
     /// `runId`). Tributary's default is false, Debezium's true.
     #[serde(rename = "extended.headers.enabled", default)]
     pub extended_headers_enabled: Option<bool>,
+}
+
+/// How DDL is recorded (`events.schema.changes.format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SchemaChangesFormat {
+    /// `<server_name>.schema-history`: `{source, position, ts_ms, databaseName, ddl}`.
+    Tributary,
+    /// Debezium's schema change topic, `<server_name>`.
+    Debezium,
 }
 
 /// Which of Debezium's connectors events name (`events.source.connector`).
@@ -318,6 +335,8 @@ pub struct Events {
     pub transaction_topic: bool,
     /// `include.schema.changes`.
     pub include_schema_changes: bool,
+    /// `schema.changes.format`.
+    pub schema_changes_format: SchemaChangesFormat,
     /// `extended.headers.enabled`.
     pub extended_headers: bool,
     /// `topic.heartbeat.prefix`: heartbeats in Debezium's shape and topic.
@@ -436,6 +455,10 @@ impl CaptureConfig {
                 .unwrap_or(self.compat == Compat::Tributary),
             transaction_topic: e.provide_transaction_metadata == Some(true),
             include_schema_changes: e.include_schema_changes.unwrap_or(true),
+            schema_changes_format: e.schema_changes_format.unwrap_or(match self.compat {
+                Compat::Tributary => SchemaChangesFormat::Tributary,
+                Compat::Debezium => SchemaChangesFormat::Debezium,
+            }),
             extended_headers: e
                 .extended_headers_enabled
                 .unwrap_or(self.compat == Compat::Debezium),
@@ -627,6 +650,7 @@ kafka: { brokers: '127.0.0.1:19092', producer: { linger.ms: '5' } }
                 provide_transaction_metadata: true,
                 transaction_topic: false,
                 include_schema_changes: true,
+                schema_changes_format: SchemaChangesFormat::Tributary,
                 extended_headers: false,
                 heartbeat_prefix: None,
                 connector: "mysql",
@@ -697,6 +721,10 @@ kafka: { brokers: '127.0.0.1:19092', producer: { linger.ms: '5' } }
         assert!(
             c.replaces_null_with_default(),
             "the JsonConverter's default"
+        );
+        assert_eq!(
+            c.events().schema_changes_format,
+            SchemaChangesFormat::Debezium
         );
         assert!(
             !CaptureConfig::parse(GOOD)

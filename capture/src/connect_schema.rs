@@ -393,6 +393,83 @@ pub fn transaction_topic_schemas() -> (Json, Json) {
     (key, value)
 }
 
+/// The key and value schemas of Debezium's schema change topic
+/// (`io.debezium.connector.<connector>.SchemaChangeKey`/`SchemaChangeValue`,
+/// version 1; `tableChanges` of `io.debezium.connector.schema.Change`).
+pub fn schema_change_schemas(connector: &str) -> (Json, Json) {
+    let key = struct_schema(
+        [named_field(plain("string", false), "databaseName")],
+        false,
+        Some(&format!(
+            "io.debezium.connector.{connector}.SchemaChangeKey"
+        )),
+        Some(1),
+    );
+    let array = |items: Json, optional: bool| json!({ "type": "array", "items": items, "optional": optional });
+    let strings = || array(plain("string", false), true);
+    let column = struct_schema(
+        [
+            ("name", plain("string", false)),
+            ("jdbcType", plain("int32", false)),
+            ("nativeType", plain("int32", true)),
+            ("typeName", plain("string", false)),
+            ("typeExpression", plain("string", true)),
+            ("charsetName", plain("string", true)),
+            ("length", plain("int32", true)),
+            ("scale", plain("int32", true)),
+            ("position", plain("int32", false)),
+            ("optional", plain("boolean", true)),
+            ("autoIncremented", plain("boolean", true)),
+            ("generated", plain("boolean", true)),
+            ("comment", plain("string", true)),
+            ("defaultValueExpression", plain("string", true)),
+            ("enumValues", strings()),
+        ]
+        .into_iter()
+        .map(|(name, schema)| named_field(schema, name)),
+        false,
+        Some("io.debezium.connector.schema.Column"),
+        Some(1),
+    );
+    let table = struct_schema(
+        [
+            named_field(plain("string", true), "defaultCharsetName"),
+            named_field(strings(), "primaryKeyColumnNames"),
+            named_field(array(column, false), "columns"),
+            named_field(plain("string", true), "comment"),
+        ],
+        true,
+        Some("io.debezium.connector.schema.Table"),
+        Some(1),
+    );
+    let change = struct_schema(
+        [
+            named_field(plain("string", false), "type"),
+            named_field(plain("string", false), "id"),
+            named_field(table, "table"),
+        ],
+        false,
+        Some("io.debezium.connector.schema.Change"),
+        Some(1),
+    );
+    let value = struct_schema(
+        [
+            named_field(source_schema(connector), "source"),
+            named_field(plain("int64", false), "ts_ms"),
+            named_field(plain("string", true), "databaseName"),
+            named_field(plain("string", true), "schemaName"),
+            named_field(plain("string", true), "ddl"),
+            named_field(array(change, false), "tableChanges"),
+        ],
+        false,
+        Some(&format!(
+            "io.debezium.connector.{connector}.SchemaChangeValue"
+        )),
+        Some(1),
+    );
+    (key, value)
+}
+
 /// `event.block`, version 1: the envelope's `transaction`.
 fn transaction_schema() -> Json {
     struct_schema(

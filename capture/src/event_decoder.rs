@@ -27,6 +27,7 @@ use tributary_proto::{
 };
 
 use crate::change_stream::{ReaderItem, SchemaChange};
+use crate::ddl_statement::{self, TableChangeKind};
 use crate::error::CaptureError;
 use crate::event_shape::EventShape;
 use crate::filter::TableFilter;
@@ -34,7 +35,9 @@ use crate::gtid_state::{GtidSet, GtidState};
 use crate::position::BinlogPosition;
 use crate::row_image::RowImages;
 use crate::schema::TableSchema;
+use crate::schema_change_record::DescribedChange;
 use crate::source::{self, ServerInfo};
+use crate::table_definition::{self, Flavor};
 
 /// The TABLE_MAP events seen so far, by table id: rows events are decoded with them.
 pub trait TableMaps {
@@ -277,11 +280,18 @@ impl EventDecoder {
                         // Schemas come from the next TABLE_MAP; drop the fallback cache.
                         self.tables.clear();
                         let db = query.schema().into_owned();
+                        let described = if self.setup.shape.debezium_schema_changes {
+                            Some(self.describe(&event, &db, sql).await?)
+                        } else {
+                            None
+                        };
                         self.out.push_back(ReaderItem::SchemaChange(SchemaChange {
-                            recorded: self.setup.filter.records_ddl_of(&db),
+                            // Debezium records the DDL of every database.
+                            recorded: described.is_some() || self.setup.filter.records_ddl_of(&db),
                             db,
                             ddl: sql.to_owned(),
                             position: self.position_after(&event, true),
+                            described,
                         }));
                         match &mut self.trx {
                             // MySQL 8.0.21+ logs CREATE TABLE … SELECT as one
@@ -308,6 +318,48 @@ impl EventDecoder {
             _ => {}
         }
         Ok(())
+    }
+
+    /// What Debezium's schema change topic records of the DDL statement
+    /// `sql` (run in `db`): its effects, each changed table as it is now.
+    async fn describe(
+        &self,
+        event: &Event,
+        db: &str,
+        sql: &str,
+    ) -> Result<DescribedChange, CaptureError> {
+        let source = SourceInfo {
+            name: self.setup.shape.server_name.clone(),
+            ts_ms: self.ts_ms(event),
+            snapshot: SnapshotMarker::False,
+            db: db.into(),
+            table: "".into(),
+            server_id: event.header().server_id(),
+            gtid: self.pending.gtid.as_ref().map(|g| g.to_string().into()),
+            file: self.file.clone(),
+            pos: self.start_of(event),
+            row: 0,
+            thread: None,
+        };
+        let flavor = Flavor {
+            mariadb_connector: self.setup.shape.connector == "mariadb",
+        };
+        let mut conn = None;
+        let mut effects = Vec::new();
+        for effect in ddl_statement::effects(sql, db) {
+            let definition = match &effect.table {
+                Some((kind, table)) if *kind != TableChangeKind::Drop => {
+                    let conn = match &mut conn {
+                        Some(conn) => conn,
+                        None => conn.insert(self.setup.pool.get_conn().await?),
+                    };
+                    table_definition::read(conn, &effect.db, table, flavor).await?
+                }
+                _ => None,
+            };
+            effects.push((effect, definition));
+        }
+        Ok(DescribedChange { source, effects })
     }
 
     async fn on_table_map(

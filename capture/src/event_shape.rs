@@ -11,7 +11,7 @@ use tributary_proto::Value;
 use crate::column_default;
 use crate::column_rules::ColumnRules;
 use crate::config::UndecodableText;
-use crate::config::{CaptureConfig, Compat};
+use crate::config::{CaptureConfig, Compat, SchemaChangesFormat};
 use crate::connect_schema;
 use crate::error::CaptureError;
 use crate::message_key::MessageKeyColumns;
@@ -73,6 +73,9 @@ pub struct EventShape {
     pub decode: DecodeOptions,
     /// `events.source.connector`: named by the Connect schemas.
     pub connector: &'static str,
+    /// DDL goes to Debezium's schema change topic, each changed table
+    /// described (`events.schema.changes.format: debezium`).
+    pub debezium_schema_changes: bool,
 }
 
 impl EventShape {
@@ -90,6 +93,8 @@ impl EventShape {
                 zero_dates_as_epoch: config.compat == Compat::Debezium,
             },
             connector: config.events().connector,
+            debezium_schema_changes: config.events().schema_changes_format
+                == SchemaChangesFormat::Debezium,
         })
     }
 
@@ -161,6 +166,7 @@ mod tests {
                 zero_dates_as_epoch: false,
             },
             connector: "mysql",
+            debezium_schema_changes: false,
         }
     }
 
@@ -199,7 +205,14 @@ mod tests {
         };
         let info = [
             column("id", Some(1), DefaultExpr::None),
-            column("n", None, DefaultExpr::Literal("5".into())),
+            column(
+                "n",
+                None,
+                DefaultExpr::Literal {
+                    text: "5".into(),
+                    escaped: false,
+                },
+            ),
         ];
         let table = || TableSchema::from_info_columns("shop", "t", &info);
         let row = |shape: &EventShape| {

@@ -22,7 +22,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
@@ -124,6 +124,8 @@ enum SideTopic {
     Heartbeat,
     /// Debezium's BEGIN/END records of each transaction (`provide.transaction.metadata`).
     Transaction,
+    /// Debezium's schema change topic (`events.schema.changes.format: debezium`).
+    SchemaChanges,
 }
 
 impl SideTopic {
@@ -132,12 +134,15 @@ impl SideTopic {
             SideTopic::SchemaHistory => format!("{server_name}.schema-history"),
             SideTopic::Heartbeat => format!("{server_name}.heartbeat"),
             SideTopic::Transaction => format!("{server_name}.transaction"),
+            SideTopic::SchemaChanges => server_name.to_owned(),
         }
     }
 
     fn cleanup_policy(self) -> &'static str {
         match self {
-            SideTopic::SchemaHistory | SideTopic::Transaction => "delete",
+            SideTopic::SchemaHistory | SideTopic::Transaction | SideTopic::SchemaChanges => {
+                "delete"
+            }
             SideTopic::Heartbeat => "compact",
         }
     }
@@ -588,9 +593,21 @@ impl<P: SourcePosition> ChangeSink<P> for KafkaWriter<P> {
     }
 
     /// Appends a DDL statement to `<server_name>.schema-history` (kept forever,
-    /// one partition), unless `events.include.schema.changes` is off.
+    /// one partition), or, described, its records to Debezium's schema change
+    /// topic `<server_name>`; nothing when `events.include.schema.changes` is off.
     async fn send_schema_change(&mut self, change: &SchemaChange<P>) -> Result<(), CaptureError> {
         if !self.events.include_schema_changes {
+            return Ok(());
+        }
+        if let Some(described) = &change.described {
+            let topic = SideTopic::SchemaChanges.name(&self.server_name);
+            let now_ms = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as i64);
+            for record in described.records(self.events.connector, self.schemas, now_ms) {
+                self.send_side_record(SideTopic::SchemaChanges, &topic, &record.key, &record.value)
+                    .await?;
+            }
             return Ok(());
         }
         let value = serde_json::json!({

@@ -248,6 +248,7 @@ impl MemoryDatabase {
             ddl: format!("ALTER TABLE {table} ADD COLUMN {column} INT"),
             position: position(pos),
             recorded: true,
+            described: None,
         }));
         inner.log.push(ReaderItem::Commit(position(pos)));
         inner.history.push((pos, inner.tables.clone()));

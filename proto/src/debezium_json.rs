@@ -70,6 +70,36 @@ struct SourceJson<'a> {
     query: Option<&'a str>,
 }
 
+impl<'a> SourceJson<'a> {
+    fn of(src: &'a SourceInfo, connector: &'static str) -> Self {
+        SourceJson {
+            version: VERSION,
+            connector,
+            name: &src.name,
+            ts_ms: src.ts_ms,
+            snapshot: src.snapshot.as_str(),
+            db: &src.db,
+            sequence: None,
+            ts_us: src.ts_ms.saturating_mul(1_000),
+            ts_ns: src.ts_ms.saturating_mul(1_000_000),
+            table: &src.table,
+            server_id: src.server_id,
+            gtid: src.gtid.as_deref(),
+            file: &src.file,
+            pos: src.pos,
+            row: src.row,
+            thread: src.thread,
+            query: None,
+        }
+    }
+}
+
+/// A `source` block as change events carry it, for `connector` (`mysql`,
+/// `mariadb`): Debezium's schema change records carry the same block.
+pub fn source_json(src: &SourceInfo, connector: &'static str) -> serde_json::Value {
+    serde_json::to_value(SourceJson::of(src, connector)).expect("a source block serialises")
+}
+
 #[derive(Serialize)]
 struct TransactionJson<'a> {
     id: &'a str,
@@ -169,25 +199,7 @@ pub fn encode_value(event: &ChangeEvent, options: EnvelopeOptions) -> Vec<u8> {
     let envelope = EnvelopeJson {
         before: event.before.as_ref(),
         after: event.after.as_ref(),
-        source: SourceJson {
-            version: VERSION,
-            connector: options.connector,
-            name: &src.name,
-            ts_ms: src.ts_ms,
-            snapshot: src.snapshot.as_str(),
-            db: &src.db,
-            sequence: None,
-            ts_us: src.ts_ms.saturating_mul(1_000),
-            ts_ns: src.ts_ms.saturating_mul(1_000_000),
-            table: &src.table,
-            server_id: src.server_id,
-            gtid: src.gtid.as_deref(),
-            file: &src.file,
-            pos: src.pos,
-            row: src.row,
-            thread: src.thread,
-            query: None,
-        },
+        source: SourceJson::of(src, options.connector),
         transaction: event
             .transaction
             .as_ref()

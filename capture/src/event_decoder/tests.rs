@@ -296,6 +296,7 @@ fn decoder(from: &BinlogPosition, gtid_mode_on: bool) -> EventDecoder {
                 zero_dates_as_epoch: false,
             },
             connector: "mysql",
+            debezium_schema_changes: false,
         },
         info: ServerInfo {
             version: "8.0.36".into(),
