@@ -223,9 +223,12 @@ const VALUE_MODES: [&str; 4] = [
     "binary.handling.mode",
 ];
 
-/// What Tributary writes instead of Debezium's schema change topic.
-const SCHEMA_CHANGES: &str = "Tributary records DDL in <server_name>.schema-history \
-     ({source, position, ts_ms, databaseName, ddl}), not in Debezium's <topic.prefix> topic with tableChanges";
+/// Where Tributary's schema change topic differs from Debezium's.
+const SCHEMA_CHANGES: &str = "Debezium's schema change topic is written (events.schema.changes.format: \
+     debezium), its tableChanges read from information_schema when capture reads each statement: a \
+     capture catching up across several ALTERs of one table describes each with the newest \
+     definition, and a snapshot records the captured tables only (Debezium: every table of the \
+     captured databases)";
 
 impl Builder {
     fn note_not_needed(&mut self, property: &str, reason: &str) {

@@ -958,3 +958,74 @@ async fn ddl_goes_to_debeziums_schema_change_topic_with_each_table_described() {
         "io.debezium.connector.mysql.SchemaChangeKey"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_snapshot_starts_with_debeziums_schema_records() {
+    let mut conn = root_conn().await;
+    let db = create_db(&mut conn, "dbzsnapddl").await;
+    conn.query_drop(format!(
+        "CREATE TABLE `{db}`.a (id INT PRIMARY KEY, s VARCHAR(5)) DEFAULT CHARSET=utf8mb4; \
+         CREATE TABLE `{db}`.b (id BIGINT UNSIGNED PRIMARY KEY); \
+         INSERT INTO `{db}`.a VALUES (1, 'x')"
+    ))
+    .await
+    .unwrap();
+    let mut setup = CaptureSetup::new(&db, "").with_snapshot(10);
+    setup.extra = "compat: debezium\n".into();
+    let capture = TributaryProcess::capture(&setup.yaml());
+    let topic = setup.server_name.clone();
+    let records = schema_changes_of(&topic, &db, 7).await;
+    assert_eq!(records.len(), 7, "log:\n{}", capture.log());
+    // Expected from the server itself.
+    let (charset, collation): (String, String) = conn
+        .exec_first(
+            "SELECT DEFAULT_CHARACTER_SET_NAME, DEFAULT_COLLATION_NAME \
+             FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?",
+            (&db,),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    let mut shown = Vec::new();
+    for table in ["a", "b"] {
+        let (_, ddl): (String, String) = conn
+            .query_first(format!("SHOW CREATE TABLE `{db}`.{table}"))
+            .await
+            .unwrap()
+            .unwrap();
+        shown.push(ddl);
+    }
+    let ddls: Vec<&str> = records
+        .iter()
+        .map(|r| r["payload"]["ddl"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        ddls,
+        [
+            format!("DROP TABLE IF EXISTS `{db}`.`a`"),
+            format!("DROP TABLE IF EXISTS `{db}`.`b`"),
+            format!("DROP DATABASE IF EXISTS `{db}`"),
+            format!("CREATE DATABASE `{db}` CHARSET {charset} COLLATE {collation}"),
+            format!("USE `{db}`"),
+            shown[0].clone(),
+            shown[1].clone(),
+        ]
+    );
+    for record in &records {
+        assert_eq!(record["payload"]["source"]["snapshot"], "true");
+    }
+    let created = &records[5]["payload"]["tableChanges"][0];
+    assert_eq!(created["type"], "CREATE");
+    assert_eq!(created["table"]["defaultCharsetName"], "utf8mb4");
+    assert_eq!(created["table"]["columns"][1]["charsetName"], "utf8mb4");
+    let b = &records[6]["payload"]["tableChanges"][0]["table"]["columns"][0];
+    assert_eq!(b["typeName"], "BIGINT UNSIGNED");
+    // The server's character set first, on no database.
+    let first = read_raw(&topic, WAIT, |r| !r.is_empty()).await[0].json();
+    let set = first["payload"]["ddl"].as_str().unwrap();
+    assert!(set.starts_with("SET character_set_server="), "{set}");
+    assert_eq!(first["payload"]["databaseName"], "");
+    // Then the rows.
+    let rows = read_raw(&setup.topic("a"), WAIT, |r| !r.is_empty()).await;
+    assert_eq!(rows[0].json()["payload"]["after"]["s"], "x");
+}

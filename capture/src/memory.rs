@@ -27,6 +27,7 @@ use crate::change_stream::{ReaderItem, SchemaChange};
 use crate::chunk_source::{Begun, ChunkRead, ChunkSource, OpenedTable};
 use crate::error::CaptureError;
 use crate::incremental_state::{CursorValue, KeyCursor};
+use crate::schema_change_record::DescribedChange;
 use crate::sink::ChangeSink;
 use crate::snapshot_source::{SnapshotRows, SnapshotSource, SnapshotTable, TableRead};
 use crate::source_position::{CapturePosition, SourcePosition};
@@ -425,6 +426,15 @@ impl SnapshotSource for MemorySnapshot {
             .collect();
         self.begun = Some(state);
         Ok((position(pos), tables))
+    }
+
+    /// The in-memory database has no DDL to describe.
+    async fn schema_changes(
+        &mut self,
+        _tables: &[SnapshotTable],
+        _source: &SourceInfo,
+    ) -> Result<Vec<DescribedChange>, CaptureError> {
+        Ok(Vec::new())
     }
 
     async fn read_table<R: SnapshotRows>(

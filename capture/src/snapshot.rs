@@ -4,6 +4,8 @@
 //! [`ChangeSink`], marked as Debezium marks them: `first` (the first row of
 //! the first table), `first_in_data_collection` and `last_in_data_collection`
 //! (a table's first and last rows), `last` (the very last event), `true`.
+//! With Debezium's schema change topic, the source's schema change records
+//! ([`SnapshotSource::schema_changes`]) go first.
 //!
 //! No position is stored until the whole snapshot is acknowledged: a snapshot
 //! interrupted by a crash or a stop starts over at the next start (the
@@ -18,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 use tributary_proto::{ChangeEvent, SnapshotMarker, SourceInfo};
 
+use crate::change_stream::SchemaChange;
 use crate::error::CaptureError;
 use crate::metrics::{CaptureMetrics, TableLabel};
 use crate::sink::ChangeSink;
@@ -26,6 +29,7 @@ use crate::snapshot_source::{SnapshotRows, SnapshotSource, TableRead};
 use crate::source_position::{CapturePosition, SourcePosition};
 
 pub(crate) mod mysql_snapshot;
+mod schema_snapshot;
 
 /// Rows between progress updates (a table without a primary key is one chunk).
 const PROGRESS_EVERY_ROWS: u64 = 1024;
@@ -72,6 +76,21 @@ pub async fn run<S: SnapshotSource>(
         ..SourceInfo::default()
     };
     position.mark_source(&mut events_source);
+    for described in source.schema_changes(&tables, &events_source).await? {
+        let (db, ddl) = described
+            .effects
+            .first()
+            .map(|(effect, _)| (effect.db.clone(), effect.ddl.clone()))
+            .unwrap_or_default();
+        let change = SchemaChange {
+            db,
+            ddl,
+            position: position.clone(),
+            recorded: true,
+            described: Some(described),
+        };
+        writer.send_schema_change(&change).await?;
+    }
     // The latest event, held back so the very last one can be marked `last`.
     let mut held: Option<ChangeEvent> = None;
     for (order, table) in tables.iter().enumerate() {

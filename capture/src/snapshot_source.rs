@@ -11,6 +11,7 @@ use std::ops::ControlFlow;
 use tributary_proto::{ChangeEvent, SourceInfo};
 
 use crate::error::CaptureError;
+use crate::schema_change_record::DescribedChange;
 use crate::source_position::SourcePosition;
 
 /// A table the snapshot reads.
@@ -61,6 +62,15 @@ pub trait SnapshotSource: Send {
     fn begin(
         &mut self,
     ) -> impl Future<Output = Result<(Self::Position, Vec<SnapshotTable>), CaptureError>> + Send;
+
+    /// What Debezium's schema change topic records before the rows
+    /// (`events.schema.changes.format: debezium`), in order, each with
+    /// `source` as its `source` block; none otherwise.
+    fn schema_changes(
+        &mut self,
+        tables: &[SnapshotTable],
+        source: &SourceInfo,
+    ) -> impl Future<Output = Result<Vec<DescribedChange>, CaptureError>> + Send;
 
     /// Reads `table` in key order, handing each row to `rows` as it comes;
     /// each event's `source` is `source` with the table filled in.

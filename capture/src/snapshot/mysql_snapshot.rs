@@ -20,8 +20,11 @@ use crate::error::CaptureError;
 use crate::event_shape::EventShape;
 use crate::filter::TableFilter;
 use crate::position::BinlogPosition;
+use crate::schema_change_record::DescribedChange;
+use crate::snapshot::schema_snapshot;
 use crate::snapshot_source::{SnapshotRows, SnapshotSource, SnapshotTable, TableRead};
 use crate::source;
+use crate::table_definition::Flavor;
 
 /// The tables of one MySQL/MariaDB server, read in one consistent transaction.
 pub(crate) struct MySqlSnapshot<'a> {
@@ -58,7 +61,8 @@ impl SnapshotSource for MySqlSnapshot<'_> {
         let tables: Vec<(String, String, u64)> = conn
             .query(
                 "SELECT TABLE_SCHEMA, TABLE_NAME, COALESCE(TABLE_ROWS, 0) \
-                 FROM information_schema.TABLES WHERE TABLE_TYPE = 'BASE TABLE'",
+                 FROM information_schema.TABLES WHERE TABLE_TYPE = 'BASE TABLE' \
+                 ORDER BY TABLE_SCHEMA, TABLE_NAME",
             )
             .await?;
         self.conn = Some(conn);
@@ -73,6 +77,21 @@ impl SnapshotSource for MySqlSnapshot<'_> {
             })
             .collect();
         Ok((position, tables))
+    }
+
+    async fn schema_changes(
+        &mut self,
+        tables: &[SnapshotTable],
+        source: &SourceInfo,
+    ) -> Result<Vec<DescribedChange>, CaptureError> {
+        if !self.shape.debezium_schema_changes {
+            return Ok(Vec::new());
+        }
+        let conn = self.conn.as_mut().expect("the snapshot was begun");
+        let flavor = Flavor {
+            mariadb_connector: self.shape.connector == "mariadb",
+        };
+        schema_snapshot::schema_changes(conn, tables, source, flavor).await
     }
 
     async fn read_table<R: SnapshotRows>(
