@@ -763,7 +763,7 @@ mod tests {
     use super::*;
     use tributary_capture::config::Compat;
     use tributary_capture::value_modes::{
-        BigIntUnsignedMode, BinaryMode, DecimalMode, TimePrecisionMode, ValueModes,
+        BigIntUnsignedMode, BinaryMode, DecimalMode, GeometryMode, TimePrecisionMode, ValueModes,
     };
 
     /// Debezium's tutorial connector (`inventory-connector`), as its docs register it.
@@ -966,6 +966,7 @@ column.mask.with.4.chars=shop.users.ssn
                 bigint_unsigned: BigIntUnsignedMode::Precise,
                 time_precision: TimePrecisionMode::Connect,
                 binary: BinaryMode::Hex,
+                geometry: GeometryMode::Struct,
             }
         );
         assert!(

@@ -1029,3 +1029,83 @@ async fn a_snapshot_starts_with_debeziums_schema_records() {
     let rows = read_raw(&setup.topic("a"), WAIT, |r| !r.is_empty()).await;
     assert_eq!(rows[0].json()["payload"]["after"]["s"], "x");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn geometries_are_debeziums_structs() {
+    use base64::Engine as _;
+    let mut conn = root_conn().await;
+    let db = create_db(&mut conn, "dbzgeo").await;
+    conn.query_drop(format!(
+        "CREATE TABLE `{db}`.t (id INT PRIMARY KEY, p POINT NOT NULL, g GEOMETRY NULL, l LINESTRING NULL); \
+         INSERT INTO `{db}`.t VALUES (1, ST_GeomFromText('POINT(1.5 -2)', 4326), \
+             ST_GeomFromText('POINT(3 4)'), ST_GeomFromText('LINESTRING(0 0, 1 1, 2 0.5)', 3857))"
+    ))
+    .await
+    .unwrap();
+    let mut setup = CaptureSetup::new(&db, "").with_snapshot(10);
+    setup.extra = "compat: debezium\n".into();
+    let capture = TributaryProcess::capture(&setup.yaml());
+    let topic = setup.topic("t");
+    read_raw(&topic, WAIT, |r| !r.is_empty()).await;
+    conn.query_drop(format!(
+        "INSERT INTO `{db}`.t VALUES (2, ST_GeomFromText('POINT(-0.25 1e10)'), \
+             ST_GeomFromText('POLYGON((0 0, 1 0, 1 1, 0 0))', 4326), NULL)"
+    ))
+    .await
+    .unwrap();
+    let records = read_raw(&topic, WAIT, |r| r.len() >= 2).await;
+    assert_eq!(records.len(), 2, "log:\n{}", capture.log());
+    let schema = records[0].json()["schema"]["fields"][1]["fields"].clone();
+    let names: Vec<&str> = schema
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["name"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "",
+            "io.debezium.data.geometry.Point",
+            "io.debezium.data.geometry.Geometry",
+            "io.debezium.data.geometry.Geometry"
+        ]
+    );
+    for record in &records {
+        let after = record.json()["payload"]["after"].clone();
+        let id = after["id"].as_i64().unwrap();
+        for column in ["p", "g", "l"] {
+            // The server's own reading of the stored value.
+            let (x, y, srid, wkb): (Option<f64>, Option<f64>, Option<i64>, Option<String>) = conn
+                .query_first(format!(
+                    "SELECT IF(ST_GeometryType({column}) = 'POINT', ST_X({column}), NULL), \
+                            IF(ST_GeometryType({column}) = 'POINT', ST_Y({column}), NULL), \
+                            ST_SRID({column}), TO_BASE64(ST_AsWKB({column})) \
+                     FROM `{db}`.t WHERE id = {id}"
+                ))
+                .await
+                .unwrap()
+                .unwrap();
+            let value = &after[column];
+            let Some(wkb) = wkb else {
+                assert_eq!(*value, Json::Null, "row {id}, {column}");
+                continue;
+            };
+            let ours = base64::engine::general_purpose::STANDARD
+                .decode(value["wkb"].as_str().unwrap())
+                .unwrap();
+            let theirs = base64::engine::general_purpose::STANDARD
+                .decode(wkb.replace('\n', ""))
+                .unwrap();
+            assert_eq!(ours, theirs, "row {id}, {column}: wkb");
+            let srid = srid.filter(|s| *s != 0);
+            assert_eq!(value["srid"].as_i64(), srid, "row {id}, {column}: srid");
+            if column == "p" {
+                assert_eq!(value["x"].as_f64(), x, "row {id}: x");
+                assert_eq!(value["y"].as_f64(), y, "row {id}: y");
+            } else {
+                assert!(value.get("x").is_none(), "row {id}, {column}: {value}");
+            }
+        }
+    }
+}

@@ -244,7 +244,7 @@ fn literal_value(
         // The literal's bytes, not padded to the column's length (as Debezium).
         ColumnKind::Binary { .. } => Value::Bytes(text.as_bytes().to_vec()),
         ColumnKind::Bit { .. } => bit_value(kind, trimmed)?,
-        ColumnKind::Json | ColumnKind::Geometry | ColumnKind::Other => return None,
+        ColumnKind::Json | ColumnKind::Geometry { .. } | ColumnKind::Other => return None,
     })
 }
 

@@ -31,7 +31,7 @@ use crate::error::CaptureError;
 use crate::message_key::MessageKeyColumns;
 use crate::position::StartPosition;
 use crate::value_modes::{
-    BigIntUnsignedMode, BinaryMode, DecimalMode, TimePrecisionMode, ValueModes,
+    BigIntUnsignedMode, BinaryMode, DecimalMode, GeometryMode, TimePrecisionMode, ValueModes,
 };
 
 /// The whole `tributary capture` configuration file.
@@ -363,6 +363,11 @@ pub struct ValuesConfig {
     /// BINARY/VARBINARY/BLOB: `bytes` (both defaults), `base64`, `base64-url-safe` or `hex`.
     #[serde(rename = "binary.handling.mode", default)]
     pub binary_handling_mode: Option<BinaryMode>,
+    /// GEOMETRY: `bytes` (Tributary's default: MySQL's internal form) or
+    /// `struct` (Debezium's `Geometry`/`Point`). Not a Debezium property:
+    /// Debezium always writes structs.
+    #[serde(rename = "geometry.handling.mode", default)]
+    pub geometry_handling_mode: Option<GeometryMode>,
 }
 
 /// How records are serialised: JSON, with or without the Kafka Connect
@@ -483,6 +488,7 @@ impl CaptureConfig {
                 .unwrap_or(defaults.bigint_unsigned),
             time_precision: v.time_precision_mode.unwrap_or(defaults.time_precision),
             binary: v.binary_handling_mode.unwrap_or(defaults.binary),
+            geometry: v.geometry_handling_mode.unwrap_or(defaults.geometry),
         }
     }
 
@@ -677,7 +683,8 @@ kafka: { brokers: '127.0.0.1:19092', producer: { linger.ms: '5' } }
         assert_eq!(c.value_modes(), ValueModes::TRIBUTARY);
         let text = format!(
             "{GOOD}values: {{ decimal.handling.mode: double, bigint.unsigned.handling.mode: precise, \
-             time.precision.mode: connect, binary.handling.mode: base64-url-safe }}\n"
+             time.precision.mode: connect, binary.handling.mode: base64-url-safe, \
+             geometry.handling.mode: struct }}\n"
         );
         let c = CaptureConfig::parse(&text).unwrap();
         assert_eq!(
@@ -687,6 +694,7 @@ kafka: { brokers: '127.0.0.1:19092', producer: { linger.ms: '5' } }
                 bigint_unsigned: BigIntUnsignedMode::Precise,
                 time_precision: TimePrecisionMode::Connect,
                 binary: BinaryMode::Base64UrlSafe,
+                geometry: GeometryMode::Struct,
             }
         );
         assert_eq!(

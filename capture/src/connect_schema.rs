@@ -16,7 +16,7 @@ use tributary_proto::RecordSchemas;
 
 use crate::schema::{ColumnKind, ColumnSchema, Declared, TableSchema};
 use crate::value_modes::{
-    BigIntUnsignedMode, BinaryMode, DecimalMode, TimePrecisionMode, ValueModes,
+    BigIntUnsignedMode, BinaryMode, DecimalMode, GeometryMode, TimePrecisionMode, ValueModes,
 };
 use crate::value_plan::Mapper;
 
@@ -273,9 +273,48 @@ fn column_schema(column: &ColumnSchema, modes: &ValueModes) -> Json {
             Some(json!({ "length": bits.to_string() })),
         ),
         (_, ColumnKind::Json) => semantic("string", optional, "io.debezium.data.Json", None),
-        // Debezium writes geometries as a struct {wkb, srid}; Tributary, as bytes (docs/types.md).
-        (_, ColumnKind::Geometry | ColumnKind::Other) => plain("bytes", optional),
+        (_, ColumnKind::Geometry { point }) if modes.geometry == GeometryMode::Struct => {
+            geometry_schema(*point, optional)
+        }
+        (_, ColumnKind::Geometry { .. } | ColumnKind::Other) => plain("bytes", optional),
     }
+}
+
+/// `io.debezium.data.geometry.Point` (`{x, y, wkb, srid}`, optional as the
+/// column) or `Geometry` (`{wkb, srid}`, always optional, as Debezium's
+/// builder makes it), version 1, with their `doc`.
+fn geometry_schema(point: bool, optional: bool) -> Json {
+    let wkb_srid = |wkb_optional| {
+        [
+            named_field(plain("bytes", wkb_optional), "wkb"),
+            named_field(plain("int32", true), "srid"),
+        ]
+    };
+    let (fields, optional, name, doc): (Vec<Json>, _, _, _) = if point {
+        let xy = [
+            named_field(plain("double", false), "x"),
+            named_field(plain("double", false), "y"),
+        ];
+        (
+            xy.into_iter().chain(wkb_srid(true)).collect(),
+            optional,
+            "io.debezium.data.geometry.Point",
+            "Geometry (POINT)",
+        )
+    } else {
+        (
+            wkb_srid(false).into_iter().collect(),
+            true,
+            "io.debezium.data.geometry.Geometry",
+            "Geometry",
+        )
+    };
+    let mut schema = struct_schema(fields, optional, Some(name), Some(1));
+    schema
+        .as_object_mut()
+        .expect("an object")
+        .insert("doc".into(), doc.into());
+    schema
 }
 
 /// ENUM/SET labels as Debezium's `allowed` parameter: joined by `,`, a `,`

@@ -42,6 +42,9 @@ pub enum ValueError {
         /// What the representation holds, and what to do.
         range: &'static str,
     },
+    /// A geometry whose bytes are not MySQL's internal form.
+    #[error("geometry: {0}")]
+    Geometry(String),
     /// A value of another type than the column's.
     #[error("unexpected binlog value {value} for a {kind} column")]
     Unexpected {
@@ -138,7 +141,7 @@ pub fn decode_value(kind: &ColumnKind, raw: Option<BinlogValue<'_>>) -> Result<V
             }
             Value::Bytes(b)
         }
-        (ColumnKind::Geometry | ColumnKind::Other, MyValue::Bytes(b)) => Value::Bytes(b),
+        (ColumnKind::Geometry { .. } | ColumnKind::Other, MyValue::Bytes(b)) => Value::Bytes(b),
         (ColumnKind::Json, MyValue::Bytes(b)) => Value::String(utf8(b)?),
         (ColumnKind::Enum(labels), MyValue::Int(index)) => Value::String(
             // Index 0 is the empty "error" value MySQL stores for invalid input.

@@ -11,7 +11,7 @@
 use std::sync::Arc;
 
 use mysql_async::binlog::events::{OptionalMetaExtractor, OptionalMetadataField, TableMapEvent};
-use mysql_async::consts::ColumnType;
+use mysql_async::consts::{ColumnType, GeometryType};
 use tributary_proto::{RecordSchemas, Row, Value};
 
 use crate::column_default::DefaultExpr;
@@ -69,7 +69,10 @@ pub enum ColumnKind {
     /// JSON (MySQL's binary JSON; MariaDB's JSON is LONGTEXT and arrives as text).
     Json,
     /// GEOMETRY and its subtypes.
-    Geometry,
+    Geometry {
+        /// Declared POINT (Debezium writes its values as `Point`s).
+        point: bool,
+    },
     /// Anything else: passed through as bytes.
     Other,
 }
@@ -220,6 +223,8 @@ struct OptionalMeta {
     enum_labels: Vec<Vec<Vec<u8>>>,
     /// Labels of each SET column, as the bytes of its character set.
     set_labels: Vec<Vec<Vec<u8>>>,
+    /// Whether each GEOMETRY column is declared POINT.
+    points: Vec<bool>,
     primary_key: Vec<usize>,
 }
 
@@ -291,6 +296,12 @@ impl OptionalMeta {
                                 .map(|v| v.value_raw().to_vec())
                                 .collect(),
                         );
+                    }
+                }
+                OptionalMetadataField::GeometryType(types) => {
+                    for geometry in types.iter_geometry_types() {
+                        meta.points
+                            .push(matches!(geometry, Ok(GeometryType::GEOM_POINT)));
                     }
                 }
                 OptionalMetadataField::SetStrValue(values) => {
@@ -371,6 +382,7 @@ impl TableSchema {
         }
 
         let (mut numeric, mut text, mut enums, mut sets, mut enum_sets) = (0, 0, 0, 0, 0);
+        let mut geometries = 0;
         let mut columns = Vec::with_capacity(count);
         for (i, col_type) in types.iter().enumerate() {
             let info = fallback.map(|f| &f[i]);
@@ -442,9 +454,16 @@ impl TableSchema {
                     Declared::of_column_type(&c.column_type)
                 }),
             };
-            let kind = column_kind(*col_type, col_meta, unsigned, charset, || {
+            let mut kind = column_kind(*col_type, col_meta, unsigned, charset, || {
                 labels.unwrap_or_else(|| Arc::from(Vec::new()))
             });
+            if let ColumnKind::Geometry { point } = &mut kind {
+                geometries += 1;
+                *point = match meta.points.get(geometries - 1) {
+                    Some(declared) => *declared,
+                    None => info.is_some_and(|c| c.column_type.eq_ignore_ascii_case("point")),
+                };
+            }
             let name = meta
                 .names
                 .get(i)
@@ -591,7 +610,7 @@ fn column_kind(
             ColumnKind::Bit { bits }
         }
         MYSQL_TYPE_JSON => ColumnKind::Json,
-        MYSQL_TYPE_GEOMETRY => ColumnKind::Geometry,
+        MYSQL_TYPE_GEOMETRY => ColumnKind::Geometry { point: false },
         _ => ColumnKind::Other,
     }
 }
@@ -644,8 +663,9 @@ impl ColumnKind {
                 bits: width().unwrap_or(1) as u16,
             },
             "json" => ColumnKind::Json,
-            "geometry" | "point" | "linestring" | "polygon" | "multipoint" | "multilinestring"
-            | "multipolygon" | "geometrycollection" => ColumnKind::Geometry,
+            "point" => ColumnKind::Geometry { point: true },
+            "geometry" | "linestring" | "polygon" | "multipoint" | "multilinestring"
+            | "multipolygon" | "geometrycollection" => ColumnKind::Geometry { point: false },
             _ => ColumnKind::Other,
         }
     }

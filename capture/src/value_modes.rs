@@ -1,7 +1,8 @@
 //! Debezium's value converter modes: how a decoded DECIMAL, BIGINT UNSIGNED,
 //! TIME/DATETIME or binary column is written, under Debezium's property names
 //! and values (`decimal.handling.mode`, `bigint.unsigned.handling.mode`,
-//! `time.precision.mode`, `binary.handling.mode`).
+//! `time.precision.mode`, `binary.handling.mode`), and GEOMETRY as bytes or
+//! Debezium's structs (`geometry.handling.mode`).
 //!
 //! The decoders ([`crate::row_decoder`], [`crate::fast_value`]) produce one
 //! representation per column kind (Tributary's defaults); [`ValueModes::apply`]
@@ -14,7 +15,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::{STANDARD as BASE64, URL_SAFE as BASE64_URL_SAFE};
 use num_bigint::BigInt;
 use serde::Deserialize;
-use tributary_proto::Value;
+use tributary_proto::{Geometry, Value};
 
 use crate::row_decoder::ValueError;
 use crate::schema::ColumnKind;
@@ -82,7 +83,21 @@ pub enum BinaryMode {
     Hex,
 }
 
-/// The four modes together.
+/// `geometry.handling.mode` (Tributary's name; Debezium has no such option
+/// and always writes structs): GEOMETRY columns and their subtypes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GeometryMode {
+    /// MySQL's internal form (4-byte little-endian SRID, then the WKB), base64
+    /// in JSON. Tributary's default.
+    Bytes,
+    /// Debezium's structs: `io.debezium.data.geometry.Point` `{x, y, wkb,
+    /// srid}` for a POINT column, `Geometry` `{wkb, srid}` for the others (an
+    /// SRID of 0 is `null`).
+    Struct,
+}
+
+/// The modes together.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ValueModes {
     /// DECIMAL/NUMERIC.
@@ -93,6 +108,8 @@ pub struct ValueModes {
     pub time_precision: TimePrecisionMode,
     /// BINARY/VARBINARY/BLOB.
     pub binary: BinaryMode,
+    /// GEOMETRY.
+    pub geometry: GeometryMode,
 }
 
 impl ValueModes {
@@ -102,6 +119,7 @@ impl ValueModes {
         bigint_unsigned: BigIntUnsignedMode::Number,
         time_precision: TimePrecisionMode::AdaptiveTimeMicroseconds,
         binary: BinaryMode::Bytes,
+        geometry: GeometryMode::Bytes,
     };
 
     /// Debezium's MySQL connector's defaults.
@@ -110,6 +128,7 @@ impl ValueModes {
         bigint_unsigned: BigIntUnsignedMode::Long,
         time_precision: TimePrecisionMode::AdaptiveTimeMicroseconds,
         binary: BinaryMode::Bytes,
+        geometry: GeometryMode::Struct,
     };
 
     /// `value` (as the decoders give it for a column of `kind`) in these modes.
@@ -126,6 +145,9 @@ impl ValueModes {
             ColumnKind::Time => self.time(value),
             ColumnKind::DateTime { fsp } => Ok(self.datetime(value, *fsp)),
             ColumnKind::Binary { .. } => Ok(self.binary(value)),
+            ColumnKind::Geometry { point } if self.geometry == GeometryMode::Struct => {
+                geometry(value, *point)
+            }
             _ => Ok(value),
         }
     }
@@ -210,6 +232,56 @@ impl ValueModes {
 }
 
 /// A TIME in microseconds as MySQL writes it: `-838:59:59.000000`.
+/// MySQL's internal geometry (SRID, then WKB) as Debezium's struct; a POINT
+/// column's WKB must be a 2D point.
+fn geometry(value: Value, point: bool) -> Result<Value, ValueError> {
+    let Value::Bytes(bytes) = value else {
+        return Ok(value);
+    };
+    let bad = |detail: &str| ValueError::Geometry(detail.to_owned());
+    let (srid, wkb) = bytes
+        .split_first_chunk::<4>()
+        .ok_or_else(|| bad("shorter than its 4-byte SRID"))?;
+    let srid = i32::from_le_bytes(*srid);
+    let point = if point {
+        Some(point_of(wkb).ok_or_else(|| bad("a POINT column's value is not a 2D point"))?)
+    } else {
+        None
+    };
+    Ok(Value::Geometry(Box::new(Geometry {
+        wkb: wkb.to_vec(),
+        srid: (srid != 0).then_some(srid),
+        point,
+    })))
+}
+
+/// `x` and `y` of a 2D point's WKB (byte order, type 1, two doubles).
+fn point_of(wkb: &[u8]) -> Option<(f64, f64)> {
+    let [order, rest @ ..] = wkb else { return None };
+    if rest.len() != 20 {
+        return None;
+    }
+    let little = *order == 1;
+    let u32_at = |b: &[u8]| {
+        let b: [u8; 4] = b.try_into().ok()?;
+        Some(if little {
+            u32::from_le_bytes(b)
+        } else {
+            u32::from_be_bytes(b)
+        })
+    };
+    let f64_at = |b: &[u8]| {
+        let b: [u8; 8] = b.try_into().ok()?;
+        Some(if little {
+            f64::from_le_bytes(b)
+        } else {
+            f64::from_be_bytes(b)
+        })
+    };
+    (u32_at(&rest[..4])? == 1).then_some(())?;
+    Some((f64_at(&rest[4..12])?, f64_at(&rest[12..20])?))
+}
+
 fn time_text(micros: i64) -> String {
     let sign = if micros < 0 { "-" } else { "" };
     let abs = micros.unsigned_abs();
@@ -410,6 +482,58 @@ mod tests {
         assert_eq!(bits, bytes);
     }
 
+    /// MySQL's internal form: the SRID (4 bytes, little-endian), then the WKB.
+    fn internal(srid: u32, wkb: &[u8]) -> Value {
+        Value::Bytes(srid.to_le_bytes().iter().chain(wkb).copied().collect())
+    }
+
+    #[test]
+    fn geometries_become_debeziums_structs() {
+        let modes = ValueModes::DEBEZIUM;
+        // POINT(1.5 -2): byte order 1 (little-endian), type 1, x, y.
+        let mut wkb = vec![1, 1, 0, 0, 0];
+        wkb.extend(1.5f64.to_le_bytes());
+        wkb.extend((-2.0f64).to_le_bytes());
+        let point = ColumnKind::Geometry { point: true };
+        assert_eq!(
+            modes.apply(&point, internal(4326, &wkb)).unwrap(),
+            Value::Geometry(Box::new(Geometry {
+                wkb: wkb.clone(),
+                srid: Some(4326),
+                point: Some((1.5, -2.0)),
+            }))
+        );
+        // The same point in a GEOMETRY column, SRID 0: no coordinates, no SRID.
+        let shape = ColumnKind::Geometry { point: false };
+        assert_eq!(
+            modes.apply(&shape, internal(0, &wkb)).unwrap(),
+            Value::Geometry(Box::new(Geometry {
+                wkb: wkb.clone(),
+                srid: None,
+                point: None,
+            }))
+        );
+        // Big-endian WKB reads the same.
+        let mut big = vec![0, 0, 0, 0, 1];
+        big.extend(1.5f64.to_be_bytes());
+        big.extend((-2.0f64).to_be_bytes());
+        let Value::Geometry(read) = modes.apply(&point, internal(0, &big)).unwrap() else {
+            panic!("a struct");
+        };
+        assert_eq!(read.point, Some((1.5, -2.0)));
+        // A LINESTRING in a POINT column, or a value shorter than its SRID, stops capture.
+        let line = [1, 2, 0, 0, 0, 0, 0, 0, 0];
+        assert!(modes.apply(&point, internal(0, &line)).is_err());
+        assert!(modes.apply(&shape, Value::Bytes(vec![1, 2])).is_err());
+        // Tributary's default: the internal form, as it is.
+        assert_eq!(
+            ValueModes::TRIBUTARY
+                .apply(&point, internal(4326, &wkb))
+                .unwrap(),
+            internal(4326, &wkb)
+        );
+    }
+
     #[test]
     fn nulls_stay_null() {
         let all = ValueModes {
@@ -417,11 +541,13 @@ mod tests {
             bigint_unsigned: BigIntUnsignedMode::Precise,
             time_precision: TimePrecisionMode::Connect,
             binary: BinaryMode::Hex,
+            geometry: GeometryMode::Struct,
         };
         for kind in [
             ColumnKind::Decimal,
             ColumnKind::Time,
             ColumnKind::Binary { fixed_len: None },
+            ColumnKind::Geometry { point: true },
         ] {
             assert_eq!(all.apply(&kind, Value::Null).unwrap(), Value::Null);
         }

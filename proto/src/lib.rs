@@ -19,4 +19,4 @@ pub use envelope::{
     ChangeEvent, KeyChange, Op, RecordSchemas, Row, SnapshotMarker, SourceInfo, TransactionInfo,
 };
 pub use error::CodecError;
-pub use value::Value;
+pub use value::{Geometry, Value};

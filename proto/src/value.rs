@@ -27,6 +27,37 @@ pub enum Value {
     String(String),
     /// BINARY/VARBINARY/BLOB and BIT(n>1): base64 in JSON.
     Bytes(Vec<u8>),
+    /// GEOMETRY and its subtypes as Debezium's `io.debezium.data.geometry`
+    /// structs (`geometry.handling.mode: struct`).
+    Geometry(Box<Geometry>),
+}
+
+/// A spatial value: its well-known binary and SRID, and a POINT column's
+/// coordinates.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Geometry {
+    /// The OGC well-known binary.
+    pub wkb: Vec<u8>,
+    /// The spatial reference system; `None` for 0 (unset), as Debezium.
+    pub srid: Option<i32>,
+    /// A POINT column's `x` and `y` (Debezium's `Point`), else `None`
+    /// (its `Geometry`).
+    pub point: Option<(f64, f64)>,
+}
+
+impl Geometry {
+    /// `{"x", "y", "wkb", "srid"}` for a point, `{"wkb", "srid"}` otherwise,
+    /// fields in the order of Debezium's schemas.
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut map = serde_json::Map::new();
+        if let Some((x, y)) = self.point {
+            map.insert("x".into(), Value::Float(x).to_json());
+            map.insert("y".into(), Value::Float(y).to_json());
+        }
+        map.insert("wkb".into(), BASE64.encode(&self.wkb).into());
+        map.insert("srid".into(), self.srid.into());
+        serde_json::Value::Object(map)
+    }
 }
 
 impl Value {
@@ -43,6 +74,7 @@ impl Value {
                 .unwrap_or_else(|| serde_json::Value::String(f.to_string())),
             Value::String(s) => serde_json::Value::String(s.clone()),
             Value::Bytes(b) => serde_json::Value::String(BASE64.encode(b)),
+            Value::Geometry(g) => g.to_json(),
         }
     }
 
@@ -87,5 +119,25 @@ mod tests {
             Value::UInt(u64::MAX)
         );
         assert_eq!(Value::from_json(&serde_json::json!(1.5)), Value::Float(1.5));
+        let point = Geometry {
+            wkb: vec![1, 2],
+            srid: Some(4326),
+            point: Some((1.5, -2.0)),
+        };
+        assert_eq!(
+            Value::Geometry(Box::new(point.clone()))
+                .to_json()
+                .to_string(),
+            r#"{"x":1.5,"y":-2.0,"wkb":"AQI=","srid":4326}"#
+        );
+        let shape = Geometry {
+            point: None,
+            srid: None,
+            ..point
+        };
+        assert_eq!(
+            Value::Geometry(Box::new(shape)).to_json().to_string(),
+            r#"{"wkb":"AQI=","srid":null}"#
+        );
     }
 }

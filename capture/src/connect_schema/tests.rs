@@ -124,6 +124,7 @@ fn modes_change_the_column_types() {
         bigint_unsigned: BigIntUnsignedMode::Precise,
         time_precision: TimePrecisionMode::Connect,
         binary: BinaryMode::Hex,
+        geometry: GeometryMode::Bytes,
     };
     let table = TableSchema::from_info_columns(
         "shop",
