@@ -186,6 +186,8 @@ struct Builder {
     replace_null_with_default: (bool, bool),
     /// `events.topic.heartbeat.prefix`.
     heartbeat_prefix: Option<String>,
+    /// `events.event.processing.failure.handling.mode`.
+    failure_handling: Option<&'static str>,
     /// Debezium's MariaDB connector: events say `source.connector: mariadb`.
     mariadb: bool,
     /// `columns:`, Debezium's `column.*` properties; a hash's salt is an
@@ -290,6 +292,14 @@ impl Builder {
             | "provide.transaction.metadata"
             | "include.schema.changes"
             | "extended.headers.enabled" => self.event_option(key, value)?,
+            "event.processing.failure.handling.mode" => {
+                self.failure_handling = Some(match value.trim() {
+                    "fail" => "fail",
+                    "warn" => "warn",
+                    "skip" | "ignore" => "skip",
+                    other => bail!("`{key}` is {other:?}, not fail, warn, skip or ignore"),
+                });
+            }
             k if k.starts_with("column.") => self.column_rule(key, value),
             "decimal.handling.mode"
             | "bigint.unsigned.handling.mode"
@@ -420,11 +430,6 @@ impl Builder {
         let not_reproduced = |reason: &str| Some((true, reason.to_owned()));
         let not_needed = |reason: &str| Some((false, reason.to_owned()));
         let verdict = match (key, value) {
-            ("event.processing.failure.handling.mode", "fail") => None,
-            ("event.processing.failure.handling.mode", _) => not_reproduced(
-                "an event that cannot be decoded stops capture, naming the column (source.undecodable_text: \
-                 base64 publishes undecodable text as raw bytes instead)",
-            ),
             ("snapshot.locking.mode", "minimal" | "none") => not_needed(
                 "MariaDB snapshots take no lock; on MySQL a global read lock is held only while \
                  the snapshot's transaction starts (Debezium's `minimal`)",
@@ -652,10 +657,17 @@ impl Builder {
         if let Some(rows) = self.incremental_chunk_rows {
             line(format!("  incremental_chunk_rows: {rows}"));
         }
-        if !self.events.is_empty() || self.heartbeat_prefix.is_some() || self.mariadb {
+        if !self.events.is_empty()
+            || self.heartbeat_prefix.is_some()
+            || self.mariadb
+            || self.failure_handling.is_some()
+        {
             line("events:".into());
             for (name, on) in &self.events {
                 line(format!("  {name}: {on}"));
+            }
+            if let Some(mode) = self.failure_handling {
+                line(format!("  event.processing.failure.handling.mode: {mode}"));
             }
             if let Some(prefix) = &self.heartbeat_prefix {
                 line(format!("  topic.heartbeat.prefix: {}", json_string(prefix)));
@@ -909,6 +921,7 @@ key.converter.schemas.enable=true
 provide.transaction.metadata=true
 tombstones.on.delete=false
 include.schema.changes=false
+event.processing.failure.handling.mode=ignore
 column.mask.with.4.chars=shop.users.ssn
 ";
         let props = parse_connector(text).unwrap();
@@ -959,6 +972,11 @@ column.mask.with.4.chars=shop.users.ssn
         assert!(config.events().transaction_topic);
         assert!(!config.events().tombstones_on_delete);
         assert!(!config.events().include_schema_changes);
+        assert_eq!(
+            config.events.event_processing_failure_handling_mode,
+            tributary_capture::config::FailureHandling::Skip,
+            "Debezium's deprecated ignore is skip"
+        );
         assert_eq!(
             config.value_modes(),
             ValueModes {

@@ -1109,3 +1109,41 @@ async fn geometries_are_debeziums_structs() {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_undecodable_rows_event_is_skipped_with_a_warning_when_asked() {
+    let mut conn = root_conn().await;
+    let db = create_db(&mut conn, "dbzfail").await;
+    conn.query_drop(format!(
+        "CREATE TABLE `{db}`.t (id INT PRIMARY KEY, v VARCHAR(10) CHARACTER SET big5)"
+    ))
+    .await
+    .unwrap();
+    let mut setup = CaptureSetup::new(&db, &gtid_now(&mut conn).await);
+    setup.extra = "events: { event.processing.failure.handling.mode: warn }\n".into();
+    let capture = TributaryProcess::capture(&setup.yaml());
+    // Big5 A15A: bytes the server stores but has no character for.
+    for row in ["(1, 'ok')", "(2, _binary 0xA15A)", "(3, 'next')"] {
+        conn.query_drop(format!("INSERT INTO `{db}`.t VALUES {row}"))
+            .await
+            .unwrap();
+    }
+    let records = read_raw(&setup.topic("t"), WAIT, |r| r.len() >= 2).await;
+    let ids: Vec<i64> = records
+        .iter()
+        .map(|r| r.json()["after"]["id"].as_i64().unwrap())
+        .collect();
+    let mut sorted = ids.clone();
+    sorted.sort_unstable();
+    assert_eq!(sorted, [1, 3], "log:\n{}", capture.log());
+    let log = capture.log();
+    assert!(
+        log.contains("rows event skipped") && log.contains("bytes A15A are not valid big5"),
+        "log:\n{log}"
+    );
+    let (_, metrics) = http_get(setup.metrics_port, "/metrics").await;
+    assert!(
+        metrics.contains("tributary_capture_events_skipped_total 1"),
+        "{metrics}"
+    );
+}

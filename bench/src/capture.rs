@@ -259,7 +259,8 @@ async fn decode_only(yaml: &str, gtid: &str, rows: u64) -> anyhow::Result<Measur
         gtid: Some(gtid.to_owned()),
         ts_ms: 0,
     };
-    let mut reader = BinlogReader::open(ReaderSetup::of(&config, info)?, &from).await?;
+    let mut reader =
+        BinlogReader::open(ReaderSetup::of(&config, info, Default::default())?, &from).await?;
     let started = Stopwatch::start()?;
     let mut decoded = 0;
     while decoded < rows {

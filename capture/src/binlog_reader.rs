@@ -7,10 +7,12 @@ use futures::StreamExt;
 use mysql_async::prelude::Queryable;
 use mysql_async::{BinlogStream, BinlogStreamRequest, Pool};
 use mysql_common::packets::{GnoInterval, Sid, Tag};
+use prometheus_client::metrics::counter::Counter;
 use tracing::info;
 
 use crate::change_stream::ChangeStream;
 use crate::change_stream::ReaderItem;
+use crate::config::FailureHandling;
 use crate::error::CaptureError;
 use crate::event_decoder::{DecoderSetup, EventDecoder};
 use crate::event_shape::EventShape;
@@ -40,6 +42,10 @@ pub struct ReaderSetup<'a> {
     pub info: ServerInfo,
     /// Pool for `information_schema` look-ups.
     pub pool: Pool,
+    /// `events.event.processing.failure.handling.mode`.
+    pub failure_handling: FailureHandling,
+    /// Counts the rows events it skips.
+    pub events_skipped: Counter,
 }
 
 impl<'a> ReaderSetup<'a> {
@@ -48,6 +54,7 @@ impl<'a> ReaderSetup<'a> {
     pub fn of(
         config: &'a crate::config::CaptureConfig,
         info: ServerInfo,
+        events_skipped: Counter,
     ) -> Result<Self, CaptureError> {
         Ok(ReaderSetup {
             source: &config.source,
@@ -55,6 +62,8 @@ impl<'a> ReaderSetup<'a> {
             shape: EventShape::of(config)?,
             info,
             pool: Pool::new(source::opts(&config.source)),
+            failure_handling: config.events.event_processing_failure_handling_mode,
+            events_skipped,
         })
     }
 }
@@ -112,6 +121,8 @@ impl BinlogReader {
                 shape: setup.shape,
                 info: setup.info,
                 pool: setup.pool,
+                failure_handling: setup.failure_handling,
+                events_skipped: setup.events_skipped,
             },
             from,
         )?;

@@ -291,6 +291,29 @@ pub struct EventsConfig {
     /// `runId`). Tributary's default is false, Debezium's true.
     #[serde(rename = "extended.headers.enabled", default)]
     pub extended_headers_enabled: Option<bool>,
+    /// A binlog rows event capture cannot decode (a value not valid in its
+    /// character set, a rows event whose TABLE_MAP was not read): `fail`
+    /// (the default, Debezium's too) stops capture naming it; `warn` skips
+    /// the event with a WARN log naming it; `skip` skips it with a DEBUG log.
+    /// Both count it in `capture_events_skipped_total`. A skipped event's rows
+    /// are lost to consumers.
+    #[serde(rename = "event.processing.failure.handling.mode", default)]
+    pub event_processing_failure_handling_mode: FailureHandling,
+}
+
+/// `events.event.processing.failure.handling.mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureHandling {
+    /// Stop capture, naming the event.
+    #[default]
+    Fail,
+    /// Skip the event, logging it at WARN.
+    Warn,
+    /// Skip the event, logging it at DEBUG (Debezium's deprecated `ignore`
+    /// is read as `skip`).
+    #[serde(alias = "ignore")]
+    Skip,
 }
 
 /// How DDL is recorded (`events.schema.changes.format`).

@@ -20,6 +20,7 @@ use mysql_async::binlog::events::{
 use mysql_async::{BinlogStream, Pool};
 use mysql_common::binlog::EventStreamReader;
 use mysql_common::packets::Tag;
+use prometheus_client::metrics::counter::Counter;
 use tracing::{debug, info, warn};
 use tributary_proto::gtid::{Gtid, MySqlSource};
 use tributary_proto::{
@@ -27,6 +28,7 @@ use tributary_proto::{
 };
 
 use crate::change_stream::{ReaderItem, SchemaChange};
+use crate::config::FailureHandling;
 use crate::ddl_statement::{self, TableChangeKind};
 use crate::error::CaptureError;
 use crate::event_shape::EventShape;
@@ -113,6 +115,11 @@ pub struct DecoderSetup {
     /// Pool for `information_schema` look-ups (TABLE_MAPs without full
     /// metadata, declared lengths for `columns:` rules).
     pub pool: Pool,
+    /// What a rows event that cannot be decoded does
+    /// (`events.event.processing.failure.handling.mode`).
+    pub failure_handling: FailureHandling,
+    /// Counts the rows events skipped.
+    pub events_skipped: Counter,
 }
 
 /// Binlog events in, [`ReaderItem`]s out.
@@ -314,9 +321,37 @@ impl EventDecoder {
                 self.out.push_back(ReaderItem::Heartbeat(position));
             }
             EventData::TableMapEvent(tme) => self.on_table_map(&event, &tme).await?,
-            EventData::RowsEvent(rows) => self.on_rows(&event, &rows, maps)?,
+            EventData::RowsEvent(rows) => {
+                let (queued, events) = (self.out.len(), self.trx.as_ref().map(|t| t.events));
+                if let Err(error) = self.on_rows(&event, &rows, maps) {
+                    // Nothing of the event is sent: what it queued is taken back.
+                    self.out.truncate(queued);
+                    if let (Some(trx), Some(events)) = (self.trx.as_mut(), events) {
+                        trx.events = events;
+                    }
+                    self.on_failure(error)?;
+                }
+            }
             _ => {}
         }
+        Ok(())
+    }
+
+    /// A rows event that cannot be decoded: capture stops on it, or, as
+    /// `event.processing.failure.handling.mode` says, skips it.
+    fn on_failure(&mut self, error: CaptureError) -> Result<(), CaptureError> {
+        match self.setup.failure_handling {
+            FailureHandling::Fail => return Err(error),
+            FailureHandling::Warn => warn!(
+                %error,
+                "rows event skipped (event.processing.failure.handling.mode: warn): its rows are not published"
+            ),
+            FailureHandling::Skip => debug!(
+                %error,
+                "rows event skipped (event.processing.failure.handling.mode: skip)"
+            ),
+        }
+        self.setup.events_skipped.inc();
         Ok(())
     }
 

@@ -199,7 +199,11 @@ async fn run_once(
     };
     let chunks = MySqlChunks::new(config, info.is_mariadb, shape.clone());
     let mut incremental = Incremental::new(config, chunks, metrics, from.incremental);
-    let mut reader = BinlogReader::open(ReaderSetup::of(config, info)?, &from.source).await?;
+    let mut reader = BinlogReader::open(
+        ReaderSetup::of(config, info, metrics.events_skipped.clone())?,
+        &from.source,
+    )
+    .await?;
     metrics.streaming.set(1);
     let mut stream = Stream {
         reader: &mut reader,

@@ -31,6 +31,9 @@ pub struct CaptureMetrics {
     pub events: Family<TableLabel, Counter>,
     /// Errors, per kind (transient ones are retried).
     pub errors: Family<ErrorLabel, Counter>,
+    /// Rows events skipped because they could not be decoded
+    /// (`event.processing.failure.handling.mode` warn or skip).
+    pub events_skipped: Counter,
     /// Seconds between the last event's commit on the source and its capture.
     pub last_event_lag_seconds: Gauge<f64, AtomicU64>,
     /// Source commit time (epoch seconds) of the last stored position.
@@ -55,6 +58,11 @@ impl CaptureMetrics {
         let r = registry.sub_registry_with_prefix("tributary_capture");
         r.register("events", "Change events written to Kafka", m.events.clone());
         r.register("errors", "Capture errors by kind", m.errors.clone());
+        r.register(
+            "events_skipped",
+            "Binlog rows events skipped as undecodable (event.processing.failure.handling.mode warn or skip)",
+            m.events_skipped.clone(),
+        );
         r.register(
             "last_event_lag_seconds",
             "Seconds from the source commit of the last event to its capture",

@@ -281,7 +281,11 @@ fn payload_body(inner: &[Vec<u8>]) -> Vec<u8> {
     body
 }
 
-fn decoder(from: &BinlogPosition, gtid_mode_on: bool) -> EventDecoder {
+fn decoder(
+    from: &BinlogPosition,
+    gtid_mode_on: bool,
+    failure_handling: FailureHandling,
+) -> EventDecoder {
     let setup = DecoderSetup {
         filter: TableFilter::new(&Patterns::default(), &Patterns::default()),
         shape: EventShape {
@@ -307,6 +311,8 @@ fn decoder(from: &BinlogPosition, gtid_mode_on: bool) -> EventDecoder {
         },
         // Never connected to: every TABLE_MAP here has full metadata.
         pool: Pool::new("mysql://nobody@127.0.0.1:9/none"),
+        failure_handling,
+        events_skipped: Default::default(),
     };
     EventDecoder::new(setup, from).unwrap()
 }
@@ -317,7 +323,7 @@ async fn decode(
     binlog: &Binlog,
     from: &BinlogPosition,
 ) -> Result<Vec<ReaderItem<BinlogPosition>>, CaptureError> {
-    decode_in_mode(binlog, from, true).await
+    decode_with(binlog, from, true, FailureHandling::Fail).await
 }
 
 /// [`decode`] from a server whose `gtid_mode` is ON or not.
@@ -326,8 +332,18 @@ async fn decode_in_mode(
     from: &BinlogPosition,
     gtid_mode_on: bool,
 ) -> Result<Vec<ReaderItem<BinlogPosition>>, CaptureError> {
+    decode_with(binlog, from, gtid_mode_on, FailureHandling::Fail).await
+}
+
+/// [`decode_in_mode`] with `event.processing.failure.handling.mode`.
+async fn decode_with(
+    binlog: &Binlog,
+    from: &BinlogPosition,
+    gtid_mode_on: bool,
+    failure_handling: FailureHandling,
+) -> Result<Vec<ReaderItem<BinlogPosition>>, CaptureError> {
     let mut reader = EventStreamReader::new(BinlogVersion::Version4);
-    let mut decoder = decoder(from, gtid_mode_on);
+    let mut decoder = decoder(from, gtid_mode_on, failure_handling);
     let mut items = Vec::new();
     for bytes in &binlog.events {
         let event = reader.read(&bytes[..]).unwrap().unwrap();
@@ -749,4 +765,53 @@ async fn a_compressed_transaction_not_read_to_its_end_stops_capture() {
         err.contains(&format!("{FILE}:{next_gtid_at}")),
         "names the event after it: {err}"
     );
+}
+
+#[tokio::test]
+async fn an_undecodable_rows_event_stops_capture_or_is_skipped_whole() {
+    // One transaction: a rows event whose second row's name is not UTF-8,
+    // then a valid one.
+    let mut binlog = Binlog::starting_at(1000);
+    binlog.append(
+        code::GTID,
+        HEADER_TS,
+        &gtid_body(SOURCE_A, 7, ORIGINAL_US, ORIGINAL_US),
+    );
+    binlog.append(code::QUERY, HEADER_TS, &query_body("shop", "BEGIN"));
+    binlog.append(code::TABLE_MAP, HEADER_TS, &users_table_map());
+    let bad = [
+        users_image(1, b"ok", b"y"),
+        users_image(2, b"\xff\xfe", b"y"),
+    ];
+    binlog.append(code::WRITE_ROWS, HEADER_TS, &users_rows_body(&bad, false));
+    let good = [users_image(3, b"fine", b"y")];
+    binlog.append(code::WRITE_ROWS, HEADER_TS, &users_rows_body(&good, false));
+    binlog.append(code::XID, HEADER_TS, &xid_body(7));
+    let from = BinlogPosition {
+        file: FILE.into(),
+        pos: 1000,
+        ..Default::default()
+    };
+    let error = decode(&binlog, &from).await.unwrap_err().to_string();
+    assert!(
+        error.contains("shop.users") && error.contains("row 1"),
+        "{error}"
+    );
+    for mode in [FailureHandling::Warn, FailureHandling::Skip] {
+        let items = decode_with(&binlog, &from, true, mode).await.unwrap();
+        let published: Vec<(&Value, u64)> = changes(&items)
+            .iter()
+            .map(|e| {
+                let id = column(e.after.as_ref(), "id");
+                (id, e.transaction.as_ref().unwrap().total_order)
+            })
+            .collect();
+        // Nothing of the skipped event, row 1 included; the order restarts.
+        assert_eq!(published, [(&Value::Int(3), 1)], "{mode:?}");
+        assert_eq!(
+            commits(&items).len(),
+            1,
+            "{mode:?}: the transaction still commits"
+        );
+    }
 }
