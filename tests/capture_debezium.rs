@@ -1147,3 +1147,58 @@ async fn an_undecodable_rows_event_is_skipped_with_a_warning_when_asked() {
         "{metrics}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_start_inside_a_transaction_skips_what_debezium_sent_of_it() {
+    let mut conn = root_conn().await;
+    let db = create_db(&mut conn, "dbzskip").await;
+    conn.query_drop(format!("CREATE TABLE `{db}`.t (id INT PRIMARY KEY, v INT)"))
+        .await
+        .unwrap();
+    let before = gtid_now(&mut conn).await;
+    // One transaction: GTID, TABLE_MAP, WRITE_ROWS (3 rows), TABLE_MAP,
+    // WRITE_ROWS (1 row), XID, as Debezium counts its events.
+    conn.query_drop(format!(
+        "BEGIN; INSERT INTO `{db}`.t VALUES (1, 1), (2, 2), (3, 3); \
+         INSERT INTO `{db}`.t VALUES (4, 4); COMMIT"
+    ))
+    .await
+    .unwrap();
+    // A later transaction marks the end of what comes.
+    conn.query_drop(format!("INSERT INTO `{db}`.t VALUES (5, 5)"))
+        .await
+        .unwrap();
+    // Debezium's offsets (gtids before the transaction) after it sent row 2
+    // (2 events completed, 2 rows of the next), and after it sent row 3.
+    for (events, rows, expected) in [(2, 2, [3, 4, 5].as_slice()), (3, 0, &[4, 5])] {
+        let setup = CaptureSetup::new(&db, &before);
+        let yaml = setup.yaml().replace(
+            &format!("start: {{ gtid: '{before}' }}"),
+            &format!(
+                "start: {{ gtid: '{before}' }}, start_skip: {{ events: {events}, rows: {rows} }}"
+            ),
+        );
+        let capture = TributaryProcess::capture(&yaml);
+        let wanted = expected.len();
+        let records = read_raw(&setup.topic("t"), WAIT, move |r| {
+            r.len() >= wanted && r.iter().any(|r| r.json()["after"]["id"] == 5)
+        })
+        .await;
+        let mut ids: Vec<i64> = records
+            .iter()
+            .map(|r| r.json()["after"]["id"].as_i64().unwrap())
+            .collect();
+        ids.sort_unstable();
+        assert_eq!(
+            ids,
+            expected,
+            "skip {events} events, {rows} rows; log:\n{}",
+            capture.log()
+        );
+        assert!(
+            capture.log().contains("source.start_skip"),
+            "log:\n{}",
+            capture.log()
+        );
+    }
+}

@@ -19,6 +19,7 @@ use crate::event_shape::EventShape;
 use crate::filter::TableFilter;
 use crate::gtid_state::{GtidSet, GtidState};
 use crate::position::BinlogPosition;
+use crate::restart_skip::StartSkip;
 use crate::source::{self, ServerInfo};
 
 /// A replication connection turned into change events.
@@ -46,6 +47,9 @@ pub struct ReaderSetup<'a> {
     pub failure_handling: FailureHandling,
     /// Counts the rows events it skips.
     pub events_skipped: Counter,
+    /// What of the first transaction to skip (`source.start_skip`; only
+    /// when starting from `source.start`).
+    pub start_skip: Option<StartSkip>,
 }
 
 impl<'a> ReaderSetup<'a> {
@@ -64,6 +68,7 @@ impl<'a> ReaderSetup<'a> {
             pool: Pool::new(source::opts(&config.source)),
             failure_handling: config.events.event_processing_failure_handling_mode,
             events_skipped,
+            start_skip: None,
         })
     }
 }
@@ -123,6 +128,7 @@ impl BinlogReader {
                 pool: setup.pool,
                 failure_handling: setup.failure_handling,
                 events_skipped: setup.events_skipped,
+                start_skip: setup.start_skip,
             },
             from,
         )?;

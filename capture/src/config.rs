@@ -30,6 +30,7 @@ use crate::column_rules::{ColumnRules, ColumnsConfig};
 use crate::error::CaptureError;
 use crate::message_key::MessageKeyColumns;
 use crate::position::StartPosition;
+use crate::restart_skip::StartSkip;
 use crate::value_modes::{
     BigIntUnsignedMode, BinaryMode, DecimalMode, GeometryMode, TimePrecisionMode, ValueModes,
 };
@@ -123,6 +124,11 @@ pub struct SourceConfig {
     /// Where to begin when no position is stored yet.
     #[serde(default)]
     pub start: StartPosition,
+    /// With `start` at a Debezium offset stored inside a transaction
+    /// (`import-debezium --offset` writes it): the offset's `event` and `row`,
+    /// what of that transaction the connector had sent, skipped once.
+    #[serde(default)]
+    pub start_skip: Option<StartSkip>,
     /// Seconds to wait for a TCP connection.
     #[serde(default = "default_connect_timeout_s")]
     pub connect_timeout_s: u64,
@@ -584,6 +590,19 @@ impl Validate for CaptureConfig {
                 );
             }
         }
+        if self.source.start_skip.is_some()
+            && !matches!(
+                self.source.start,
+                StartPosition::Gtid(_) | StartPosition::Binlog { .. }
+            )
+        {
+            return bad(
+                "source.start_skip",
+                "skips events of the transaction `source.start` names: set start to the \
+                 offset's {gtid: …} or {binlog: {file, pos}}"
+                    .into(),
+            );
+        }
         if self.snapshot.mode != SnapshotMode::Never && self.source.start != StartPosition::Latest {
             return bad(
                 "source.start",
@@ -855,5 +874,20 @@ kafka: { brokers: '127.0.0.1:19092', producer: { linger.ms: '5' } }
             field_of(&format!("{GOOD}metrics: {{ stall_after_s: 3 }}")),
             "metrics.stall_after_s"
         );
+    }
+
+    #[test]
+    fn a_start_skip_needs_a_start_at_a_transaction() {
+        let with = |start: &str| {
+            let source =
+                format!("server_id: 7, start: {start}, start_skip: {{ events: 2, rows: 1 }}");
+            format!(
+                "{}snapshot: {{ mode: never }}\n",
+                GOOD.replace("server_id: 7", &source)
+            )
+        };
+        assert_eq!(field_of(&with("latest")), "source.start_skip");
+        let c = CaptureConfig::parse(&with("{ gtid: 0-1-9 }")).unwrap();
+        assert_eq!(c.source.start_skip, Some(StartSkip { events: 2, rows: 1 }));
     }
 }

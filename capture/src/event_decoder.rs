@@ -35,6 +35,7 @@ use crate::event_shape::EventShape;
 use crate::filter::TableFilter;
 use crate::gtid_state::{GtidSet, GtidState};
 use crate::position::BinlogPosition;
+use crate::restart_skip::{RestartSkip, RowsSkip, StartSkip};
 use crate::row_image::RowImages;
 use crate::schema::TableSchema;
 use crate::schema_change_record::DescribedChange;
@@ -61,6 +62,8 @@ impl TableMaps for EventStreamReader {
 
 /// MariaDB event types that mysql_common does not decode.
 const MARIADB_GTID: u8 = 162;
+/// QUERY_EVENT's type code.
+const QUERY_EVENT: u8 = 2;
 /// MariaDB compressed query/rows events (`log_bin_compress=ON`).
 const MARIADB_COMPRESSED: std::ops::RangeInclusive<u8> = 165..=168;
 /// MariaDB GTID flag: the transaction is one statement with no COMMIT/XID (DDL).
@@ -120,11 +123,15 @@ pub struct DecoderSetup {
     pub failure_handling: FailureHandling,
     /// Counts the rows events skipped.
     pub events_skipped: Counter,
+    /// What of the first transaction was sent before (`source.start_skip`).
+    pub start_skip: Option<StartSkip>,
 }
 
 /// Binlog events in, [`ReaderItem`]s out.
 pub struct EventDecoder {
     setup: DecoderSetup,
+    /// Skipping what a Debezium offset says was sent (`source.start_skip`).
+    restart: Option<RestartSkip>,
     tables: HashMap<u64, CachedTable>,
     /// The binlog file being read (shared by the events of its rows).
     file: Arc<str>,
@@ -161,7 +168,6 @@ impl EventDecoder {
         };
         Ok(EventDecoder {
             mysql_set_complete,
-            setup,
             tables: HashMap::new(),
             file: from.file.as_str().into(),
             gtid,
@@ -171,6 +177,8 @@ impl EventDecoder {
             pending: TransactionStart::default(),
             payload: None,
             out: VecDeque::new(),
+            restart: setup.start_skip.map(RestartSkip::new),
+            setup,
         })
     }
 
@@ -212,6 +220,28 @@ impl EventDecoder {
 
     /// Decodes one event; what it yields is queued for [`EventDecoder::pop`].
     pub async fn handle(
+        &mut self,
+        event: Event,
+        maps: &impl TableMaps,
+    ) -> Result<(), CaptureError> {
+        let Some(restart) = &mut self.restart else {
+            return self.handle_event(event, maps).await;
+        };
+        if !restart.started() && starts_transaction(&event) {
+            restart.on_begin();
+        }
+        let handled = self.handle_event(event, maps).await;
+        if let Some(restart) = &mut self.restart {
+            restart.after_event();
+            if restart.done() {
+                info!("the start's skipped events and rows are skipped (source.start_skip)");
+                self.restart = None;
+            }
+        }
+        handled
+    }
+
+    async fn handle_event(
         &mut self,
         event: Event,
         maps: &impl TableMaps,
@@ -579,6 +609,11 @@ impl EventDecoder {
         let Some(tme) = maps.table_map(table_id) else {
             return Err(self.decode_error(event, unknown_table()));
         };
+        let sent_before = match self.restart.as_mut().map(RestartSkip::rows_event) {
+            Some(RowsSkip::Whole) => return Ok(()),
+            Some(RowsSkip::First(rows)) => u64::from(rows),
+            None => 0,
+        };
         let op = match event.header().event_type() {
             Ok(EventType::WRITE_ROWS_EVENT | EventType::WRITE_ROWS_EVENT_V1) => Op::Create,
             Ok(
@@ -625,8 +660,14 @@ impl EventDecoder {
             Some(payload) if inner => payload.rows,
             _ => 0,
         };
+        let mut index = 0;
         while let Some(pair) = images.next() {
             let (before, after) = pair.map_err(|e| decode_error(format!("row {row}: {e}")))?;
+            index += 1;
+            if index <= sent_before {
+                row += 1;
+                continue;
+            }
             let undecodable: Vec<Arc<str>> = images
                 .raw_text_columns()
                 .iter()
@@ -684,6 +725,19 @@ impl EventDecoder {
             payload.rows = row;
         }
         Ok(())
+    }
+}
+
+/// Whether `event` starts a transaction as Debezium counts its events:
+/// MariaDB's GTID event, MySQL's `BEGIN`.
+fn starts_transaction(event: &Event) -> bool {
+    match event.header().event_type_raw() {
+        MARIADB_GTID => true,
+        QUERY_EVENT => matches!(
+            event.read_data(),
+            Ok(Some(EventData::QueryEvent(query))) if query.query().trim().eq_ignore_ascii_case("BEGIN")
+        ),
+        _ => false,
     }
 }
 

@@ -41,6 +41,7 @@ pub mod message_key;
 pub mod metrics;
 pub mod position;
 pub mod position_store;
+pub mod restart_skip;
 pub mod row_decoder;
 pub mod row_image;
 pub mod schema;
@@ -161,6 +162,8 @@ async fn run_once(
     let info = source::preflight(&mut conn).await?;
     drop(conn);
     let shape = EventShape::of(config)?;
+    // `source.start_skip` applies to a start from `source.start` only.
+    let mut start_skip = None;
     let from = match Start::of(stored, config.snapshot.mode) {
         Start::Resume(position) => {
             info!(%position, "resuming from the stored position");
@@ -170,6 +173,7 @@ async fn run_once(
         Start::Configured => {
             let mut conn = source::connect(&config.source).await?;
             let start = start_position(&config.source.start, &mut conn, info.is_mariadb).await?;
+            start_skip = config.source.start_skip;
             CapturePosition::at(start)
         }
         Start::Snapshot { interrupted } => {
@@ -199,11 +203,9 @@ async fn run_once(
     };
     let chunks = MySqlChunks::new(config, info.is_mariadb, shape.clone());
     let mut incremental = Incremental::new(config, chunks, metrics, from.incremental);
-    let mut reader = BinlogReader::open(
-        ReaderSetup::of(config, info, metrics.events_skipped.clone())?,
-        &from.source,
-    )
-    .await?;
+    let mut setup = ReaderSetup::of(config, info, metrics.events_skipped.clone())?;
+    setup.start_skip = start_skip;
+    let mut reader = BinlogReader::open(setup, &from.source).await?;
     metrics.streaming.set(1);
     let mut stream = Stream {
         reader: &mut reader,

@@ -313,6 +313,7 @@ fn decoder(
         pool: Pool::new("mysql://nobody@127.0.0.1:9/none"),
         failure_handling,
         events_skipped: Default::default(),
+        start_skip: None,
     };
     EventDecoder::new(setup, from).unwrap()
 }
