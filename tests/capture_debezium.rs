@@ -947,15 +947,30 @@ async fn ddl_goes_to_debeziums_schema_change_topic_with_each_table_described() {
     assert_eq!(payloads[4]["source"]["table"], "");
     // DROP INDEX: an ALTER of the table.
     assert_eq!(change(5)[0]["id"], id("t"));
-    let keys: Vec<Json> = read_raw(&topic, WAIT, |r| !r.is_empty())
-        .await
+    let raw = read_raw(&topic, WAIT, |r| !r.is_empty()).await;
+    let ours: Vec<&RawRecord> = raw
         .iter()
-        .map(|r| serde_json::from_slice::<Json>(r.key.as_deref().unwrap()).unwrap())
-        .filter(|k| k["payload"]["databaseName"] == db)
+        .filter(|r| r.json()["payload"]["databaseName"] == db)
         .collect();
+    let key: Json = serde_json::from_slice(ours[0].key.as_deref().unwrap()).unwrap();
     assert_eq!(
-        keys[0]["schema"]["name"],
+        key["schema"]["name"],
         "io.debezium.connector.mysql.SchemaChangeKey"
+    );
+    assert_eq!(key["payload"], json!({ "databaseName": db }));
+    // Debezium's context headers, as on change records.
+    assert_eq!(
+        ours[0]
+            .headers
+            .get("__debezium.context.connectorLogicalName"),
+        Some(&setup.server_name)
+    );
+    assert_eq!(
+        ours[0]
+            .headers
+            .get("__debezium.context.connectorName")
+            .map(String::as_str),
+        Some("mysql")
     );
 }
 

@@ -191,22 +191,30 @@ fn record_headers(event: &ChangeEvent, context: Option<&ContextHeaders>) -> Opti
         });
     }
     if let Some(context) = context {
+        headers = context.add_to(headers);
+    }
+    Some(headers)
+}
+
+impl ContextHeaders {
+    /// `headers` with the four context headers added.
+    fn add_to(&self, mut headers: OwnedHeaders) -> OwnedHeaders {
         for (key, value) in [
             (
                 "__debezium.context.connectorLogicalName",
-                context.logical_name.as_str(),
+                self.logical_name.as_str(),
             ),
             ("__debezium.context.taskId", "0"),
-            ("__debezium.context.connectorName", context.connector),
-            ("__debezium.context.runId", context.run_id.as_str()),
+            ("__debezium.context.connectorName", self.connector),
+            ("__debezium.context.runId", self.run_id.as_str()),
         ] {
             headers = headers.insert(Header {
                 key,
                 value: Some(value),
             });
         }
+        headers
     }
-    Some(headers)
 }
 
 /// Capture's producer: idempotent, all acknowledgements, a queue of at most
@@ -323,12 +331,27 @@ impl<P: SourcePosition> KafkaWriter<P> {
         key: &[u8],
         value: &[u8],
     ) -> Result<(), CaptureError> {
+        self.send_side_record_with(side, topic, (key, value), None)
+            .await
+    }
+
+    /// [`Self::send_side_record`] with `headers`.
+    async fn send_side_record_with(
+        &mut self,
+        side: SideTopic,
+        topic: &str,
+        (key, value): (&[u8], &[u8]),
+        headers: Option<OwnedHeaders>,
+    ) -> Result<(), CaptureError> {
         self.begin_transaction()?;
         if self.side_topics_ready & side.bit() == 0 {
             self.ensure_topic(topic, 1, side.cleanup_policy()).await?;
             self.side_topics_ready |= side.bit();
         }
-        let record = FutureRecord::to(topic).key(key).payload(value).partition(0);
+        let mut record = FutureRecord::to(topic).key(key).payload(value).partition(0);
+        if let Some(headers) = headers {
+            record = record.headers(headers);
+        }
         let delivery = self.produce(record).await?;
         self.queue(Pending::Delivery(delivery)).await?;
         self.sent_past_position();
@@ -604,9 +627,19 @@ impl<P: SourcePosition> ChangeSink<P> for KafkaWriter<P> {
             let now_ms = SystemTime::now()
                 .duration_since(UNIX_EPOCH)
                 .map_or(0, |d| d.as_millis() as i64);
+            // Debezium's schema change records carry the context headers too.
+            let headers = self
+                .context_headers
+                .as_ref()
+                .map(|context| context.add_to(OwnedHeaders::new()));
             for record in described.records(self.events.connector, self.schemas, now_ms) {
-                self.send_side_record(SideTopic::SchemaChanges, &topic, &record.key, &record.value)
-                    .await?;
+                self.send_side_record_with(
+                    SideTopic::SchemaChanges,
+                    &topic,
+                    (&record.key, &record.value),
+                    headers.clone(),
+                )
+                .await?;
             }
             return Ok(());
         }

@@ -468,15 +468,21 @@ mod tests {
         assert!(json.as_object().unwrap().contains_key("transaction"));
     }
 
-    /// Debezium's documented MySQL `create` event (its tutorial's `customers`
-    /// row 1004), as the JSON converter with schemas off writes the payload:
-    /// fields in the order of Debezium's envelope and source schemas
-    /// (`SchemaFactory`, `TableSchemaBuilder`). Where the docs and the source
-    /// disagree, the source: `snapshot` is a string (the docs print `false`;
-    /// `SnapshotRecord` writes `"false"`), and `transaction` follows `source`
-    /// (the docs print it last). Transaction metadata off (Debezium's
-    /// default), `include.query` off (Debezium's default).
-    const DEBEZIUM_CREATE: &str = r#"{
+    /// Debezium's documented MySQL events for its tutorial's `customers` row
+    /// 1004 (`shared-mariadb-mysql.adoc`: create, update, delete), as the JSON
+    /// converter with schemas off writes the payload: fields in the order of
+    /// Debezium's envelope and source schemas (`SchemaFactory`,
+    /// `TableSchemaBuilder`). Where the docs and the source disagree, the
+    /// source: `snapshot` is a string (the docs print `false`; `SnapshotRecord`
+    /// writes `"false"`), `transaction` follows `source` (the docs leave it out
+    /// or print it last), the source block's fields are in its schema's order
+    /// (the docs print `name` before `connector` in places), and `query` is
+    /// null (the docs' update and delete were taken with `include.query` on;
+    /// Debezium's default is off). Transaction metadata off (the default).
+    const DEBEZIUM_DOCUMENTED: [(&str, &str); 3] = [
+        (
+            "c",
+            r#"{
       "before": null,
       "after": { "id": 1004, "first_name": "Anne", "last_name": "Kretchmar", "email": "annek@noanswer.org" },
       "source": {
@@ -490,43 +496,83 @@ mod tests {
       "ts_ms": 1465491411815,
       "ts_us": 1465491411815437,
       "ts_ns": 1465491411815437158
-    }"#;
+    }"#,
+        ),
+        (
+            "u",
+            r#"{
+      "before": { "id": 1004, "first_name": "Anne", "last_name": "Kretchmar", "email": "annek@noanswer.org" },
+      "after": { "id": 1004, "first_name": "Anne Marie", "last_name": "Kretchmar", "email": "annek@noanswer.org" },
+      "source": {
+        "version": "3.x", "connector": "mysql", "name": "mysql-server-1", "ts_ms": 1465581029100,
+        "snapshot": "false", "db": "inventory", "sequence": null, "ts_us": 1465581029100000,
+        "ts_ns": 1465581029100000000, "table": "customers", "server_id": 223344, "gtid": null,
+        "file": "mysql-bin.000003", "pos": 484, "row": 0, "thread": 7, "query": null
+      },
+      "transaction": null,
+      "op": "u",
+      "ts_ms": 1465581029523,
+      "ts_us": 1465581029523758,
+      "ts_ns": 1465581029523758914
+    }"#,
+        ),
+        (
+            "d",
+            r#"{
+      "before": { "id": 1004, "first_name": "Anne Marie", "last_name": "Kretchmar", "email": "annek@noanswer.org" },
+      "after": null,
+      "source": {
+        "version": "3.x", "connector": "mysql", "name": "mysql-server-1", "ts_ms": 1465581902300,
+        "snapshot": "false", "db": "inventory", "sequence": null, "ts_us": 1465581902300000,
+        "ts_ns": 1465581902300000000, "table": "customers", "server_id": 223344, "gtid": null,
+        "file": "mysql-bin.000003", "pos": 805, "row": 0, "thread": 7, "query": null
+      },
+      "transaction": null,
+      "op": "d",
+      "ts_ms": 1465581902461,
+      "ts_us": 1465581902461842,
+      "ts_ns": 1465581902461842579
+    }"#,
+        ),
+    ];
 
-    #[test]
-    fn a_create_event_is_debeziums_field_for_field() {
+    /// The documented event `op` of row 1004, built as capture builds it.
+    fn documented_event(op: Op, documented: &serde_json::Value) -> ChangeEvent {
         let columns: Arc<[String]> = ["id", "first_name", "last_name", "email"]
             .map(str::to_owned)
             .into();
-        let event = ChangeEvent {
-            op: Op::Create,
+        let row = |image: &serde_json::Value| {
+            (!image.is_null()).then(|| Row {
+                columns: columns.clone(),
+                values: columns
+                    .iter()
+                    .map(|c| Value::from_json(&image[c.as_str()]))
+                    .collect(),
+            })
+        };
+        let source = &documented["source"];
+        ChangeEvent {
+            op,
             key: Row {
                 columns: vec!["id".to_owned()].into(),
                 values: vec![Value::Int(1004)],
             },
-            before: None,
-            after: Some(Row {
-                columns,
-                values: vec![
-                    Value::Int(1004),
-                    Value::String("Anne".into()),
-                    Value::String("Kretchmar".into()),
-                    Value::String("annek@noanswer.org".into()),
-                ],
-            }),
+            before: row(&documented["before"]),
+            after: row(&documented["after"]),
             source: SourceInfo {
                 name: "mysql-server-1".into(),
-                ts_ms: 1_465_491_411_000,
+                ts_ms: source["ts_ms"].as_i64().unwrap(),
                 snapshot: SnapshotMarker::False,
                 db: "inventory".into(),
                 table: "customers".into(),
                 server_id: 223_344,
                 gtid: None,
                 file: "mysql-bin.000003".into(),
-                pos: 154,
+                pos: source["pos"].as_u64().unwrap(),
                 row: 0,
                 thread: Some(7),
             },
-            ts_ms: 1_465_491_411_815,
+            ts_ms: documented["ts_ms"].as_i64().unwrap(),
             transaction: Some(TransactionInfo {
                 id: "file:154".into(),
                 total_order: 1,
@@ -535,32 +581,45 @@ mod tests {
             undecodable: Vec::new(),
             schemas: None,
             key_change: None,
-        };
+        }
+    }
+
+    #[test]
+    fn create_update_and_delete_are_debeziums_documented_events_field_for_field() {
         let options = EnvelopeOptions {
             transaction: false,
             ..EnvelopeOptions::default()
         };
-        let mut ours: serde_json::Value =
-            serde_json::from_slice(&encode_value(&event, options)).unwrap();
-        let mut theirs: serde_json::Value = serde_json::from_str(DEBEZIUM_CREATE).unwrap();
         let keys = |v: &serde_json::Value| -> Vec<String> {
             v.as_object().unwrap().keys().cloned().collect()
         };
-        assert_eq!(keys(&ours), keys(&theirs), "envelope fields and order");
-        assert_eq!(
-            keys(&ours["source"]),
-            keys(&theirs["source"]),
-            "source fields and order"
-        );
-        // Values that must differ: the writer's version and the processing
-        // time (Debezium's has nanoseconds).
-        for v in [&mut ours, &mut theirs] {
-            v["source"]["version"] = serde_json::Value::Null;
-            for unit in ["ts_us", "ts_ns"] {
-                v[unit] = serde_json::Value::Null;
+        for (code, text) in DEBEZIUM_DOCUMENTED {
+            let mut theirs: serde_json::Value = serde_json::from_str(text).unwrap();
+            let event = documented_event(Op::from_code(code).unwrap(), &theirs);
+            let mut ours: serde_json::Value =
+                serde_json::from_slice(&encode_value(&event, options)).unwrap();
+            assert_eq!(
+                keys(&ours),
+                keys(&theirs),
+                "{code}: envelope fields and order"
+            );
+            assert_eq!(
+                keys(&ours["source"]),
+                keys(&theirs["source"]),
+                "{code}: source fields and order"
+            );
+            // Values that must differ: the writer's version and the processing
+            // time (Debezium's has nanoseconds).
+            for v in [&mut ours, &mut theirs] {
+                v["source"]["version"] = serde_json::Value::Null;
+                for unit in ["ts_us", "ts_ns"] {
+                    v[unit] = serde_json::Value::Null;
+                }
             }
+            assert_eq!(ours, theirs, "{code}");
+            // Debezium's documented key: `{"id": 1004}`.
+            assert_eq!(encode_key(&event), br#"{"id":1004}"#, "{code}");
         }
-        assert_eq!(ours, theirs);
     }
 
     #[test]
