@@ -8,11 +8,11 @@ use std::sync::Arc;
 
 use tributary_proto::Value;
 
-use crate::column_default;
 use crate::column_rules::ColumnRules;
 use crate::config::UndecodableText;
 use crate::config::{CaptureConfig, Compat, SchemaChangesFormat};
 use crate::connect_schema;
+use crate::default_value;
 use crate::error::CaptureError;
 use crate::message_key::MessageKeyColumns;
 use crate::schema::{ColumnSchema, InfoColumn, SchemaError, TableSchema};
@@ -51,7 +51,7 @@ impl DecodeOptions {
             column
                 .default
                 .clone()
-                .or_else(|| column_default::not_null_fallback(&column.kind))
+                .or_else(|| default_value::not_null_fallback(&column.kind))
         } else if self.replace_null_with_default {
             column.default.clone()
         } else {
@@ -131,7 +131,9 @@ impl EventShape {
         if null_defaults.iter().any(Option::is_some) {
             let plan = match schema.value_plan.take() {
                 Some(plan) => Arc::unwrap_or_clone(plan),
-                None => ValuePlan::every_column(&schema.columns),
+                None => {
+                    ValuePlan::every_column(schema.columns.iter().map(|c| c.name.clone()).collect())
+                }
             };
             schema.value_plan = Some(Arc::new(plan.with_null_defaults(&null_defaults)));
         }

@@ -27,6 +27,7 @@ pub mod column_rules;
 pub mod config;
 pub mod connect_schema;
 pub mod ddl_statement;
+pub mod default_value;
 pub mod error;
 pub mod event_decoder;
 pub mod event_shape;

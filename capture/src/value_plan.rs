@@ -11,8 +11,6 @@ use std::sync::Arc;
 
 use tributary_proto::{Row, Value};
 
-use crate::schema::ColumnSchema;
-
 /// A table's value columns and their mappers.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ValuePlan {
@@ -35,17 +33,17 @@ pub struct PlannedColumn {
 }
 
 impl ValuePlan {
-    /// Every column of a table, as decoded.
-    pub fn every_column(columns: &[ColumnSchema]) -> ValuePlan {
+    /// Every column of a table (`names`, in table order), as decoded.
+    pub fn every_column(names: Arc<[String]>) -> ValuePlan {
         ValuePlan {
-            names: columns.iter().map(|c| c.name.clone()).collect(),
-            columns: (0..columns.len())
+            columns: (0..names.len())
                 .map(|index| PlannedColumn {
                     index,
                     mapper: None,
                     null_default: None,
                 })
                 .collect(),
+            names,
         }
     }
 
