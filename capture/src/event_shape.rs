@@ -76,6 +76,9 @@ pub struct EventShape {
     /// DDL goes to Debezium's schema change topic, each changed table
     /// described (`events.schema.changes.format: debezium`).
     pub debezium_schema_changes: bool,
+    /// `snapshot.signal_table` (database, table): `columns:` rules never
+    /// apply to it, so its rows keep the columns signals are read from.
+    pub signal_table: Option<(String, String)>,
 }
 
 impl EventShape {
@@ -95,6 +98,7 @@ impl EventShape {
             connector: config.events().connector,
             debezium_schema_changes: config.events().schema_changes_format
                 == SchemaChangesFormat::Debezium,
+            signal_table: config.snapshot.signal_table_name(),
         })
     }
 
@@ -122,7 +126,16 @@ impl EventShape {
                 });
             }
         }
-        let mut schema = self.columns.attach(schema.keyed_by(&self.keys)?, info);
+        let signals = self
+            .signal_table
+            .as_ref()
+            .is_some_and(|(db, table)| **db == *schema.db && **table == *schema.table);
+        let schema = schema.keyed_by(&self.keys)?;
+        let mut schema = if signals {
+            schema
+        } else {
+            self.columns.attach(schema, info)
+        };
         let null_defaults: Vec<Option<Value>> = schema
             .columns
             .iter()
@@ -169,6 +182,7 @@ mod tests {
             },
             connector: "mysql",
             debezium_schema_changes: false,
+            signal_table: None,
         }
     }
 
@@ -244,5 +258,39 @@ mod tests {
         assert!(replacing.needs_info());
         let (values, _) = row(&replacing);
         assert_eq!(values, [Value::Int(1), Value::Int(5)]);
+    }
+
+    #[test]
+    fn column_rules_leave_the_signal_table_whole() {
+        let column = |name: &str| InfoColumn {
+            name: name.into(),
+            column_type: "varchar(64)".into(),
+            charset: Some("utf8mb4".into()),
+            collation: None,
+            key_position: (name == "id").then_some(1),
+            nullable: name != "id",
+            char_length: Some(64),
+            default: DefaultExpr::None,
+        };
+        let info = [column("id"), column("type"), column("data")];
+        let mut shape = shape(false);
+        shape.columns = ColumnRules::parse(
+            &[(
+                "column.include.list".to_owned(),
+                "shop\\..*\\.id".to_owned(),
+            )]
+            .into_iter()
+            .collect(),
+        )
+        .unwrap();
+        shape.signal_table = Some(("shop".into(), "signals".into()));
+        let kept = |table: &str| {
+            let schema = TableSchema::from_info_columns("shop", table, &info);
+            let shaped = shape.table(schema, Some(&info)).unwrap();
+            let row = shaped.value_row(vec![Value::Null, Value::Null, Value::Null]);
+            row.columns.to_vec()
+        };
+        assert_eq!(kept("t"), ["id"]);
+        assert_eq!(kept("signals"), ["id", "type", "data"]);
     }
 }

@@ -301,6 +301,7 @@ fn decoder(
             },
             connector: "mysql",
             debezium_schema_changes: false,
+            signal_table: None,
         },
         info: ServerInfo {
             version: "8.0.36".into(),
