@@ -80,6 +80,24 @@ async fn insert(conn: &mut mysql_async::Conn, db: &str, rows: &[&str]) {
     }
 }
 
+/// A fresh database (`prefix`…) with the tables `ddl` creates (`DB` stands
+/// for its name), captured from now on with the extra `options`.
+async fn capture_from_now(
+    conn: &mut mysql_async::Conn,
+    prefix: &str,
+    ddl: &str,
+    options: &str,
+) -> (String, CaptureSetup, TributaryProcess) {
+    let db = create_db(conn, prefix).await;
+    if !ddl.is_empty() {
+        conn.query_drop(ddl.replace("DB", &db)).await.unwrap();
+    }
+    let mut setup = CaptureSetup::new(&db, &gtid_now(conn).await);
+    setup.extra = options.into();
+    let capture = TributaryProcess::capture(&setup.yaml());
+    (db, setup, capture)
+}
+
 /// The payload of a record written with schemas (`{"schema", "payload"}`), else the record.
 fn payload(json: &Json) -> &Json {
     match (json.get("schema"), json.get("payload")) {
@@ -464,15 +482,13 @@ async fn columns_are_excluded_masked_hashed_and_truncated() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_key_change_names_the_other_key_in_debeziums_headers() {
     let mut conn = root_conn().await;
-    let db = create_db(&mut conn, "dbzkeys").await;
-    conn.query_drop(format!(
-        "CREATE TABLE `{db}`.t (id INT, tag VARCHAR(10), v INT, PRIMARY KEY (id, tag))"
-    ))
-    .await
-    .unwrap();
-    let mut setup = CaptureSetup::new(&db, &gtid_now(&mut conn).await);
-    setup.extra = "compat: debezium\nconverter: { schemas.enable: false }\n".into();
-    let capture = TributaryProcess::capture(&setup.yaml());
+    let (db, setup, capture) = capture_from_now(
+        &mut conn,
+        "dbzkeys",
+        "CREATE TABLE `DB`.t (id INT, tag VARCHAR(10), v INT, PRIMARY KEY (id, tag))",
+        "compat: debezium\nconverter: { schemas.enable: false }\n",
+    )
+    .await;
     for sql in [
         "INSERT INTO `DB`.t VALUES (1, 'a\"b', 10)",
         "UPDATE `DB`.t SET id = 2 WHERE id = 1",
@@ -536,15 +552,13 @@ async fn a_key_change_names_the_other_key_in_debeziums_headers() {
 #[tokio::test(flavor = "multi_thread")]
 async fn transactions_have_begin_and_end_records_on_the_transaction_topic() {
     let mut conn = root_conn().await;
-    let db = create_db(&mut conn, "dbztxn").await;
-    for table in ["a", "b"] {
-        conn.query_drop(format!("CREATE TABLE `{db}`.{table} (id INT PRIMARY KEY)"))
-            .await
-            .unwrap();
-    }
-    let mut setup = CaptureSetup::new(&db, &gtid_now(&mut conn).await);
-    setup.extra = "events: { provide.transaction.metadata: true }\n".into();
-    let capture = TributaryProcess::capture(&setup.yaml());
+    let (db, setup, capture) = capture_from_now(
+        &mut conn,
+        "dbztxn",
+        "CREATE TABLE `DB`.a (id INT PRIMARY KEY); CREATE TABLE `DB`.b (id INT PRIMARY KEY)",
+        "events: { provide.transaction.metadata: true }\n",
+    )
+    .await;
     for sql in [
         "BEGIN; INSERT INTO `DB`.a VALUES (1), (2); INSERT INTO `DB`.b VALUES (1); COMMIT",
         "INSERT INTO `DB`.b VALUES (2), (3)",
@@ -785,15 +799,13 @@ async fn schema_changes_of(topic: &str, db: &str, count: usize) -> Vec<Json> {
 #[tokio::test(flavor = "multi_thread")]
 async fn ddl_goes_to_debeziums_schema_change_topic_with_each_table_described() {
     let mut conn = root_conn().await;
-    let db = create_db(&mut conn, "dbzddl").await;
-    conn.query_drop(format!(
-        "USE `{db}`; CREATE TABLE t (id INT PRIMARY KEY, v INT) DEFAULT CHARSET=latin1"
-    ))
-    .await
-    .unwrap();
-    let mut setup = CaptureSetup::new(&db, &gtid_now(&mut conn).await);
-    setup.extra = "compat: debezium\n".into();
-    let capture = TributaryProcess::capture(&setup.yaml());
+    let (db, setup, capture) = capture_from_now(
+        &mut conn,
+        "dbzddl",
+        "USE `DB`; CREATE TABLE t (id INT PRIMARY KEY, v INT) DEFAULT CHARSET=latin1",
+        "compat: debezium\n",
+    )
+    .await;
     let topic = setup.server_name.clone();
     // Each statement once capture has recorded the one before: the tables are
     // described as information_schema shows them when capture reads the DDL.
@@ -1128,15 +1140,13 @@ async fn geometries_are_debeziums_structs() {
 #[tokio::test(flavor = "multi_thread")]
 async fn an_undecodable_rows_event_is_skipped_with_a_warning_when_asked() {
     let mut conn = root_conn().await;
-    let db = create_db(&mut conn, "dbzfail").await;
-    conn.query_drop(format!(
-        "CREATE TABLE `{db}`.t (id INT PRIMARY KEY, v VARCHAR(10) CHARACTER SET big5)"
-    ))
-    .await
-    .unwrap();
-    let mut setup = CaptureSetup::new(&db, &gtid_now(&mut conn).await);
-    setup.extra = "events: { event.processing.failure.handling.mode: warn }\n".into();
-    let capture = TributaryProcess::capture(&setup.yaml());
+    let (db, setup, capture) = capture_from_now(
+        &mut conn,
+        "dbzfail",
+        "CREATE TABLE `DB`.t (id INT PRIMARY KEY, v VARCHAR(10) CHARACTER SET big5)",
+        "events: { event.processing.failure.handling.mode: warn }\n",
+    )
+    .await;
     // Big5 A15A: bytes the server stores but has no character for.
     for row in ["(1, 'ok')", "(2, _binary 0xA15A)", "(3, 'next')"] {
         conn.query_drop(format!("INSERT INTO `{db}`.t VALUES {row}"))
