@@ -1227,3 +1227,34 @@ async fn a_start_inside_a_transaction_skips_what_debezium_sent_of_it() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_snapshot_without_rows_marks_its_last_schema_record_last() {
+    let mut conn = root_conn().await;
+    let db = create_db(&mut conn, "dbzsnapempty").await;
+    conn.query_drop(format!(
+        "CREATE TABLE `{db}`.a (id INT PRIMARY KEY); CREATE TABLE `{db}`.b (id INT PRIMARY KEY)"
+    ))
+    .await
+    .unwrap();
+    let mut setup = CaptureSetup::new(&db, "").with_snapshot(10);
+    setup.extra = "compat: debezium\n".into();
+    let capture = TributaryProcess::capture(&setup.yaml());
+    let records = schema_changes_of(&setup.server_name, &db, 7).await;
+    let markers: Vec<&str> = records
+        .iter()
+        .map(|r| r["payload"]["source"]["snapshot"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        markers,
+        ["true", "true", "true", "true", "true", "true", "last"],
+        "log:\n{}",
+        capture.log()
+    );
+    assert!(
+        records[6]["payload"]["ddl"]
+            .as_str()
+            .unwrap()
+            .starts_with("CREATE TABLE `b`")
+    );
+}

@@ -76,6 +76,9 @@ pub async fn run<S: SnapshotSource>(
         ..SourceInfo::default()
     };
     position.mark_source(&mut events_source);
+    // The latest record, held back so the very last one can be marked `last`
+    // (a schema change record when no table has a row, as in Debezium).
+    let mut held: Option<Held<S::Position>> = None;
     for described in source.schema_changes(&tables, &events_source).await? {
         let (db, ddl) = described
             .effects
@@ -89,10 +92,10 @@ pub async fn run<S: SnapshotSource>(
             recorded: true,
             described: Some(described),
         };
-        writer.send_schema_change(&change).await?;
+        if let Some(previous) = held.replace(Held::Schema(Box::new(change))) {
+            previous.send(writer).await?;
+        }
     }
-    // The latest event, held back so the very last one can be marked `last`.
-    let mut held: Option<ChangeEvent> = None;
     for (order, table) in tables.iter().enumerate() {
         if shutdown.is_cancelled() {
             info!("snapshot interrupted; it starts over at the next start");
@@ -126,12 +129,40 @@ pub async fn run<S: SnapshotSource>(
         }
     }
     if let Some(mut last) = held.take() {
-        last.source.snapshot = SnapshotMarker::Last;
-        writer.send(&last).await?;
+        last.mark(SnapshotMarker::Last);
+        last.send(writer).await?;
     }
     source.end().await?;
     info!(%position, %stream_from, seconds = started.elapsed().as_secs_f64(), "snapshot complete");
     Ok(Some(stream_from))
+}
+
+/// A record held back until the next one comes.
+enum Held<P> {
+    /// A schema change record (Debezium's schema change topic).
+    Schema(Box<SchemaChange<P>>),
+    /// A row's `op: r` event.
+    Row(ChangeEvent),
+}
+
+impl<P: SourcePosition> Held<P> {
+    fn mark(&mut self, marker: SnapshotMarker) {
+        match self {
+            Held::Schema(change) => {
+                if let Some(described) = &mut change.described {
+                    described.source.snapshot = marker;
+                }
+            }
+            Held::Row(event) => event.source.snapshot = marker,
+        }
+    }
+
+    async fn send(self, writer: &mut impl ChangeSink<P>) -> Result<(), CaptureError> {
+        match self {
+            Held::Schema(change) => writer.send_schema_change(&change).await,
+            Held::Row(event) => writer.send(&event).await,
+        }
+    }
 }
 
 /// One table's rows on their way to the sink, counted.
@@ -140,7 +171,7 @@ struct TableRows<'a, W, P> {
     /// The positions of the sink's source.
     positions: std::marker::PhantomData<P>,
     /// The latest event, sent when the next one comes.
-    held: &'a mut Option<ChangeEvent>,
+    held: &'a mut Option<Held<P>>,
     shutdown: &'a CancellationToken,
     metrics: &'a CaptureMetrics,
     progress: SnapshotProgress,
@@ -157,8 +188,8 @@ impl<P: SourcePosition, W: ChangeSink<P>> SnapshotRows for TableRows<'_, W, P> {
             (0, false) => SnapshotMarker::FirstInDataCollection,
             _ => SnapshotMarker::True,
         };
-        if let Some(previous) = self.held.replace(event) {
-            self.writer.send(&previous).await?;
+        if let Some(previous) = self.held.replace(Held::Row(event)) {
+            previous.send(self.writer).await?;
         }
         self.done += 1;
         if self.done.is_multiple_of(PROGRESS_EVERY_ROWS) {
@@ -185,7 +216,7 @@ impl<W, P> TableRows<'_, W, P> {
     /// unless it is the snapshot's first (`first` comes before
     /// `last_in_data_collection`, as in Debezium).
     fn finish(&mut self) {
-        if let Some(last) = self.held.as_mut().filter(|_| self.done > 0)
+        if let Some(Held::Row(last)) = self.held.as_mut().filter(|_| self.done > 0)
             && last.source.snapshot != SnapshotMarker::First
         {
             last.source.snapshot = SnapshotMarker::LastInDataCollection;
