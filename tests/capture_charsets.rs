@@ -467,8 +467,10 @@ async fn a_snapshot_pages_exactly_through_a_text_key_in_a_legacy_character_set()
     let expected = server_keys(&mut conn, &db).await;
     let setup = CaptureSetup::new(&db, "").with_snapshot(2);
     let capture = TributaryProcess::start(&["capture"], &write_config(&setup.yaml()), &[]);
-    let records = read_raw(&setup.topic("t"), Duration::from_secs(60), |r| {
-        r.iter().any(|r| r.json()["source"]["snapshot"] == "last")
+    // Every row (the records of other partitions may come after `last`).
+    let rows = expected.len();
+    let records = read_raw(&setup.topic("t"), Duration::from_secs(60), move |r| {
+        r.len() >= rows && r.iter().any(|r| r.json()["source"]["snapshot"] == "last")
     })
     .await;
     let mut keys: Vec<String> = records
