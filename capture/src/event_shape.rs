@@ -144,9 +144,7 @@ impl EventShape {
         if null_defaults.iter().any(Option::is_some) {
             let plan = match schema.value_plan.take() {
                 Some(plan) => Arc::unwrap_or_clone(plan),
-                None => {
-                    ValuePlan::every_column(schema.columns.iter().map(|c| c.name.clone()).collect())
-                }
+                None => ValuePlan::every_column(schema.names.clone()),
             };
             schema.value_plan = Some(Arc::new(plan.with_null_defaults(&null_defaults)));
         }
