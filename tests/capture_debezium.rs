@@ -723,6 +723,18 @@ async fn column_defaults_are_declared_and_replace_nulls_as_the_json_converter_do
             .expect("an event per row")
     };
     let (snapshot, streamed) = (of_row(1), of_row(2));
+    // Doubles as Kafka's JsonConverter writes them (Java's Double.toString),
+    // in the row and in the schema's default.
+    let snapshot_text = records
+        .iter()
+        .map(|r| String::from_utf8(r.value.clone().unwrap()).unwrap())
+        .find(|text| text.contains(r#""after":{"id":1,"#))
+        .expect("the snapshot row's record");
+    assert!(snapshot_text.contains(r#""db":1.0E20,"#), "{snapshot_text}");
+    assert!(
+        snapshot_text.contains(r#""default":1.0E20,"field":"db""#),
+        "{snapshot_text}"
+    );
     let defaults_row = &snapshot["payload"]["after"];
     let fields = snapshot["schema"]["fields"][1]["fields"]
         .as_array()

@@ -25,6 +25,7 @@ pub use tributary_kafka::KafkaConfig;
 
 pub use tributary_config::Delivery;
 use tributary_config::{ConfigError, HttpConfig, Validate};
+use tributary_proto::json_number::DoubleFormat;
 
 use crate::column_rules::{ColumnRules, ColumnsConfig};
 use crate::error::CaptureError;
@@ -414,6 +415,12 @@ pub struct ConverterConfig {
     /// tell NULL from the default. Default false (`compat: debezium`: true).
     #[serde(rename = "replace.null.with.default", default)]
     pub replace_null_with_default: Option<bool>,
+    /// Doubles in keys, values, schema defaults and key headers: `compact`
+    /// (`1e+20`, Tributary's default) or `java` (`1.0E20`, as Java's
+    /// `Double.toString` and so Kafka's `JsonConverter` write them;
+    /// `compat: debezium`). Not a Kafka property: the same number either way.
+    #[serde(rename = "double.format", default)]
+    pub double_format: Option<DoubleFormat>,
 }
 
 /// Creation of change topics.
@@ -535,6 +542,15 @@ impl CaptureConfig {
         self.converter
             .replace_null_with_default
             .unwrap_or(self.compat == Compat::Debezium)
+    }
+
+    /// How doubles are written (`converter.double.format`, unset at
+    /// `compat`'s default).
+    pub fn double_format(&self) -> DoubleFormat {
+        self.converter.double_format.unwrap_or(match self.compat {
+            Compat::Tributary => DoubleFormat::Compact,
+            Compat::Debezium => DoubleFormat::Java,
+        })
     }
 
     fn warn_deprecated(self) -> Self {
@@ -786,6 +802,20 @@ kafka: { brokers: '127.0.0.1:19092', producer: { linger.ms: '5' } }
         ))
         .unwrap();
         assert!(!c.replaces_null_with_default());
+        assert_eq!(c.double_format(), DoubleFormat::Java, "compat debezium");
+        let default = CaptureConfig::parse(GOOD).unwrap();
+        assert_eq!(default.double_format(), DoubleFormat::Compact);
+        let c = CaptureConfig::parse(&format!(
+            "{GOOD}compat: debezium\nconverter: {{ double.format: compact }}\n"
+        ))
+        .unwrap();
+        assert_eq!(c.double_format(), DoubleFormat::Compact);
+        assert_eq!(
+            field_of(&format!(
+                "{GOOD}converter: {{ double.format: scientific }}\n"
+            )),
+            "converter.double.format"
+        );
     }
 
     #[test]

@@ -13,6 +13,7 @@
 
 use serde_json::{Map, Value as Json, json};
 use tributary_proto::RecordSchemas;
+use tributary_proto::json_number::{DoubleFormat, json_text};
 
 use crate::schema::{ColumnKind, ColumnSchema, Declared, TableSchema};
 use crate::value_modes::{
@@ -31,6 +32,7 @@ pub fn record_schemas(
     connector: &str,
     table: &TableSchema,
     modes: &ValueModes,
+    doubles: DoubleFormat,
 ) -> RecordSchemas {
     let prefix = format!("{server_name}.{}.{}", table.db, table.table);
     let key = (!table.key.is_empty()).then(|| {
@@ -78,8 +80,8 @@ pub fn record_schemas(
         Some(2),
     );
     RecordSchemas {
-        key: key.map(|k| k.to_string()),
-        value: envelope.to_string(),
+        key: key.map(|k| json_text(&k, doubles)),
+        value: json_text(&envelope, doubles),
     }
 }
 

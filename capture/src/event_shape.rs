@@ -7,6 +7,7 @@
 use std::sync::Arc;
 
 use tributary_proto::Value;
+use tributary_proto::json_number::DoubleFormat;
 
 use crate::column_rules::ColumnRules;
 use crate::config::UndecodableText;
@@ -36,6 +37,9 @@ pub struct DecodeOptions {
     /// written as the column's default, else the epoch, as Debezium's
     /// converters write it (`compat: debezium`).
     pub zero_dates_as_epoch: bool,
+    /// How doubles are written in the Connect schemas' defaults
+    /// (`converter.double.format`).
+    pub doubles: DoubleFormat,
 }
 
 impl DecodeOptions {
@@ -94,6 +98,7 @@ impl EventShape {
                 schemas: config.schemas_enabled(),
                 replace_null_with_default: config.replaces_null_with_default(),
                 zero_dates_as_epoch: config.compat == Compat::Debezium,
+                doubles: config.double_format(),
             },
             connector: config.events().connector,
             debezium_schema_changes: config.events().schema_changes_format
@@ -154,6 +159,7 @@ impl EventShape {
                 self.connector,
                 &schema,
                 &self.decode.modes,
+                self.decode.doubles,
             );
             schema.record_schemas = Some(Arc::new(schemas));
         }
@@ -177,6 +183,7 @@ mod tests {
                 schemas,
                 replace_null_with_default: false,
                 zero_dates_as_epoch: false,
+                doubles: DoubleFormat::Compact,
             },
             connector: "mysql",
             debezium_schema_changes: false,

@@ -36,6 +36,7 @@ use tracing::{info, warn};
 use tributary_proto::debezium_json::{
     EnvelopeOptions, connect_header_text, encode_key, encode_value,
 };
+use tributary_proto::json_number::DoubleFormat;
 use tributary_proto::partition::partition_for_key;
 use tributary_proto::{ChangeEvent, Op};
 
@@ -85,6 +86,8 @@ pub struct KafkaWriter<P> {
     transaction_topic: Option<TransactionTopic>,
     /// Records carry Connect schemas (`converter.schemas.enable`).
     schemas: bool,
+    /// How doubles are written (`converter.double.format`).
+    doubles: DoubleFormat,
     /// `kafka.replication_factor` of every topic capture creates.
     replication_factor: i32,
     /// Change topics by database, then table.
@@ -166,7 +169,11 @@ struct ContextHeaders {
 /// The headers of one change record (its tombstone carries the same, as in
 /// Debezium): columns written as raw bytes (`source.undecodable_text:
 /// base64`), the other key of a key change, the context headers.
-fn record_headers(event: &ChangeEvent, context: Option<&ContextHeaders>) -> Option<OwnedHeaders> {
+fn record_headers(
+    event: &ChangeEvent,
+    context: Option<&ContextHeaders>,
+    doubles: DoubleFormat,
+) -> Option<OwnedHeaders> {
     if event.undecodable.is_empty() && event.key_change.is_none() && context.is_none() {
         // Most records: no header list is allocated.
         return None;
@@ -187,7 +194,7 @@ fn record_headers(event: &ChangeEvent, context: Option<&ContextHeaders>) -> Opti
         let (name, key) = change.header();
         headers = headers.insert(Header {
             key: name,
-            value: Some(&connect_header_text(key)),
+            value: Some(&connect_header_text(key, doubles)),
         });
     }
     if let Some(context) = context {
@@ -288,6 +295,7 @@ impl<P: SourcePosition> KafkaWriter<P> {
                 .transaction_topic
                 .then(|| TransactionTopic::new(config.schemas_enabled())),
             schemas: config.schemas_enabled(),
+            doubles: config.double_format(),
             replication_factor: config.kafka.replication_factor,
             topics: HashMap::new(),
             pending: tx,
@@ -578,10 +586,11 @@ impl<P: SourcePosition> ChangeSink<P> for KafkaWriter<P> {
             );
         }
         let topic = &self.topics[db][table];
-        let key = keyed.then(|| encode_key(event));
+        let key = keyed.then(|| encode_key(event, self.doubles));
         let options = EnvelopeOptions {
             transaction: self.events.provide_transaction_metadata,
             connector: self.events.connector,
+            doubles: self.doubles,
         };
         let value = encode_value(event, options);
         let partition = key
@@ -593,7 +602,7 @@ impl<P: SourcePosition> ChangeSink<P> for KafkaWriter<P> {
         if let Some(key) = &key {
             record = record.key(key.as_slice());
         }
-        let headers = record_headers(event, self.context_headers.as_ref());
+        let headers = record_headers(event, self.context_headers.as_ref(), self.doubles);
         if let Some(headers) = &headers {
             record = record.headers(headers.clone());
         }

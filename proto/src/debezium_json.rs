@@ -16,6 +16,7 @@ use serde::ser::{SerializeMap, Serializer};
 
 use crate::envelope::{ChangeEvent, Op, Row, SnapshotMarker, SourceInfo, TransactionInfo};
 use crate::error::CodecError;
+use crate::json_number::{DoubleFormat, java_double, write_json};
 use crate::value::Value;
 
 /// `source.version`: the Tributary version that wrote the event.
@@ -121,22 +122,24 @@ struct EnvelopeJson<'a> {
 
 /// Encodes the record key: a JSON object of the primary-key columns (the
 /// payload of `{"schema", "payload"}` when the event carries schemas).
-pub fn encode_key(event: &ChangeEvent) -> Vec<u8> {
+pub fn encode_key(event: &ChangeEvent, doubles: DoubleFormat) -> Vec<u8> {
     let schema = event.schemas.as_ref().and_then(|s| s.key.as_deref());
-    with_schema(schema, &event.key)
+    with_schema(schema, &event.key, doubles)
 }
 
 /// `payload` as JSON, wrapped as Kafka's `JsonConverter` does with schemas
 /// enabled (`{"schema":…,"payload":…}`) when there is a `schema`.
-fn with_schema(schema: Option<&str>, payload: &impl Serialize) -> Vec<u8> {
+fn with_schema(schema: Option<&str>, payload: &impl Serialize, doubles: DoubleFormat) -> Vec<u8> {
     let Some(schema) = schema else {
-        return serde_json::to_vec(payload).expect("a record always serializes");
+        let mut out = Vec::with_capacity(256);
+        write_json(&mut out, payload, doubles);
+        return out;
     };
     let mut out = Vec::with_capacity(schema.len() + 256);
     out.extend_from_slice(b"{\"schema\":");
     out.extend_from_slice(schema.as_bytes());
     out.extend_from_slice(b",\"payload\":");
-    serde_json::to_writer(&mut out, payload).expect("a record always serializes");
+    write_json(&mut out, payload, doubles);
     out.push(b'}');
     out
 }
@@ -157,7 +160,7 @@ fn payload_of(json: serde_json::Value) -> serde_json::Value {
 /// writes a struct, the value of Debezium's `__debezium.newkey`/`oldkey`
 /// headers: `{"id":1,"name":"a"}`, field names and strings quoted with only
 /// `\` and `"` escaped, bytes as quoted base64, numbers as in the payload.
-pub fn connect_header_text(key: &Row) -> String {
+pub fn connect_header_text(key: &Row, doubles: DoubleFormat) -> String {
     let quoted = |text: &str| format!("\"{}\"", text.replace('\\', "\\\\").replace('"', "\\\""));
     let fields: Vec<String> = key
         .columns
@@ -166,6 +169,9 @@ pub fn connect_header_text(key: &Row) -> String {
         .map(|(name, value)| {
             let text = match value {
                 Value::String(s) => quoted(s),
+                Value::Float(f) if f.is_finite() && doubles == DoubleFormat::Java => {
+                    java_double(*f)
+                }
                 other => other.to_json().to_string(),
             };
             format!("{}:{text}", quoted(name))
@@ -182,6 +188,8 @@ pub struct EnvelopeOptions {
     pub transaction: bool,
     /// `source.connector`: [`CONNECTOR`], or `mariadb` as Debezium's MariaDB connector.
     pub connector: &'static str,
+    /// How doubles are written (`converter.double.format`).
+    pub doubles: DoubleFormat,
 }
 
 impl Default for EnvelopeOptions {
@@ -189,6 +197,7 @@ impl Default for EnvelopeOptions {
         EnvelopeOptions {
             transaction: true,
             connector: CONNECTOR,
+            doubles: DoubleFormat::Compact,
         }
     }
 }
@@ -214,7 +223,11 @@ pub fn encode_value(event: &ChangeEvent, options: EnvelopeOptions) -> Vec<u8> {
         ts_us: event.ts_ms.saturating_mul(1_000),
         ts_ns: event.ts_ms.saturating_mul(1_000_000),
     };
-    with_schema(event.schemas.as_ref().map(|s| s.value.as_str()), &envelope)
+    with_schema(
+        event.schemas.as_ref().map(|s| s.value.as_str()),
+        &envelope,
+        options.doubles,
+    )
 }
 
 /// The row a change record leaves behind: `after` for `c`/`r`/`u`, `None` for a
@@ -456,7 +469,7 @@ mod tests {
                 "ts_ns"
             ]
         );
-        assert_eq!(encode_key(&event), br#"{"id":7}"#);
+        assert_eq!(encode_key(&event, DoubleFormat::Compact), br#"{"id":7}"#);
         // Without transaction metadata (Debezium's default) the block is null.
         let options = EnvelopeOptions {
             transaction: false,
@@ -618,7 +631,11 @@ mod tests {
             }
             assert_eq!(ours, theirs, "{code}");
             // Debezium's documented key: `{"id": 1004}`.
-            assert_eq!(encode_key(&event), br#"{"id":1004}"#, "{code}");
+            assert_eq!(
+                encode_key(&event, DoubleFormat::Compact),
+                br#"{"id":1004}"#,
+                "{code}"
+            );
         }
     }
 
@@ -639,7 +656,7 @@ mod tests {
             let value = encode_value(&event, EnvelopeOptions::default());
             let json: serde_json::Value = serde_json::from_slice(&value).unwrap();
             assert_eq!(json["source"]["snapshot"], text);
-            let back = decode(&encode_key(&event), &value).unwrap();
+            let back = decode(&encode_key(&event, DoubleFormat::Compact), &value).unwrap();
             assert_eq!(back.source.snapshot.as_str(), text);
         }
     }
@@ -651,7 +668,7 @@ mod tests {
             key: Some(r#"{"type":"struct","optional":false}"#.into()),
             value: r#"{"type":"struct","name":"e"}"#.into(),
         }));
-        let key = encode_key(&event);
+        let key = encode_key(&event, DoubleFormat::Compact);
         assert_eq!(
             key,
             br#"{"schema":{"type":"struct","optional":false},"payload":{"id":7}}"#
@@ -693,16 +710,46 @@ mod tests {
         };
         // Kafka's Values.append: only backslash and double quote are escaped.
         assert_eq!(
-            connect_header_text(&key),
+            connect_header_text(&key, DoubleFormat::Compact),
             "{\"id\":-7,\"na\\\"me\":\"a\\\\b \\\"c\\\" é\n\",\"b\":\"AP8=\",\"n\":null}"
         );
+    }
+
+    #[test]
+    fn java_doubles_reach_keys_values_schemas_and_headers() {
+        let mut event = sample();
+        event.key.values = vec![Value::Float(1e20)];
+        event.after.as_mut().unwrap().values[2] = Value::Float(0.0001);
+        event.schemas = Some(Arc::new(crate::RecordSchemas {
+            key: Some(r#"{"type":"struct"}"#.into()),
+            value: "{}".into(),
+        }));
+        let options = EnvelopeOptions {
+            doubles: DoubleFormat::Java,
+            ..EnvelopeOptions::default()
+        };
+        let key = String::from_utf8(encode_key(&event, DoubleFormat::Java)).unwrap();
+        assert_eq!(
+            key,
+            r#"{"schema":{"type":"struct"},"payload":{"id":1.0E20}}"#
+        );
+        let value = String::from_utf8(encode_value(&event, options)).unwrap();
+        assert!(value.contains(r#""big":1.0E-4}"#), "{value}");
+        let compact = String::from_utf8(encode_value(&event, EnvelopeOptions::default())).unwrap();
+        assert!(compact.contains(r#""big":0.0001}"#), "{compact}");
+        assert_eq!(
+            connect_header_text(&event.key, DoubleFormat::Java),
+            r#"{"id":1.0E20}"#
+        );
+        let back = decode(key.as_bytes(), value.as_bytes()).unwrap();
+        assert_eq!(back.after, event.after);
     }
 
     #[test]
     fn round_trips() {
         let event = sample();
         let decoded = decode(
-            &encode_key(&event),
+            &encode_key(&event, DoubleFormat::Compact),
             &encode_value(&event, EnvelopeOptions::default()),
         )
         .unwrap();

@@ -4,6 +4,7 @@
 //! - [`envelope`]: the change event ([`ChangeEvent`], [`Op`], [`SourceInfo`]).
 //! - [`debezium_json`]: the Debezium-compatible JSON codec for keys and envelopes.
 //! - [`partition`]: Kafka's murmur2 partitioner, so Java clients and Tributary agree.
+//! - [`json_number`]: doubles in JSON, compact or as Java writes them.
 //! - [`gtid`]: MariaDB GTIDs and the newest applied per domain (read-your-position).
 //! - [`grpc`]: the gRPC lookup API `tributary.v1` (generated) and its JSON mapping.
 
@@ -12,6 +13,7 @@ pub mod envelope;
 pub mod error;
 pub mod grpc;
 pub mod gtid;
+pub mod json_number;
 pub mod partition;
 pub mod value;
 

@@ -107,7 +107,13 @@ fn compact(text: &str) -> String {
 
 #[test]
 fn the_value_schema_is_debeziums_byte_for_byte() {
-    let schemas = record_schemas("srv", "mysql", &table(), &ValueModes::DEBEZIUM);
+    let schemas = record_schemas(
+        "srv",
+        "mysql",
+        &table(),
+        &ValueModes::DEBEZIUM,
+        DoubleFormat::Compact,
+    );
     assert_eq!(schemas.value, compact(DEBEZIUM_VALUE_SCHEMA));
     assert_eq!(
         schemas.key.as_deref(),
@@ -139,7 +145,7 @@ fn modes_change_the_column_types() {
             info("s", "smallint(5) unsigned", true, None),
         ],
     );
-    let schemas = record_schemas("srv", "mysql", &table, &modes);
+    let schemas = record_schemas("srv", "mysql", &table, &modes, DoubleFormat::Compact);
     let value: Json = serde_json::from_str(&schemas.value).unwrap();
     let fields = &value["fields"][1]["fields"];
     let by_name = |name: &str| {
@@ -181,7 +187,14 @@ fn modes_change_the_column_types() {
 
 #[test]
 fn the_source_schema_names_the_connector() {
-    let value = record_schemas("srv", "mariadb", &table(), &ValueModes::DEBEZIUM).value;
+    let value = record_schemas(
+        "srv",
+        "mariadb",
+        &table(),
+        &ValueModes::DEBEZIUM,
+        DoubleFormat::Compact,
+    )
+    .value;
     assert!(value.contains(r#""name":"io.debezium.connector.mariadb.Source""#));
     assert!(!value.contains("connector.mysql"));
 }
@@ -197,5 +210,29 @@ fn schema_change_schemas_are_debeziums_byte_for_byte() {
     assert_eq!(
         key.to_string(),
         r#"{"type":"struct","fields":[{"type":"string","optional":false,"field":"databaseName"}],"optional":false,"name":"io.debezium.connector.mysql.SchemaChangeKey","version":1}"#
+    );
+}
+
+#[test]
+fn a_double_default_is_written_in_the_double_format() {
+    let mut table = TableSchema::from_info_columns(
+        "shop",
+        "d",
+        &[
+            info("id", "int(11)", false, Some(1)),
+            info("ratio", "double", true, None),
+        ],
+    );
+    table.columns[1].default = Some(tributary_proto::Value::Float(1e20));
+    let modes = ValueModes::DEBEZIUM;
+    let java = record_schemas("srv", "mysql", &table, &modes, DoubleFormat::Java).value;
+    assert!(
+        java.contains(r#""default":1.0E20,"field":"ratio""#),
+        "{java}"
+    );
+    let compact = record_schemas("srv", "mysql", &table, &modes, DoubleFormat::Compact).value;
+    assert!(
+        compact.contains(r#""default":1e+20,"field":"ratio""#),
+        "{compact}"
     );
 }

@@ -298,6 +298,7 @@ fn decoder(
                 schemas: false,
                 replace_null_with_default: false,
                 zero_dates_as_epoch: false,
+                doubles: tributary_proto::json_number::DoubleFormat::Compact,
             },
             connector: "mysql",
             debezium_schema_changes: false,

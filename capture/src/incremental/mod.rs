@@ -28,6 +28,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use tracing::{info, warn};
 use tributary_proto::debezium_json::encode_key;
+use tributary_proto::json_number::DoubleFormat;
 use tributary_proto::{ChangeEvent, SnapshotMarker, SourceInfo};
 
 use crate::chunk_source::{Begun, ChunkRead, ChunkSource, OpenedTable};
@@ -156,7 +157,7 @@ impl<C: ChunkSource> Incremental<C> {
         if columns.is_some_and(|row| *row.columns != *w.columns) {
             self.on_schema_change();
         } else {
-            w.open_transaction.push(encode_key(event));
+            w.open_transaction.push(key_identity(event));
         }
     }
 
@@ -280,7 +281,7 @@ impl<C: ChunkSource> Incremental<C> {
             columns: opened.columns.clone(),
             rows: rows
                 .into_iter()
-                .map(|event| (encode_key(&event), event))
+                .map(|event| (key_identity(&event), event))
                 .collect(),
             superseded: HashSet::new(),
             open_transaction: Vec::new(),
@@ -364,4 +365,10 @@ impl<C: ChunkSource> Incremental<C> {
             p.bar.finish(p.done);
         }
     }
+}
+
+/// A row's key as bytes, to tell the window's rows from the streamed ones:
+/// both sides are written here alike, so the double format does not matter.
+fn key_identity(event: &ChangeEvent) -> Vec<u8> {
+    encode_key(event, DoubleFormat::Compact)
 }
