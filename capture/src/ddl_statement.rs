@@ -20,6 +20,7 @@ use sqlparser::ast::{
 use sqlparser::dialect::MySqlDialect;
 use sqlparser::parser::Parser;
 use sqlparser::tokenizer::Location;
+use tracing::warn;
 
 /// What a statement does to one table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,6 +69,18 @@ static NOT_RECORDED: LazyLock<Regex> = LazyLock::new(|| {
     .expect("a valid pattern")
 });
 
+/// The statement's first words up to its first quoted literal (at most four
+/// words, 40 characters), to name it in a log line without its values.
+fn statement_head(text: &str) -> String {
+    let head = text
+        .split_whitespace()
+        .take_while(|word| !word.contains(['\'', '"']))
+        .take(4)
+        .collect::<Vec<_>>()
+        .join(" ");
+    head.chars().take(40).collect()
+}
+
 /// The records of `sql`, run with `default_db` as its default database.
 pub fn effects(sql: &str, default_db: &str) -> Vec<DdlEffect> {
     let text = statement_text(sql);
@@ -76,9 +89,24 @@ pub fn effects(sql: &str, default_db: &str) -> Vec<DdlEffect> {
     }
     // MySQL 8.0.21+ logs `CREATE TABLE … SELECT` with a trailing START TRANSACTION.
     let parsed_text = strip_suffix_ignore_case(text, "START TRANSACTION").trim_end();
-    let statement = Parser::parse_sql(&MySqlDialect {}, parsed_text)
-        .ok()
-        .and_then(|mut statements| (statements.len() == 1).then(|| statements.remove(0)));
+    let statement = match Parser::parse_sql(&MySqlDialect {}, parsed_text) {
+        Ok(mut statements) if statements.len() == 1 => Some(statements.remove(0)),
+        Ok(_) => None,
+        Err(error) => {
+            // Debezium stops here by default (`schema.history.internal.skip.unparseable.ddl`);
+            // Tributary reads its tables from the server, so only the record is poorer.
+            // The parser's message can quote a literal: only where it failed is logged.
+            let message = error.to_string();
+            let at = message.rsplit_once(" at ").map_or("", |(_, at)| at);
+            warn!(
+                database = default_db,
+                statement = statement_head(text),
+                at,
+                "a DDL statement the parser cannot read is recorded without table changes"
+            );
+            None
+        }
+    };
     let fallback = || {
         vec![DdlEffect {
             db: default_db.to_owned(),
@@ -262,6 +290,19 @@ mod tests {
             table: table.map(|(kind, t)| (kind, t.to_owned())),
             parsed: true,
         }
+    }
+
+    #[test]
+    fn a_statement_is_named_by_its_first_words_without_literals() {
+        assert_eq!(
+            statement_head("ALTER TABLE `shop`.`t` ADD COLUMN x INT"),
+            "ALTER TABLE `shop`.`t` ADD"
+        );
+        assert_eq!(
+            statement_head("SET PASSWORD FOR 'u'@'%' = 'secret'"),
+            "SET PASSWORD FOR"
+        );
+        assert_eq!(statement_head(&"X".repeat(90)).len(), 40);
     }
 
     #[test]
