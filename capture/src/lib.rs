@@ -42,6 +42,7 @@ pub mod message_key;
 pub mod metrics;
 pub mod position;
 pub mod position_store;
+pub mod postgres;
 pub mod restart_skip;
 pub mod row_decoder;
 pub mod row_image;

@@ -9,6 +9,11 @@ if [ -f "$mariadb_dir/mysqld.pid" ]; then
     || kill "$(cat "$mariadb_dir/mysqld.pid")" 2>/dev/null || true
   echo "[stack] MariaDB stopped"
 fi
+if [ -f "$pg_dir/data/postmaster.pid" ]; then
+  pg_bin="$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)"
+  runuser -u postgres -- "$pg_bin/pg_ctl" -D "$pg_dir/data" -m fast stop >/dev/null 2>&1 || true
+  echo "[stack] PostgreSQL stopped"
+fi
 if [ -f "$tansu_dir/tansu.pid" ]; then
   kill "$(cat "$tansu_dir/tansu.pid")" 2>/dev/null || true
   rm -f "$tansu_dir/tansu.pid"

@@ -5,6 +5,9 @@ export TRIBUTARY_STACK_DIR="${TRIBUTARY_STACK_DIR:-$repo_root/.stack}"
 export TRIBUTARY_MYSQL_PORT="${TRIBUTARY_MYSQL_PORT:-3307}"
 export TRIBUTARY_KAFKA_PORT="${TRIBUTARY_KAFKA_PORT:-19092}"
 export TRIBUTARY_MYSQL_URL="${TRIBUTARY_MYSQL_URL:-mysql://root@127.0.0.1:$TRIBUTARY_MYSQL_PORT}"
+# A private PostgreSQL (wal_level=logical), started as the postgres user.
+export TRIBUTARY_PG_PORT="${TRIBUTARY_PG_PORT:-5433}"
+export TRIBUTARY_PG_URL="${TRIBUTARY_PG_URL:-postgres://postgres@127.0.0.1:$TRIBUTARY_PG_PORT/postgres}"
 export TRIBUTARY_KAFKA_BROKERS="${TRIBUTARY_KAFKA_BROKERS:-127.0.0.1:$TRIBUTARY_KAFKA_PORT}"
 # A second broker that speaks only mutual TLS (socat in front of a private Tansu
 # on TRIBUTARY_KAFKA_TLS_PORT+1), with certificates generated into TRIBUTARY_KAFKA_TLS_DIR.
@@ -21,5 +24,6 @@ TANSU_BIN="${TANSU_BIN:-$HOME/.cache/tributary/bin/tansu}"
 TANSU_SASL_VERSION="0.6.0"
 export TANSU_SASL_BIN="${TANSU_SASL_BIN:-$HOME/.cache/tributary/tansu-sasl-sqlite/bin/tansu}"
 mariadb_dir="$TRIBUTARY_STACK_DIR/mariadb"
+pg_dir="$TRIBUTARY_STACK_DIR/postgres"
 tansu_dir="$TRIBUTARY_STACK_DIR/tansu"
 tls_tansu_dir="$TRIBUTARY_STACK_DIR/tansu-tls"

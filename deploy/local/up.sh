@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Starts the local stack idempotently: a private MariaDB with a ROW binlog and
-# GTIDs, a Tansu (Kafka-protocol) broker, and a second one behind mutual TLS
+# GTIDs, a private PostgreSQL with logical decoding, a Tansu (Kafka-protocol) broker, and a second one behind mutual TLS
 # (certificates generated on the first run), all on 127.0.0.1. Installs what
 # is missing first. Running it again while the stack is up does nothing.
 set -euo pipefail
@@ -10,6 +10,8 @@ log() { echo "[stack] $*" >&2; }
 
 need_apt=()
 command -v mariadbd >/dev/null || [ -x /usr/sbin/mariadbd ] || need_apt+=(mariadb-server mariadb-client)
+pg_bin="$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)"
+[ -n "$pg_bin" ] && [ -x "$pg_bin/initdb" ] || need_apt+=(postgresql)
 command -v cmake >/dev/null || need_apt+=(cmake)
 dpkg -s libcurl4-openssl-dev >/dev/null 2>&1 || need_apt+=(libcurl4-openssl-dev)
 dpkg -s libclang-dev >/dev/null 2>&1 || need_apt+=(libclang-dev)
@@ -92,6 +94,36 @@ GRANT SELECT, RELOAD, REPLICATION SLAVE, BINLOG MONITOR ON *.* TO 'tributary'@'1
 SQL
 fi
 
+# PostgreSQL refuses to run as root: its files belong to the postgres user.
+pg_bin="$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)"
+as_postgres() { runuser -u postgres -- "$@"; }
+pg_up() { "$pg_bin/pg_isready" -q -h 127.0.0.1 -p "$TRIBUTARY_PG_PORT"; }
+if pg_up; then
+  log "PostgreSQL already up"
+else
+  mkdir -p "$pg_dir" && chown postgres: "$pg_dir"
+  if [ ! -f "$pg_dir/data/PG_VERSION" ]; then
+    log "initialising PostgreSQL in $pg_dir/data"
+    as_postgres "$pg_bin/initdb" -D "$pg_dir/data" -U postgres --auth-local=trust --auth-host=trust \
+      >"$pg_dir/initdb.log" 2>&1
+    # The capture user signs in with a password (SCRAM), as it would in production.
+    printf '%s\n' "host all tributary 127.0.0.1/32 scram-sha-256" "host all all 127.0.0.1/32 trust" \
+      >"$pg_dir/data/pg_hba.conf"
+  fi
+  log "starting PostgreSQL on 127.0.0.1:$TRIBUTARY_PG_PORT"
+  as_postgres "$pg_bin/pg_ctl" -D "$pg_dir/data" -l "$pg_dir/postgres.log" -w -t 60 start -o \
+    "-p $TRIBUTARY_PG_PORT -k $pg_dir -c listen_addresses=127.0.0.1 -c wal_level=logical -c max_replication_slots=40 -c max_wal_senders=40 -c max_connections=300 -c fsync=off" \
+    >/dev/null
+  pg_up || { log "PostgreSQL did not start; see $pg_dir/postgres.log"; tail -20 "$pg_dir/postgres.log" >&2; exit 1; }
+  "$pg_bin/psql" -q -h 127.0.0.1 -p "$TRIBUTARY_PG_PORT" -U postgres -d postgres -v ON_ERROR_STOP=1 <<'SQL'
+DO $$ BEGIN
+  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'tributary') THEN
+    CREATE ROLE tributary LOGIN REPLICATION PASSWORD 'tributary';
+  END IF;
+END $$;
+SQL
+fi
+
 if port_open "$TRIBUTARY_KAFKA_PORT"; then
   log "broker already up"
 else
@@ -137,6 +169,7 @@ fi
 
 cat <<INFO
 MariaDB (binlog ROW/FULL, GTID): $TRIBUTARY_MYSQL_URL   (capture user: tributary/tributary; socket $mariadb_dir/mysqld.sock)
+PostgreSQL (wal_level=logical):  $TRIBUTARY_PG_URL   (capture user: tributary/tributary; socket dir $pg_dir)
 Kafka-protocol broker (Tansu):   $TRIBUTARY_KAFKA_BROKERS
 The same, mutual TLS only:       127.0.0.1:$TRIBUTARY_KAFKA_TLS_PORT   (CA, client certificate and key in $tls_dir)
 Stop with: deploy/local/down.sh
