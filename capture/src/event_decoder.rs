@@ -24,7 +24,8 @@ use prometheus_client::metrics::counter::Counter;
 use tracing::{debug, info, warn};
 use tributary_proto::gtid::{Gtid, MySqlSource};
 use tributary_proto::{
-    ChangeEvent, KeyChange, Op, Row, SnapshotMarker, SourceInfo, TransactionInfo, Value,
+    BinlogCoordinates, ChangeEvent, KeyChange, LogCoordinates, Op, Row, SnapshotMarker, SourceInfo,
+    TransactionInfo, Value,
 };
 
 use crate::change_stream::{ReaderItem, SchemaChange};
@@ -399,12 +400,14 @@ impl EventDecoder {
             snapshot: SnapshotMarker::False,
             db: db.into(),
             table: "".into(),
-            server_id: event.header().server_id(),
-            gtid: self.pending.gtid.as_ref().map(|g| g.to_string().into()),
-            file: self.file.clone(),
-            pos: self.start_of(event),
-            row: 0,
-            thread: None,
+            log: LogCoordinates::Binlog(BinlogCoordinates {
+                server_id: event.header().server_id(),
+                gtid: self.pending.gtid.as_ref().map(|g| g.to_string().into()),
+                file: self.file.clone(),
+                pos: self.start_of(event),
+                row: 0,
+                thread: None,
+            }),
         };
         let flavor = Flavor {
             mariadb_connector: self.setup.shape.connector == "mariadb",
@@ -688,12 +691,14 @@ impl EventDecoder {
                 snapshot: SnapshotMarker::False,
                 db: schema.db.clone(),
                 table: schema.table.clone(),
-                server_id: header.server_id(),
-                gtid: gtid.clone(),
-                file: self.file.clone(),
-                pos,
-                row,
-                thread: trx.thread,
+                log: LogCoordinates::Binlog(BinlogCoordinates {
+                    server_id: header.server_id(),
+                    gtid: gtid.clone(),
+                    file: self.file.clone(),
+                    pos,
+                    row,
+                    thread: trx.thread,
+                }),
             };
             for change in row_changes(&schema, op, before, after)
                 .into_iter()

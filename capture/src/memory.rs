@@ -20,7 +20,9 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use tributary_proto::{ChangeEvent, Op, Row, SnapshotMarker, SourceInfo, Value};
+use tributary_proto::{
+    BinlogCoordinates, ChangeEvent, LogCoordinates, Op, Row, SnapshotMarker, SourceInfo, Value,
+};
 
 use crate::change_stream::ChangeStream;
 use crate::change_stream::{ReaderItem, SchemaChange};
@@ -62,8 +64,9 @@ impl SourcePosition for MemoryPosition {
     }
 
     fn mark_source(&self, source: &mut SourceInfo) {
-        source.file = FILE.into();
-        source.pos = self.pos;
+        let binlog = source.binlog_mut();
+        binlog.file = FILE.into();
+        binlog.pos = self.pos;
     }
 
     fn to_json(&self) -> serde_json::Value {
@@ -207,8 +210,11 @@ impl MemoryDatabase {
             let source = SourceInfo {
                 db: db.clone(),
                 table: table.into(),
-                file: FILE.into(),
-                pos,
+                log: LogCoordinates::Binlog(BinlogCoordinates {
+                    file: FILE.into(),
+                    pos,
+                    ..BinlogCoordinates::default()
+                }),
                 ..SourceInfo::default()
             };
             inner.log.push(ReaderItem::Change(Box::new(ChangeEvent {

@@ -70,9 +70,10 @@ impl SourcePosition for BinlogPosition {
     }
 
     fn mark_source(&self, source: &mut SourceInfo) {
-        source.gtid = self.gtid.as_deref().map(Arc::from);
-        source.file = self.file.as_str().into();
-        source.pos = self.pos;
+        let binlog = source.binlog_mut();
+        binlog.gtid = self.gtid.as_deref().map(Arc::from);
+        binlog.file = self.file.as_str().into();
+        binlog.pos = self.pos;
     }
 
     fn to_json(&self) -> serde_json::Value {

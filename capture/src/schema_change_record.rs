@@ -8,6 +8,8 @@
 use serde_json::{Value as Json, json};
 use tributary_proto::SourceInfo;
 use tributary_proto::debezium_json::source_json;
+#[cfg(test)]
+use tributary_proto::{BinlogCoordinates, LogCoordinates};
 
 use crate::connect_schema;
 use crate::ddl_statement::{DdlEffect, TableChangeKind};
@@ -175,10 +177,13 @@ mod tests {
         SourceInfo {
             name: "dbserver1".into(),
             ts_ms: 1_700_000_000_123,
-            server_id: 223_344,
-            gtid: Some("3e11fa47-71ca-11e1-9e33-c80aa9429562:23".into()),
-            file: "mysql-bin.000003".into(),
-            pos: 1234,
+            log: LogCoordinates::Binlog(BinlogCoordinates {
+                server_id: 223_344,
+                gtid: Some("3e11fa47-71ca-11e1-9e33-c80aa9429562:23".into()),
+                file: "mysql-bin.000003".into(),
+                pos: 1234,
+                ..BinlogCoordinates::default()
+            }),
             ..SourceInfo::default()
         }
     }

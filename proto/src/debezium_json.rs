@@ -14,7 +14,10 @@ use std::sync::Arc;
 use serde::Serialize;
 use serde::ser::{SerializeMap, Serializer};
 
-use crate::envelope::{ChangeEvent, Op, Row, SnapshotMarker, SourceInfo, TransactionInfo};
+use crate::envelope::{
+    BinlogCoordinates, ChangeEvent, LogCoordinates, Op, Row, SnapshotMarker, SourceInfo,
+    TransactionInfo, WalCoordinates,
+};
 use crate::error::CodecError;
 use crate::json_number::{DoubleFormat, java_double, write_json};
 use crate::value::Value;
@@ -50,8 +53,9 @@ impl Serialize for Row {
     }
 }
 
+/// `source` as Debezium's MySQL connector writes it.
 #[derive(Serialize)]
-struct SourceJson<'a> {
+struct BinlogSourceJson<'a> {
     version: &'static str,
     connector: &'static str,
     name: &'a str,
@@ -71,26 +75,87 @@ struct SourceJson<'a> {
     query: Option<&'a str>,
 }
 
+/// `source` as Debezium's PostgreSQL connector (3.6) writes it: `sequence`
+/// is `["<last commit LSN>","<LSN>"]`, LSNs as decimal strings.
+#[derive(Serialize)]
+struct WalSourceJson<'a> {
+    version: &'static str,
+    connector: &'static str,
+    name: &'a str,
+    ts_ms: i64,
+    snapshot: &'static str,
+    db: &'a str,
+    sequence: Option<String>,
+    ts_us: i64,
+    ts_ns: i64,
+    schema: &'a str,
+    table: &'a str,
+    #[serde(rename = "txId")]
+    tx_id: Option<u64>,
+    lsn: Option<u64>,
+    xmin: Option<u64>,
+    origin: Option<&'a str>,
+    origin_lsn: Option<u64>,
+}
+
+/// `source.connector` of PostgreSQL changes, as Debezium's connector writes it.
+pub const POSTGRES_CONNECTOR: &str = "postgresql";
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum SourceJson<'a> {
+    Binlog(BinlogSourceJson<'a>),
+    Wal(WalSourceJson<'a>),
+}
+
 impl<'a> SourceJson<'a> {
+    /// `connector` names a binlog source (`mysql`, `mariadb`); a WAL source
+    /// is always `postgresql`.
     fn of(src: &'a SourceInfo, connector: &'static str) -> Self {
-        SourceJson {
-            version: VERSION,
-            connector,
-            name: &src.name,
-            ts_ms: src.ts_ms,
-            snapshot: src.snapshot.as_str(),
-            db: &src.db,
-            sequence: None,
-            ts_us: src.ts_ms.saturating_mul(1_000),
-            ts_ns: src.ts_ms.saturating_mul(1_000_000),
-            table: &src.table,
-            server_id: src.server_id,
-            gtid: src.gtid.as_deref(),
-            file: &src.file,
-            pos: src.pos,
-            row: src.row,
-            thread: src.thread,
-            query: None,
+        let ts_us = src.ts_ms.saturating_mul(1_000);
+        let ts_ns = src.ts_ms.saturating_mul(1_000_000);
+        match &src.log {
+            LogCoordinates::Binlog(binlog) => SourceJson::Binlog(BinlogSourceJson {
+                version: VERSION,
+                connector,
+                name: &src.name,
+                ts_ms: src.ts_ms,
+                snapshot: src.snapshot.as_str(),
+                db: &src.db,
+                sequence: None,
+                ts_us,
+                ts_ns,
+                table: &src.table,
+                server_id: binlog.server_id,
+                gtid: binlog.gtid.as_deref(),
+                file: &binlog.file,
+                pos: binlog.pos,
+                row: binlog.row,
+                thread: binlog.thread,
+                query: None,
+            }),
+            LogCoordinates::Wal(wal) => SourceJson::Wal(WalSourceJson {
+                version: VERSION,
+                connector: POSTGRES_CONNECTOR,
+                name: &src.name,
+                ts_ms: src.ts_ms,
+                snapshot: src.snapshot.as_str(),
+                db: &src.db,
+                sequence: wal.lsn.map(|lsn| {
+                    let text = |lsn: Option<u64>| lsn.map(|l| l.to_string());
+                    serde_json::to_string(&[text(wal.last_commit_lsn), text(Some(lsn))])
+                        .expect("strings serialise")
+                }),
+                ts_us,
+                ts_ns,
+                schema: &wal.schema,
+                table: &src.table,
+                tx_id: wal.tx_id,
+                lsn: wal.lsn,
+                xmin: wal.xmin,
+                origin: None,
+                origin_lsn: None,
+            }),
         }
     }
 }
@@ -323,6 +388,32 @@ fn source_from_json(json: &serde_json::Value) -> Result<SourceInfo, CodecError> 
         .get("snapshot")
         .and_then(|s| s.as_str())
         .map_or(SnapshotMarker::False, SnapshotMarker::parse);
+    let log = if json.get("connector").and_then(|c| c.as_str()) == Some(POSTGRES_CONNECTOR) {
+        let number = |name: &str| json.get(name).and_then(|v| v.as_u64());
+        LogCoordinates::Wal(Box::new(WalCoordinates {
+            schema: str_field(json, "source.schema", "schema")?.into(),
+            tx_id: number("txId"),
+            lsn: number("lsn"),
+            last_commit_lsn: json
+                .get("sequence")
+                .and_then(|v| v.as_str())
+                .and_then(|text| serde_json::from_str::<[Option<String>; 2]>(text).ok())
+                .and_then(|[last_commit, _]| last_commit?.parse().ok()),
+            xmin: number("xmin"),
+        }))
+    } else {
+        LogCoordinates::Binlog(BinlogCoordinates {
+            server_id: u64_field(json, "source.server_id", "server_id")? as u32,
+            gtid: json.get("gtid").and_then(|v| v.as_str()).map(Arc::from),
+            file: str_field(json, "source.file", "file")?.into(),
+            pos: u64_field(json, "source.pos", "pos")?,
+            row: json.get("row").and_then(|v| v.as_u64()).unwrap_or_default() as u32,
+            thread: json
+                .get("thread")
+                .and_then(|v| v.as_u64())
+                .and_then(|t| u32::try_from(t).ok()),
+        })
+    };
     Ok(SourceInfo {
         name: str_field(json, "source.name", "name")?.into(),
         ts_ms: json
@@ -332,15 +423,7 @@ fn source_from_json(json: &serde_json::Value) -> Result<SourceInfo, CodecError> 
         snapshot,
         db: str_field(json, "source.db", "db")?.into(),
         table: str_field(json, "source.table", "table")?.into(),
-        server_id: u64_field(json, "source.server_id", "server_id")? as u32,
-        gtid: json.get("gtid").and_then(|v| v.as_str()).map(Arc::from),
-        file: str_field(json, "source.file", "file")?.into(),
-        pos: u64_field(json, "source.pos", "pos")?,
-        row: json.get("row").and_then(|v| v.as_u64()).unwrap_or_default() as u32,
-        thread: json
-            .get("thread")
-            .and_then(|v| v.as_u64())
-            .and_then(|t| u32::try_from(t).ok()),
+        log,
     })
 }
 
@@ -392,12 +475,14 @@ mod tests {
                 snapshot: SnapshotMarker::False,
                 db: "shop".into(),
                 table: "users".into(),
-                server_id: 1,
-                gtid: Some("0-1-42".into()),
-                file: "binlog.000001".into(),
-                pos: 1234,
-                row: 2,
-                thread: Some(9),
+                log: LogCoordinates::Binlog(BinlogCoordinates {
+                    server_id: 1,
+                    gtid: Some("0-1-42".into()),
+                    file: "binlog.000001".into(),
+                    pos: 1234,
+                    row: 2,
+                    thread: Some(9),
+                }),
             },
             ts_ms: 1_700_000_000_500,
             transaction: Some(TransactionInfo {
@@ -578,12 +663,14 @@ mod tests {
                 snapshot: SnapshotMarker::False,
                 db: "inventory".into(),
                 table: "customers".into(),
-                server_id: 223_344,
-                gtid: None,
-                file: "mysql-bin.000003".into(),
-                pos: source["pos"].as_u64().unwrap(),
-                row: 0,
-                thread: Some(7),
+                log: LogCoordinates::Binlog(BinlogCoordinates {
+                    server_id: 223_344,
+                    gtid: None,
+                    file: "mysql-bin.000003".into(),
+                    pos: source["pos"].as_u64().unwrap(),
+                    row: 0,
+                    thread: Some(7),
+                }),
             },
             ts_ms: documented["ts_ms"].as_i64().unwrap(),
             transaction: Some(TransactionInfo {
@@ -743,6 +830,70 @@ mod tests {
         );
         let back = decode(key.as_bytes(), value.as_bytes()).unwrap();
         assert_eq!(back.after, event.after);
+    }
+
+    /// Debezium 3.6's PostgreSQL `source` (PostgresSourceInfoStructMaker's
+    /// field order; values as its documented update event).
+    #[test]
+    fn a_wal_source_is_debeziums_postgresql_source() {
+        let mut event = sample();
+        event.source.db = "postgres".into();
+        event.source.table = "customers".into();
+        event.source.log = LogCoordinates::Wal(Box::new(WalCoordinates {
+            schema: "public".into(),
+            tx_id: Some(556),
+            lsn: Some(24_023_128),
+            last_commit_lsn: Some(24_023_119),
+            xmin: None,
+        }));
+        let json: serde_json::Value =
+            serde_json::from_slice(&encode_value(&event, EnvelopeOptions::default())).unwrap();
+        let source = &json["source"];
+        let keys: Vec<&str> = source
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                "version",
+                "connector",
+                "name",
+                "ts_ms",
+                "snapshot",
+                "db",
+                "sequence",
+                "ts_us",
+                "ts_ns",
+                "schema",
+                "table",
+                "txId",
+                "lsn",
+                "xmin",
+                "origin",
+                "origin_lsn"
+            ]
+        );
+        assert_eq!(source["connector"], "postgresql");
+        assert_eq!(source["sequence"], r#"["24023119","24023128"]"#);
+        assert_eq!(source["txId"], 556);
+        assert_eq!(source["lsn"], 24_023_128);
+        assert_eq!(source["xmin"], serde_json::Value::Null);
+        let back = decode(
+            &encode_key(&event, DoubleFormat::Compact),
+            &encode_value(&event, EnvelopeOptions::default()),
+        )
+        .unwrap();
+        assert_eq!(back.source, event.source);
+        // Without a commit before it, the sequence starts with null.
+        if let LogCoordinates::Wal(wal) = &mut event.source.log {
+            wal.last_commit_lsn = None;
+        }
+        let json: serde_json::Value =
+            serde_json::from_slice(&encode_value(&event, EnvelopeOptions::default())).unwrap();
+        assert_eq!(json["source"]["sequence"], r#"[null,"24023128"]"#);
     }
 
     #[test]

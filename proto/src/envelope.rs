@@ -109,10 +109,56 @@ pub struct SourceInfo {
     pub ts_ms: i64,
     /// Snapshot marker.
     pub snapshot: SnapshotMarker,
-    /// Database (schema) name.
+    /// Database name (MySQL's database, PostgreSQL's database: its schema is
+    /// in [`WalCoordinates::schema`]).
     pub db: Arc<str>,
     /// Table name.
     pub table: Arc<str>,
+    /// Where the change is in the source's log, in the source's own terms.
+    pub log: LogCoordinates,
+}
+
+impl SourceInfo {
+    /// The binlog coordinates, for a MySQL/MariaDB change.
+    pub fn binlog(&self) -> Option<&BinlogCoordinates> {
+        match &self.log {
+            LogCoordinates::Binlog(binlog) => Some(binlog),
+            LogCoordinates::Wal(_) => None,
+        }
+    }
+
+    /// The binlog coordinates to fill in; a source block that held WAL
+    /// coordinates gets empty binlog ones first.
+    pub fn binlog_mut(&mut self) -> &mut BinlogCoordinates {
+        if !matches!(self.log, LogCoordinates::Binlog(_)) {
+            self.log = LogCoordinates::Binlog(BinlogCoordinates::default());
+        }
+        match &mut self.log {
+            LogCoordinates::Binlog(binlog) => binlog,
+            LogCoordinates::Wal(_) => unreachable!("made a binlog position above"),
+        }
+    }
+}
+
+/// A change's place in its source's log: Debezium's MySQL connector's
+/// `source` fields, or its PostgreSQL connector's.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LogCoordinates {
+    /// A MySQL/MariaDB binlog.
+    Binlog(BinlogCoordinates),
+    /// PostgreSQL's write-ahead log (boxed: binlog changes, the many, stay small).
+    Wal(Box<WalCoordinates>),
+}
+
+impl Default for LogCoordinates {
+    fn default() -> Self {
+        LogCoordinates::Binlog(BinlogCoordinates::default())
+    }
+}
+
+/// Where a MySQL/MariaDB change is: `server_id`, `gtid`, `file`, `pos`, `row`, `thread`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct BinlogCoordinates {
     /// Server id of the server that wrote the event.
     pub server_id: u32,
     /// GTID of the transaction, when the server has GTIDs.
@@ -126,6 +172,21 @@ pub struct SourceInfo {
     /// Id of the connection (thread) that ran the transaction, from MySQL's
     /// `BEGIN` event; MariaDB's binlog has none (as in Debezium: `null`).
     pub thread: Option<u32>,
+}
+
+/// Where a PostgreSQL change is: `schema`, `txId`, `lsn`, `sequence`, `xmin`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct WalCoordinates {
+    /// The table's schema (`public`).
+    pub schema: Arc<str>,
+    /// The transaction id (`txId`).
+    pub tx_id: Option<u64>,
+    /// The LSN of the message the change came in (`lsn`).
+    pub lsn: Option<u64>,
+    /// The LSN of the last commit before it: with `lsn`, Debezium's `sequence`.
+    pub last_commit_lsn: Option<u64>,
+    /// The transaction's `xmin` (`xmin`), when known.
+    pub xmin: Option<u64>,
 }
 
 /// `transaction`: the event's place in its source transaction.

@@ -18,7 +18,8 @@ pub mod partition;
 pub mod value;
 
 pub use envelope::{
-    ChangeEvent, KeyChange, Op, RecordSchemas, Row, SnapshotMarker, SourceInfo, TransactionInfo,
+    BinlogCoordinates, ChangeEvent, KeyChange, LogCoordinates, Op, RecordSchemas, Row,
+    SnapshotMarker, SourceInfo, TransactionInfo, WalCoordinates,
 };
 pub use error::CodecError;
 pub use value::{Geometry, Value};

@@ -493,8 +493,15 @@ async fn mysql_transactions_carry_their_gtids_and_positions_the_executed_set() {
 
     let insert = changes[0];
     assert_eq!(insert.op, Op::Create);
-    assert_eq!(insert.source.thread, Some(THREAD), "the BEGIN's thread");
-    assert_eq!(insert.source.gtid.as_deref(), Some(a(6).as_str()));
+    assert_eq!(
+        insert.source.binlog().unwrap().thread,
+        Some(THREAD),
+        "the BEGIN's thread"
+    );
+    assert_eq!(
+        insert.source.binlog().unwrap().gtid.as_deref(),
+        Some(a(6).as_str())
+    );
     assert_eq!(&*insert.transaction.as_ref().unwrap().id, a(6).as_str());
     assert_eq!(
         insert.source.ts_ms,
@@ -502,7 +509,10 @@ async fn mysql_transactions_carry_their_gtids_and_positions_the_executed_set() {
         "original_commit_timestamp"
     );
     assert_eq!(
-        (&*insert.source.file, insert.source.pos),
+        (
+            &*insert.source.binlog().unwrap().file,
+            insert.source.binlog().unwrap().pos
+        ),
         (FILE, u64::from(insert_at))
     );
     assert_eq!(text(column(insert.after.as_ref(), "name")), "Zoë ✓");
@@ -517,16 +527,22 @@ async fn mysql_transactions_carry_their_gtids_and_positions_the_executed_set() {
     let (update, created) = (changes[1], changes[2]);
     assert_eq!((update.op, created.op), (Op::Update, Op::Create));
     for change in [update, created] {
-        assert_eq!(change.source.gtid.as_deref(), Some(b10.as_str()));
+        assert_eq!(
+            change.source.binlog().unwrap().gtid.as_deref(),
+            Some(b10.as_str())
+        );
         assert_eq!(&*change.transaction.as_ref().unwrap().id, b10.as_str());
         assert_eq!(
-            change.source.pos,
+            change.source.binlog().unwrap().pos,
             u64::from(payload_at),
             "where the payload starts"
         );
     }
     assert_eq!(
-        (update.source.row, created.source.row),
+        (
+            update.source.binlog().unwrap().row,
+            created.source.binlog().unwrap().row
+        ),
         (0, 1),
         "rows numbered through the payload: (file, pos, row) names one row"
     );
@@ -536,8 +552,12 @@ async fn mysql_transactions_carry_their_gtids_and_positions_the_executed_set() {
 
     let delete = changes[3];
     assert_eq!(delete.op, Op::Delete);
-    assert_eq!(delete.source.gtid, None, "anonymous");
-    assert_eq!(delete.source.thread, Some(27), "its own BEGIN's thread");
+    assert_eq!(delete.source.binlog().unwrap().gtid, None, "anonymous");
+    assert_eq!(
+        delete.source.binlog().unwrap().thread,
+        Some(27),
+        "its own BEGIN's thread"
+    );
     let anonymous_id = format!("{FILE}:{anonymous_at}");
     assert_eq!(
         &*delete.transaction.as_ref().unwrap().id,
@@ -629,7 +649,7 @@ async fn an_atomic_create_table_select_commits_once_after_its_rows() {
     assert_eq!(kinds, ["ddl", "row", "commit"]);
     let a41 = format!("{SOURCE_A}:41");
     assert_eq!(
-        changes(&items)[0].source.gtid.as_deref(),
+        changes(&items)[0].source.binlog().unwrap().gtid.as_deref(),
         Some(a41.as_str())
     );
     let set = format!("{SOURCE_A}:1-41");
@@ -692,7 +712,7 @@ async fn a_start_inside_a_file_stores_no_gtid_set_with_holes() {
     let items = decode(&binlog, &from).await.unwrap();
     let a12 = format!("{SOURCE_A}:12");
     assert_eq!(
-        changes(&items)[0].source.gtid.as_deref(),
+        changes(&items)[0].source.binlog().unwrap().gtid.as_deref(),
         Some(a12.as_str())
     );
     let commit = commits(&items)[0];
@@ -724,7 +744,7 @@ async fn a_start_from_a_gtid_set_adds_to_it() {
     let items = decode_in_mode(&binlog, &from, false).await.unwrap();
     let a41 = format!("{SOURCE_A}:41");
     assert_eq!(
-        changes(&items)[0].source.gtid.as_deref(),
+        changes(&items)[0].source.binlog().unwrap().gtid.as_deref(),
         Some(a41.as_str())
     );
     assert_eq!(commits(&items)[0].gtid, None);

@@ -329,11 +329,11 @@ async fn the_snapshot_and_the_stream_meet_at_the_snapshot_position() {
         assert_eq!(reads.len(), ROWS as usize, "seed {seed}: each row once");
         assert_eq!(read, before, "seed {seed}: the rows as the snapshot began");
         // Every change after the snapshot's position, none before it.
-        let at = reads[0].source.pos;
+        let at = reads[0].source.binlog().unwrap().pos;
         let streamed: Vec<u64> = sink
             .changes()
             .filter(|e| e.op != Op::Read)
-            .map(|e| e.source.pos)
+            .map(|e| e.source.binlog().unwrap().pos)
             .collect();
         assert!(
             streamed.iter().all(|&pos| pos > at),
@@ -401,11 +401,17 @@ async fn a_snapshot_stopped_half_way_is_taken_again_and_streaming_starts_at_the_
     // the first snapshot sent and a write then deleted gets its delete.
     assert_eq!(capture_to_the_end(&db, &mut sink).await, 0);
     assert_captured(&db, &sink, "after the stop");
-    let second_start = initial_reads(&sink).last().unwrap().source.pos;
+    let second_start = initial_reads(&sink)
+        .last()
+        .unwrap()
+        .source
+        .binlog()
+        .unwrap()
+        .pos;
     assert!(second_start > first_start.pos, "written during the first");
     assert!(
         sink.changes()
-            .any(|e| e.op != Op::Read && e.source.pos <= second_start),
+            .any(|e| e.op != Op::Read && e.source.binlog().unwrap().pos <= second_start),
         "streamed from the first start, not the second"
     );
 }
