@@ -448,6 +448,16 @@ mod tests {
     use super::*;
     use std::sync::Arc;
 
+    /// A JSON object's keys, in order.
+    fn keys_of(object: &serde_json::Value) -> Vec<&str> {
+        object
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect()
+    }
+
     fn sample() -> ChangeEvent {
         let columns: Arc<[String]> =
             vec!["id".to_owned(), "name".to_owned(), "big".to_owned()].into();
@@ -535,12 +545,7 @@ mod tests {
         assert_eq!(json["source"]["snapshot"], "false");
         assert_eq!(json["source"]["gtid"], "0-1-42");
         assert_eq!(json["transaction"]["total_order"], 3);
-        let keys: Vec<&str> = json
-            .as_object()
-            .unwrap()
-            .keys()
-            .map(String::as_str)
-            .collect();
+        let keys = keys_of(&json);
         assert_eq!(
             keys,
             [
@@ -849,12 +854,7 @@ mod tests {
         let json: serde_json::Value =
             serde_json::from_slice(&encode_value(&event, EnvelopeOptions::default())).unwrap();
         let source = &json["source"];
-        let keys: Vec<&str> = source
-            .as_object()
-            .unwrap()
-            .keys()
-            .map(String::as_str)
-            .collect();
+        let keys = keys_of(source);
         assert_eq!(
             keys,
             [
