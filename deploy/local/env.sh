@@ -24,6 +24,11 @@ TANSU_BIN="${TANSU_BIN:-$HOME/.cache/tributary/bin/tansu}"
 TANSU_SASL_VERSION="0.6.0"
 export TANSU_SASL_BIN="${TANSU_SASL_BIN:-$HOME/.cache/tributary/tansu-sasl-sqlite/bin/tansu}"
 mariadb_dir="$TRIBUTARY_STACK_DIR/mariadb"
-pg_dir="$TRIBUTARY_STACK_DIR/postgres"
+# PostgreSQL runs as the postgres user, who must reach its data directory:
+# when the clone sits where it cannot (under /root), the data go to /var/tmp.
+pg_dir="${TRIBUTARY_PG_DIR:-$TRIBUTARY_STACK_DIR/postgres}"
+if id postgres >/dev/null 2>&1 && ! runuser -u postgres -- test -x "$(dirname "$TRIBUTARY_STACK_DIR")" 2>/dev/null; then
+  pg_dir="/var/tmp/tributary-postgres-$(printf '%s' "$repo_root" | cksum | cut -d' ' -f1)"
+fi
 tansu_dir="$TRIBUTARY_STACK_DIR/tansu"
 tls_tansu_dir="$TRIBUTARY_STACK_DIR/tansu-tls"
