@@ -820,7 +820,7 @@ mod tests {
             CaptureConfig::parse(&out.yaml.replace("${TRIBUTARY_MYSQL_PASSWORD}", "x")).unwrap();
         assert_eq!(config.server_name, "dbserver1");
         assert_eq!(config.source.host, "mysql");
-        assert_eq!(config.source.port, 3306);
+        assert_eq!(config.source.port(), 3306);
         assert_eq!(config.source.user, "debezium");
         assert_eq!(config.source.server_id, 184054);
         assert_eq!(config.include.databases, ["inventory"]);
@@ -937,7 +937,7 @@ column.mask.with.4.chars=shop.users.ssn
         let out = import(&props, Some("broker:9092"), None).unwrap();
         let config =
             CaptureConfig::parse(&out.yaml.replace("${TRIBUTARY_MYSQL_PASSWORD}", "x")).unwrap();
-        assert_eq!(config.source.port, 3307);
+        assert_eq!(config.source.port(), 3307);
         assert_eq!(config.include.tables, ["shop\\.orders", "shop\\.users"]);
         assert_eq!(config.exclude.tables, ["shop\\.audit_.*"]);
         assert_eq!(config.exclude.databases, ["tmp"]);

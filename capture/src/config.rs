@@ -105,27 +105,61 @@ pub struct CaptureConfig {
     pub metrics: HttpConfig,
 }
 
-/// Connection to the source database.
+/// Which database `source` is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SourceKind {
+    /// MySQL or MariaDB, read from the binlog.
+    #[default]
+    Mysql,
+    /// PostgreSQL, read over logical replication (`pgoutput`).
+    Postgres,
+}
+
+impl SourceKind {
+    fn default_port(self) -> u16 {
+        match self {
+            SourceKind::Mysql => 3306,
+            SourceKind::Postgres => 5432,
+        }
+    }
+}
+
+/// Connection to the source database. Fields marked *PostgreSQL* apply to
+/// `kind: postgres` only, *MySQL* to `kind: mysql` only (the default):
+/// [`CaptureConfig::validate`] refuses the other kind's.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SourceConfig {
+    /// `mysql` (MySQL and MariaDB, the default) or `postgres`.
+    #[serde(default)]
+    pub kind: SourceKind,
     /// Host name or address.
     pub host: String,
-    /// TCP port.
-    #[serde(default = "default_mysql_port")]
-    pub port: u16,
-    /// User with `SELECT, RELOAD, REPLICATION SLAVE, BINLOG MONITOR` (MariaDB) or
-    /// `SELECT, RELOAD, REPLICATION SLAVE, REPLICATION CLIENT` (MySQL).
+    /// TCP port; 3306 for MySQL, 5432 for PostgreSQL when not given.
+    #[serde(default)]
+    port: Option<u16>,
+    /// MySQL: a user with `SELECT, RELOAD, REPLICATION SLAVE, BINLOG MONITOR`
+    /// (MariaDB) or `SELECT, RELOAD, REPLICATION SLAVE, REPLICATION CLIENT`
+    /// (MySQL). PostgreSQL: a role with `REPLICATION` and `SELECT` on the
+    /// captured tables (and `CREATE` on the database when capture creates
+    /// the publication).
     pub user: String,
     /// Password (use `${ENV_VAR}` to keep it out of the file).
     #[serde(default)]
     pub password: String,
-    /// Server id this replica registers with; must be unique among the server's replicas.
+    /// PostgreSQL: the database to capture (a slot belongs to one database).
+    #[serde(default)]
+    pub database: Option<String>,
+    /// MySQL: the server id this replica registers with; must be unique
+    /// among the server's replicas.
+    #[serde(default)]
     pub server_id: u32,
-    /// Where to begin when no position is stored yet.
+    /// Where to begin when no position is stored yet (PostgreSQL: only
+    /// `latest`, the replication slot's position).
     #[serde(default)]
     pub start: StartPosition,
-    /// With `start` at a Debezium offset stored inside a transaction
+    /// MySQL: with `start` at a Debezium offset stored inside a transaction
     /// (`import-debezium --offset` writes it): the offset's `event` and `row`,
     /// what of that transaction the connector had sent, skipped once.
     #[serde(default)]
@@ -133,13 +167,183 @@ pub struct SourceConfig {
     /// Seconds to wait for a TCP connection.
     #[serde(default = "default_connect_timeout_s")]
     pub connect_timeout_s: u64,
-    /// Heartbeat interval the server sends while idle, in seconds (0 disables).
+    /// Heartbeat interval while idle, in seconds (0 disables): MySQL's server
+    /// sends them; with PostgreSQL, capture writes them itself.
     #[serde(default = "default_heartbeat_s")]
     pub heartbeat_s: u64,
-    /// What a streamed text value that is not valid in its column's character
-    /// set does: stop capture (the default), or go out as its raw bytes.
+    /// MySQL: what a streamed text value that is not valid in its column's
+    /// character set does: stop capture (the default), or go out as its raw
+    /// bytes. (PostgreSQL converts text to UTF-8 itself and refuses what it
+    /// cannot convert.)
     #[serde(default)]
     pub undecodable_text: UndecodableText,
+    /// PostgreSQL: the replication slot capture reads and advances
+    /// (Debezium's `slot.name`, default `debezium`).
+    #[serde(rename = "slot.name", default)]
+    slot_name: Option<String>,
+    /// PostgreSQL: the slot is dropped when capture stops cleanly (Debezium's
+    /// `slot.drop.on.stop`; for tests and one-off runs: WAL is then no
+    /// longer kept for capture, and the next start needs a new snapshot).
+    #[serde(rename = "slot.drop.on.stop", default)]
+    pub slot_drop_on_stop: bool,
+    /// PostgreSQL: the publication naming the captured tables (Debezium's
+    /// `publication.name`, default `dbz_publication`).
+    #[serde(rename = "publication.name", default)]
+    publication_name: Option<String>,
+    /// PostgreSQL: whether capture creates the publication when it is
+    /// missing (Debezium's `publication.autocreate.mode`).
+    #[serde(rename = "publication.autocreate.mode", default)]
+    pub publication_autocreate_mode: Option<PublicationAutocreate>,
+    /// PostgreSQL: a statement run on the source database at every
+    /// heartbeat (Debezium's `heartbeat.action.query`), typically an update of
+    /// a one-row table in the publication: it gives the slot something to
+    /// confirm while the captured tables are idle, so the server can recycle
+    /// WAL that other databases write.
+    #[serde(rename = "heartbeat.action.query", default)]
+    pub heartbeat_action_query: Option<String>,
+}
+
+/// `source.publication.autocreate.mode`, as Debezium's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PublicationAutocreate {
+    /// The publication must exist: capture fails at start, naming it, when it does not.
+    Disabled,
+    /// Created `FOR ALL TABLES` when missing (needs superuser).
+    #[default]
+    AllTables,
+    /// Created for the tables `include`/`exclude` select when missing, and
+    /// kept to them at every start (needs ownership of those tables).
+    Filtered,
+}
+
+/// Debezium's default slot name.
+const DEFAULT_SLOT_NAME: &str = "debezium";
+/// Debezium's default publication name.
+const DEFAULT_PUBLICATION_NAME: &str = "dbz_publication";
+
+impl SourceConfig {
+    /// The TCP port, the kind's default when not given.
+    pub fn port(&self) -> u16 {
+        self.port.unwrap_or(self.kind.default_port())
+    }
+
+    /// PostgreSQL: the replication slot's name.
+    pub fn slot_name(&self) -> &str {
+        self.slot_name.as_deref().unwrap_or(DEFAULT_SLOT_NAME)
+    }
+
+    /// PostgreSQL: the publication's name.
+    pub fn publication_name(&self) -> &str {
+        self.publication_name
+            .as_deref()
+            .unwrap_or(DEFAULT_PUBLICATION_NAME)
+    }
+
+    /// Checks what serde cannot: the fields of the kind, and names the
+    /// replication protocol takes unquoted.
+    fn validate(&self) -> Result<(), ConfigError> {
+        let bad = |field: &str, problem: &str| Err(ConfigError::new(field, problem));
+        if self.host.is_empty() {
+            return bad("source.host", "must not be empty");
+        }
+        match self.kind {
+            SourceKind::Mysql => {
+                if self.server_id == 0 {
+                    return bad(
+                        "source.server_id",
+                        "must be > 0 (0 is not a valid replica id)",
+                    );
+                }
+                let postgres_only = [
+                    ("database", self.database.is_some()),
+                    ("slot.name", self.slot_name.is_some()),
+                    ("slot.drop.on.stop", self.slot_drop_on_stop),
+                    ("publication.name", self.publication_name.is_some()),
+                    (
+                        "publication.autocreate.mode",
+                        self.publication_autocreate_mode.is_some(),
+                    ),
+                    (
+                        "heartbeat.action.query",
+                        self.heartbeat_action_query.is_some(),
+                    ),
+                ];
+                if let Some((field, _)) = postgres_only.iter().find(|(_, set)| *set) {
+                    return bad(
+                        &format!("source.{field}"),
+                        "applies to source.kind: postgres only (a MySQL source captures \
+                         the databases include/exclude select)",
+                    );
+                }
+            }
+            SourceKind::Postgres => {
+                let mysql_only = [
+                    ("server_id", self.server_id != 0),
+                    ("start_skip", self.start_skip.is_some()),
+                    (
+                        "undecodable_text",
+                        self.undecodable_text != UndecodableText::Stop,
+                    ),
+                ];
+                if let Some((field, _)) = mysql_only.iter().find(|(_, set)| *set) {
+                    return bad(
+                        &format!("source.{field}"),
+                        "applies to source.kind: mysql only",
+                    );
+                }
+                if self.start != StartPosition::Latest {
+                    return bad(
+                        "source.start",
+                        "a PostgreSQL source starts at its replication slot's position: leave it at latest",
+                    );
+                }
+                match self.database.as_deref() {
+                    None | Some("") => {
+                        return bad(
+                            "source.database",
+                            "is required with source.kind: postgres (the database whose tables are captured)",
+                        );
+                    }
+                    Some(_) => {}
+                }
+                check_identifier("source.slot.name", self.slot_name())?;
+                check_identifier("source.publication.name", self.publication_name())?;
+                if self
+                    .heartbeat_action_query
+                    .as_deref()
+                    .is_some_and(|q| q.trim().is_empty())
+                {
+                    return bad(
+                        "source.heartbeat.action.query",
+                        "is empty: remove it or give a statement",
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A name capture writes into replication commands and SQL unquoted (what
+/// PostgreSQL allows in a slot's name): 1 to 63 lowercase letters, digits
+/// and '_', not starting with a digit.
+fn check_identifier(field: &str, name: &str) -> Result<(), ConfigError> {
+    let ok = (1..=63).contains(&name.len())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        && !name.starts_with(|c: char| c.is_ascii_digit());
+    if ok {
+        Ok(())
+    } else {
+        Err(ConfigError::new(
+            field,
+            format!(
+                "{name:?} must be 1 to 63 lowercase letters, digits and '_', not starting with a digit"
+            ),
+        ))
+    }
 }
 
 /// What capture does with text bytes that are not valid in their column's
@@ -452,9 +656,6 @@ fn default_recovery_timeout_s() -> u64 {
 fn default_max_pending_mb() -> u64 {
     256
 }
-fn default_mysql_port() -> u16 {
-    3306
-}
 fn default_connect_timeout_s() -> u64 {
     10
 }
@@ -569,15 +770,7 @@ impl Validate for CaptureConfig {
         let bad = |field: &str, problem: String| Err(ConfigError::new(field, problem));
         tributary_config::check_name("server_name", &self.server_name)?;
         self.metrics.validate("metrics")?;
-        if self.source.host.is_empty() {
-            return bad("source.host", "must not be empty".into());
-        }
-        if self.source.server_id == 0 {
-            return bad(
-                "source.server_id",
-                "must be > 0 (0 is not a valid replica id)".into(),
-            );
-        }
+        self.source.validate()?;
         self.kafka.validate("kafka")?;
         if self.topics.partitions == 0 {
             return bad("topics.partitions", "must be at least 1".into());
@@ -698,7 +891,7 @@ kafka: { brokers: '127.0.0.1:19092', producer: { linger.ms: '5' } }
     fn parses_a_good_file() {
         let c = CaptureConfig::parse(GOOD).unwrap();
         assert_eq!(c.server_name, "shop");
-        assert_eq!(c.source.port, 3307);
+        assert_eq!(c.source.port(), 3307);
         assert_eq!(c.topics.partitions, 3);
         assert_eq!(c.kafka.producer["linger.ms"], "5");
         assert_eq!(c.source.start, StartPosition::Latest);
@@ -904,6 +1097,84 @@ kafka: { brokers: '127.0.0.1:19092', producer: { linger.ms: '5' } }
             field_of(&format!("{GOOD}metrics: {{ stall_after_s: 3 }}")),
             "metrics.stall_after_s"
         );
+    }
+
+    const POSTGRES: &str = "
+server_name: shop
+source: { kind: postgres, host: 127.0.0.1, user: tributary, password: x, database: shop }
+kafka: { brokers: '127.0.0.1:19092' }
+";
+
+    #[test]
+    fn a_postgres_source_takes_debeziums_names_and_defaults() {
+        let c = CaptureConfig::parse(POSTGRES).unwrap();
+        assert_eq!(c.source.kind, SourceKind::Postgres);
+        assert_eq!(c.source.port(), 5432);
+        assert_eq!(c.source.slot_name(), "debezium");
+        assert_eq!(c.source.publication_name(), "dbz_publication");
+        assert_eq!(c.source.publication_autocreate_mode, None);
+        assert!(!c.source.slot_drop_on_stop);
+        let c = CaptureConfig::parse(&POSTGRES.replace(
+            "database: shop",
+            "database: shop, port: 5433, slot.name: shop_slot, publication.name: shop_pub, \
+             publication.autocreate.mode: filtered, slot.drop.on.stop: true, \
+             heartbeat.action.query: 'UPDATE beat SET ts = now()'",
+        ))
+        .unwrap();
+        assert_eq!(c.source.port(), 5433);
+        assert_eq!(c.source.slot_name(), "shop_slot");
+        assert_eq!(c.source.publication_name(), "shop_pub");
+        assert_eq!(
+            c.source.publication_autocreate_mode,
+            Some(PublicationAutocreate::Filtered)
+        );
+        assert!(c.source.slot_drop_on_stop);
+        assert_eq!(
+            CaptureConfig::parse(GOOD).unwrap().source.kind,
+            SourceKind::Mysql
+        );
+    }
+
+    #[test]
+    fn each_kind_refuses_the_other_kinds_fields() {
+        let pg =
+            |extra: &str| POSTGRES.replace("database: shop", &format!("database: shop, {extra}"));
+        assert_eq!(field_of(&pg("server_id: 3")), "source.server_id");
+        assert_eq!(
+            field_of(&pg("undecodable_text: base64")),
+            "source.undecodable_text"
+        );
+        assert_eq!(field_of(&pg("start: earliest")), "source.start");
+        assert_eq!(field_of(&pg("slot.name: Shop")), "source.slot.name");
+        assert_eq!(field_of(&pg("slot.name: 1shop")), "source.slot.name");
+        assert_eq!(
+            field_of(&pg("publication.name: 'a;b'")),
+            "source.publication.name"
+        );
+        assert_eq!(
+            field_of(&pg("publication.autocreate.mode: some")),
+            "source.publication.autocreate.mode"
+        );
+        assert_eq!(
+            field_of(&pg("heartbeat.action.query: ' '")),
+            "source.heartbeat.action.query"
+        );
+        assert_eq!(
+            field_of(&POSTGRES.replace(", database: shop", "")),
+            "source.database"
+        );
+        let my = |extra: &str| GOOD.replace("server_id: 7", &format!("server_id: 7, {extra}"));
+        assert_eq!(field_of(&my("database: shop")), "source.database");
+        assert_eq!(field_of(&my("slot.name: s")), "source.slot.name");
+        assert_eq!(
+            field_of(&my("slot.drop.on.stop: true")),
+            "source.slot.drop.on.stop"
+        );
+        assert_eq!(
+            field_of(&GOOD.replace(", server_id: 7", "")),
+            "source.server_id"
+        );
+        assert_eq!(field_of(&my("kind: oracle")), "source.kind");
     }
 
     #[test]

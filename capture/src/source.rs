@@ -33,7 +33,7 @@ pub struct ServerInfo {
 pub fn opts(cfg: &SourceConfig) -> Opts {
     OptsBuilder::default()
         .ip_or_hostname(cfg.host.clone())
-        .tcp_port(cfg.port)
+        .tcp_port(cfg.port())
         .user(Some(cfg.user.clone()))
         .pass(Some(cfg.password.clone()))
         .prefer_socket(false)
@@ -45,7 +45,7 @@ pub fn opts(cfg: &SourceConfig) -> Opts {
 pub async fn connect(cfg: &SourceConfig) -> Result<Conn, CaptureError> {
     let timeout = Duration::from_secs(cfg.connect_timeout_s.max(1));
     let unreachable = |detail: String| CaptureError::Unreachable {
-        endpoint: format!("database {}:{}", cfg.host, cfg.port),
+        endpoint: format!("database {}:{}", cfg.host, cfg.port()),
         detail,
     };
     match tokio::time::timeout(timeout, Conn::new(opts(cfg))).await {
