@@ -24,8 +24,7 @@ use prometheus_client::metrics::counter::Counter;
 use tracing::{debug, info, warn};
 use tributary_proto::gtid::{Gtid, MySqlSource};
 use tributary_proto::{
-    BinlogCoordinates, ChangeEvent, KeyChange, LogCoordinates, Op, Row, SnapshotMarker, SourceInfo,
-    TransactionInfo, Value,
+    BinlogCoordinates, ChangeEvent, LogCoordinates, Op, SnapshotMarker, SourceInfo, TransactionInfo,
 };
 
 use crate::change_stream::{ReaderItem, SchemaChange};
@@ -37,6 +36,7 @@ use crate::filter::TableFilter;
 use crate::gtid_state::{GtidSet, GtidState};
 use crate::position::BinlogPosition;
 use crate::restart_skip::{RestartSkip, RowsSkip, StartSkip};
+use crate::row_change::row_changes;
 use crate::row_image::RowImages;
 use crate::schema::TableSchema;
 use crate::schema_change_record::DescribedChange;
@@ -790,67 +790,6 @@ impl Statement {
                     .ends_with("START TRANSACTION"),
             },
         }
-    }
-}
-
-/// What one row change is, before its source and transaction are attached.
-struct RowChange {
-    op: Op,
-    key: Row,
-    before: Option<Row>,
-    after: Option<Row>,
-    key_change: Option<KeyChange>,
-}
-
-/// The change events of one row: an update that changes the primary key becomes a
-/// delete of the old key and a create of the new one, as Debezium does.
-fn row_changes(
-    schema: &TableSchema,
-    op: Op,
-    before: Option<Vec<Value>>,
-    after: Option<Vec<Value>>,
-) -> [Option<RowChange>; 2] {
-    let row = |values: Vec<Value>| schema.value_row(values);
-    let key_of = |values: &[Value]| Row {
-        columns: schema.key_names.clone(),
-        values: schema.key.iter().map(|&i| values[i].clone()).collect(),
-    };
-    let event = |op, key, before, after| {
-        Some(RowChange {
-            op,
-            key,
-            before,
-            after,
-            key_change: None,
-        })
-    };
-    match (op, before, after) {
-        (Op::Update, Some(b), Some(a)) => {
-            let (old_key, new_key) = (key_of(&b), key_of(&a));
-            if old_key == new_key {
-                [event(Op::Update, new_key, Some(row(b)), Some(row(a))), None]
-            } else {
-                let moved = |change, event: Option<RowChange>| {
-                    event.map(|e| RowChange {
-                        key_change: Some(change),
-                        ..e
-                    })
-                };
-                [
-                    moved(
-                        KeyChange::NewKey(new_key.clone()),
-                        event(Op::Delete, old_key.clone(), Some(row(b)), None),
-                    ),
-                    moved(
-                        KeyChange::OldKey(old_key),
-                        event(Op::Create, new_key, None, Some(row(a))),
-                    ),
-                ]
-            }
-        }
-        (_, Some(b), None) => [event(Op::Delete, key_of(&b), Some(row(b)), None), None],
-        (_, None, Some(a)) => [event(Op::Create, key_of(&a), None, Some(row(a))), None],
-        _ => [None, None],
     }
 }
 

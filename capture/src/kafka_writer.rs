@@ -561,7 +561,7 @@ impl<P: SourcePosition> ChangeSink<P> for KafkaWriter<P> {
             let begin = topic.before_event(event);
             self.send_transaction_records(begin).await?;
         }
-        let (db, table) = (&*event.source.db, &*event.source.table);
+        let (db, table) = (event.source.namespace(), &*event.source.table);
         let keyed = !event.key.values.is_empty();
         if !self
             .topics

@@ -44,6 +44,7 @@ pub mod position;
 pub mod position_store;
 pub mod postgres;
 pub mod restart_skip;
+mod row_change;
 pub mod row_decoder;
 pub mod row_image;
 pub mod schema;

@@ -119,6 +119,16 @@ pub struct SourceInfo {
 }
 
 impl SourceInfo {
+    /// What holds the table, and names its topic (`<server>.<namespace>.<table>`):
+    /// the database for MySQL/MariaDB, the schema for PostgreSQL (whose
+    /// database is one per capture).
+    pub fn namespace(&self) -> &str {
+        match &self.log {
+            LogCoordinates::Binlog(_) => &self.db,
+            LogCoordinates::Wal(wal) => &wal.schema,
+        }
+    }
+
     /// The binlog coordinates, for a MySQL/MariaDB change.
     pub fn binlog(&self) -> Option<&BinlogCoordinates> {
         match &self.log {

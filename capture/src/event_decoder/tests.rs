@@ -16,7 +16,7 @@ use std::io::Cursor;
 use mysql_async::binlog::events::TransactionPayloadEvent;
 use mysql_common::binlog::EventStreamReader;
 use mysql_common::binlog::consts::BinlogVersion;
-use tributary_proto::{Op, Value};
+use tributary_proto::{Op, Row, Value};
 
 use super::*;
 use crate::charset::Collations;
