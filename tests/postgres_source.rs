@@ -320,3 +320,355 @@ async fn insert_two(client: &Client, table: &str) -> Result<u32> {
         .await?;
     Ok(u32::try_from(xid)?)
 }
+
+/// How the server computes a column's expected value; `{c}` is the column.
+#[derive(Clone, Copy)]
+enum Expect {
+    /// A boolean expression.
+    Bool(&'static str),
+    /// An `int8` expression.
+    Int(&'static str),
+    /// A `float8` expression, compared as `real` (a `real` column's value
+    /// is the shortest text of its single-precision value, as Debezium's).
+    Float4(&'static str),
+    /// A `float8` expression.
+    Float8(&'static str),
+    /// A text expression.
+    Text(&'static str),
+    /// A hex text expression: the bytes.
+    Hex(&'static str),
+    /// An `int8` expression: a bit string's value, as `n` little-endian bytes.
+    Bits(&'static str, usize),
+    /// A `json` expression: equal to the value's JSON (arrays) or to the
+    /// JSON its text holds (hstore).
+    Json(&'static str),
+    /// Two `float8` expressions: a point's x and y.
+    Point(&'static str, &'static str),
+}
+
+/// One column of the type test: its type, the literals of its rows (NULL
+/// where a row has none), and the server's expectation.
+struct TypeCase {
+    ty: String,
+    literals: &'static [&'static str],
+    expect: Expect,
+}
+
+fn case(ty: &str, literals: &'static [&'static str], expect: Expect) -> TypeCase {
+    TypeCase {
+        ty: ty.to_owned(),
+        literals,
+        expect,
+    }
+}
+
+/// Every type family is decoded from what pgoutput sends to the value the
+/// server's own functions compute from the row (epoch arithmetic for
+/// temporal types, `encode` for bytes, `array_to_json`, `hstore_to_json`).
+#[tokio::test]
+async fn every_type_family_decodes_to_what_the_server_computes() -> Result<()> {
+    use tributary_capture::postgres::catalog::CatalogTypes;
+    use tributary_capture::postgres::text_value::{self, SESSION_SETTINGS};
+    use tributary_proto::Value;
+
+    let setup = connect().await?;
+    let mood = common::unique("pg_mood");
+    let price = common::unique("pg_price");
+    setup
+        .batch_execute(&format!(
+            "CREATE EXTENSION IF NOT EXISTS hstore; \
+             CREATE TYPE {mood} AS ENUM ('sad', 'ok', 'happy'); \
+             CREATE DOMAIN {price} AS numeric(12,2) CHECK (VALUE >= 0);"
+        ))
+        .await?;
+    let interval_micros = "trunc((((extract(year from {c}) * 12 + extract(month from {c}))::float8 * 30.4375 \
+         + extract(day from {c})::float8) * 86400 \
+         + (extract(hour from {c}) * 3600 + extract(minute from {c}) * 60 + extract(second from {c}))::float8) * 1e6)::int8";
+    let cases = vec![
+        case("boolean", &["true", "false"], Expect::Bool("{c}")),
+        case("smallint", &["-32768", "32767"], Expect::Int("{c}")),
+        case("integer", &["-2147483648"], Expect::Int("{c}")),
+        case(
+            "bigint",
+            &["-9223372036854775808", "9223372036854775807"],
+            Expect::Int("{c}"),
+        ),
+        case(
+            "real",
+            &["1.5", "0.1", "-3.4028235e38", "'-Infinity'"],
+            Expect::Float4("{c}::float8"),
+        ),
+        case(
+            "double precision",
+            &["1e308", "-0.000123456789012345", "'Infinity'"],
+            Expect::Float8("{c}"),
+        ),
+        case(
+            "numeric(12,3)",
+            &["-123456789.125", "0"],
+            Expect::Text("{c}::text"),
+        ),
+        case(
+            "numeric",
+            &["1.2300", "'NaN'", "-1e-20"],
+            Expect::Text("{c}::text"),
+        ),
+        case(
+            "money",
+            &["-1234.5", "92233720368547758.07"],
+            Expect::Text("{c}::numeric::text"),
+        ),
+        case("char(5)", &["'ab'"], Expect::Text("concat({c})")),
+        case("varchar(20)", &["'héllo ☃ 𝄞'"], Expect::Text("{c}::text")),
+        case(
+            "text",
+            &["'line\nbreak \"quoted\" \\\\'"],
+            Expect::Text("{c}"),
+        ),
+        case(
+            "bytea",
+            &["'\\x00ff10'", "''"],
+            Expect::Hex("encode({c}, 'hex')"),
+        ),
+        case("json", &["'{\"a\": [1, 2.5]}'"], Expect::Text("{c}::text")),
+        case(
+            "jsonb",
+            &["'{\"b\": null, \"a\": [1, 2.5]}'"],
+            Expect::Text("{c}::text"),
+        ),
+        case("xml", &["'<a x=\"1\">t</a>'"], Expect::Text("{c}::text")),
+        case(
+            "uuid",
+            &["'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11'"],
+            Expect::Text("{c}::text"),
+        ),
+        case(
+            "date",
+            &["'2024-02-29'", "'0044-03-15 BC'", "'1969-12-31'"],
+            Expect::Int("{c} - date '1970-01-01'"),
+        ),
+        case(
+            "time",
+            &["'13:45:01.123456'", "'24:00:00'"],
+            Expect::Int("(extract(epoch from {c}) * 1000000)::int8"),
+        ),
+        case(
+            "time(3)",
+            &["'13:45:01.123'"],
+            Expect::Int("(extract(epoch from {c}) * 1000)::int8"),
+        ),
+        case(
+            "timetz",
+            &["'01:00:00.25-02'", "'23:30:00+05:30'"],
+            Expect::Text("(({c}) AT TIME ZONE 'UTC')::time::text || 'Z'"),
+        ),
+        case(
+            "timestamp",
+            &[
+                "'2024-02-29 12:34:56.789012'",
+                "'0044-03-15 12:00:00 BC'",
+                "'1969-12-31 23:59:59.999999'",
+            ],
+            Expect::Int("(extract(epoch from {c}) * 1000000)::int8"),
+        ),
+        case(
+            "timestamp(3)",
+            &["'1969-12-31 23:59:59.999'", "'2024-02-29 12:34:56.789'"],
+            Expect::Int("floor(extract(epoch from {c}) * 1000)::int8"),
+        ),
+        case(
+            "timestamptz",
+            &[
+                "'2024-02-29 12:34:56.789012+05:30'",
+                "'1900-01-01 00:00:00-01'",
+            ],
+            Expect::Text("to_char({c} AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"),
+        ),
+        case(
+            "timestamptz(0)",
+            &["'2024-02-29 23:59:59+00'"],
+            Expect::Text("to_char({c} AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"),
+        ),
+        case(
+            "interval",
+            &[
+                "'1 year 2 mons -3 days +04:05:06.5'",
+                "'-00:00:01.25'",
+                "'100 years'",
+            ],
+            Expect::Int(interval_micros),
+        ),
+        case("bit(1)", &["B'1'", "B'0'"], Expect::Bool("{c} = B'1'")),
+        case("bit(10)", &["B'1000000011'"], Expect::Bits("{c}::int", 2)),
+        case(
+            "varbit(20)",
+            &["B'101'"],
+            Expect::Bits("{c}::bit(3)::int", 1),
+        ),
+        case(&mood, &["'happy'"], Expect::Text("{c}::text")),
+        case(&price, &["12.5"], Expect::Text("{c}::text")),
+        case(
+            "hstore",
+            &["'\"a\"=>\"1\", \"b q\"=>NULL'", "''"],
+            Expect::Json("hstore_to_json({c})"),
+        ),
+        case("point", &["'(1.5,-2)'"], Expect::Point("{c}[0]", "{c}[1]")),
+        case(
+            "int[]",
+            &["'{1,NULL,3}'", "'{{1,2},{3,4}}'"],
+            Expect::Json("array_to_json({c})"),
+        ),
+        case(
+            "text[]",
+            &["'{\"a,b\",NULL,\"q\\\"x\",\"NULL\"}'"],
+            Expect::Json("array_to_json({c})"),
+        ),
+        case(
+            "uuid[]",
+            &["'{a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11}'"],
+            Expect::Json("array_to_json({c})"),
+        ),
+        case("inet", &["'192.168.0.1/24'"], Expect::Text("{c}::text")),
+        case("int4range", &["'[1,5)'"], Expect::Text("{c}::text")),
+    ];
+    let columns: Vec<String> = std::iter::once("id int PRIMARY KEY".to_owned())
+        .chain(
+            cases
+                .iter()
+                .enumerate()
+                .map(|(i, c)| format!("c{i} {}", c.ty)),
+        )
+        .collect();
+    let fx = Fixture::new(&columns.join(", ")).await?;
+    let rows = cases.iter().map(|c| c.literals.len()).max().unwrap_or(0);
+    for row in 0..rows {
+        let values: Vec<String> = std::iter::once(row.to_string())
+            .chain(cases.iter().map(|c| {
+                c.literals
+                    .get(row)
+                    .map_or("NULL".into(), |l| (*l).to_owned())
+            }))
+            .collect();
+        fx.client
+            .batch_execute(&format!(
+                "INSERT INTO {} VALUES ({})",
+                fx.table,
+                values.join(", ")
+            ))
+            .await
+            .with_context(|| format!("row {row}"))?;
+    }
+    // What the text forms depend on, as capture's sessions set it.
+    for (name, value) in SESSION_SETTINGS {
+        fx.client
+            .batch_execute(&format!("SET {name} = '{value}'"))
+            .await?;
+    }
+    let messages = fx.messages().await?;
+    let relation = messages
+        .iter()
+        .find_map(|(_, m)| match m {
+            Message::Relation(r) => Some(r),
+            _ => None,
+        })
+        .expect("a relation message");
+    let oids: Vec<u32> = relation.columns.iter().map(|c| c.type_oid).collect();
+    let types = CatalogTypes::read(&fx.client, &oids).await?;
+    let inserts: Vec<&Vec<Datum>> = messages
+        .iter()
+        .filter_map(|(_, m)| match m {
+            Message::Insert { new, .. } => Some(new),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(inserts.len(), rows);
+    let mut checked = 0;
+    for (row, datums) in inserts.iter().enumerate() {
+        for (i, case) in cases.iter().enumerate() {
+            let column = &relation.columns[i + 1];
+            let ty = types.resolve(column.type_oid, column.type_modifier)?;
+            let Datum::Text(text) = &datums[i + 1] else {
+                assert!(
+                    case.literals.get(row).is_none(),
+                    "{} row {row}: {:?}",
+                    case.ty,
+                    datums[i + 1]
+                );
+                continue;
+            };
+            let what = format!(
+                "{} row {row} ({:?})",
+                case.ty,
+                String::from_utf8_lossy(text)
+            );
+            let got = text_value::decode(&ty, text).with_context(|| what.clone())?;
+            let c = format!("c{i}");
+            let expr = |e: &str| e.replace("{c}", &c);
+            let select = |e: &str| format!("SELECT {} FROM {} WHERE id = $1", expr(e), fx.table);
+            let id = row as i32;
+            let one = |e: &str| {
+                let sql = select(e);
+                let client = &fx.client;
+                async move { client.query_one(&sql, &[&id]).await }
+            };
+            match case.expect {
+                Expect::Bool(e) => assert_eq!(got, Value::Bool(one(e).await?.get(0)), "{what}"),
+                Expect::Int(e) => {
+                    let want: i64 = one(&format!("({e})::int8")).await?.get(0);
+                    assert_eq!(got, Value::Int(want), "{what}");
+                }
+                Expect::Float4(e) => {
+                    let want: f64 = one(e).await?.get(0);
+                    let Value::Float(got) = got else {
+                        panic!("{what}: {got:?}")
+                    };
+                    assert_eq!(got as f32, want as f32, "{what}");
+                }
+                Expect::Float8(e) => {
+                    let want: f64 = one(&format!("({e})::float8")).await?.get(0);
+                    assert_eq!(got, Value::Float(want), "{what}");
+                }
+                Expect::Text(e) => {
+                    let want: String = one(&format!("({e})::text")).await?.get(0);
+                    assert_eq!(got, Value::String(want), "{what}");
+                }
+                Expect::Hex(e) => {
+                    let hex: String = one(e).await?.get(0);
+                    assert_eq!(got, Value::Bytes(hex::decode(hex)?), "{what}");
+                }
+                Expect::Bits(e, n) => {
+                    let bits: i32 = one(e).await?.get(0);
+                    let want = (bits as u64).to_le_bytes()[..n].to_vec();
+                    assert_eq!(got, Value::Bytes(want), "{what}");
+                }
+                Expect::Json(e) => {
+                    let text: String = one(&format!("({e})::text")).await?.get(0);
+                    let want: serde_json::Value = serde_json::from_str(&text)?;
+                    let got = match got {
+                        Value::String(json) => serde_json::from_str(&json)?,
+                        other => other.to_json(),
+                    };
+                    assert_eq!(got, want, "{what}");
+                }
+                Expect::Point(x, y) => {
+                    let x: f64 = one(x).await?.get(0);
+                    let y: f64 = one(y).await?.get(0);
+                    let Value::Geometry(point) = got else {
+                        panic!("{what}: {got:?}")
+                    };
+                    assert_eq!(point.point, Some((x, y)), "{what}");
+                }
+            }
+            checked += 1;
+        }
+    }
+    assert_eq!(
+        checked,
+        cases.iter().map(|c| c.literals.len()).sum::<usize>()
+    );
+    fx.drop().await?;
+    setup
+        .batch_execute(&format!("DROP TYPE {mood}; DROP DOMAIN {price};"))
+        .await?;
+    Ok(())
+}

@@ -169,8 +169,12 @@ fn with_default(mut schema: Json, column: &ColumnSchema) -> Json {
 
 /// The Connect schema of one column's values in `modes`.
 fn column_schema(column: &ColumnSchema, modes: &ValueModes) -> Json {
-    let optional = column.nullable;
-    let decimal = |precision: u8, scale: u8| {
+    kind_schema(&column.declared, &column.kind, column.nullable, modes)
+}
+
+/// The Connect schema of values of `kind`, declared as `declared`.
+fn kind_schema(declared: &Declared, kind: &ColumnKind, optional: bool, modes: &ValueModes) -> Json {
+    let decimal = |precision: u16, scale: u16| {
         semantic(
             "bytes",
             optional,
@@ -180,7 +184,7 @@ fn column_schema(column: &ColumnSchema, modes: &ValueModes) -> Json {
             ),
         )
     };
-    match (&column.declared, &column.kind) {
+    match (declared, kind) {
         (Declared::Enum(labels), _) => semantic(
             "string",
             optional,
@@ -196,6 +200,12 @@ fn column_schema(column: &ColumnSchema, modes: &ValueModes) -> Json {
         (declared, ColumnKind::Decimal) => match modes.decimal {
             DecimalMode::Precise => match declared {
                 Declared::Decimal { precision, scale } => decimal(*precision, *scale),
+                Declared::Scale(scale) => semantic(
+                    "bytes",
+                    optional,
+                    "org.apache.kafka.connect.data.Decimal",
+                    Some(json!({ "scale": scale.to_string() })),
+                ),
                 _ => decimal(10, 0),
             },
             DecimalMode::String => plain("string", optional),
@@ -279,6 +289,40 @@ fn column_schema(column: &ColumnSchema, modes: &ValueModes) -> Json {
             geometry_schema(*point, optional)
         }
         (_, ColumnKind::Geometry { .. } | ColumnKind::Other) => plain("bytes", optional),
+        (_, ColumnKind::Bool) => plain("boolean", optional),
+        (_, ColumnKind::Uuid) => semantic("string", optional, "io.debezium.data.Uuid", None),
+        (_, ColumnKind::Xml) => semantic("string", optional, "io.debezium.data.Xml", None),
+        (_, ColumnKind::TimeMillis) => semantic("int32", optional, "io.debezium.time.Time", None),
+        (_, ColumnKind::ZonedTime) => {
+            semantic("string", optional, "io.debezium.time.ZonedTime", None)
+        }
+        (_, ColumnKind::Interval) => {
+            semantic("int64", optional, "io.debezium.time.MicroDuration", None)
+        }
+        (_, ColumnKind::VariableDecimal) => match modes.decimal {
+            DecimalMode::Precise => {
+                let mut schema = struct_schema(
+                    vec![
+                        named_field(plain("int32", false), "scale"),
+                        named_field(plain("bytes", false), "value"),
+                    ],
+                    optional,
+                    Some("io.debezium.data.VariableScaleDecimal"),
+                    Some(1),
+                );
+                let map = schema.as_object_mut().expect("an object");
+                map.insert("doc".into(), "Variable scaled decimal".into());
+                schema
+            }
+            DecimalMode::String => plain("string", optional),
+            DecimalMode::Double => plain("double", optional),
+        },
+        (_, ColumnKind::PlainText) => plain("string", optional),
+        (_, ColumnKind::Array(element)) => json!({
+            "type": "array",
+            "items": kind_schema(&Declared::Plain, element, true, modes),
+            "optional": optional,
+        }),
     }
 }
 

@@ -66,7 +66,7 @@ fn bit_value(kind: &ColumnKind, digits: &str) -> Option<Value> {
     if *bits == 1 {
         return Some(Value::Bool(number != 0));
     }
-    let bytes = usize::from(*bits).div_ceil(8);
+    let bytes = (*bits as usize).div_ceil(8);
     Some(Value::Bytes(number.to_le_bytes()[..bytes.min(8)].to_vec()))
 }
 
@@ -131,6 +131,16 @@ fn literal_value(
         ColumnKind::Binary { .. } => Value::Bytes(text.as_bytes().to_vec()),
         ColumnKind::Bit { .. } => bit_value(kind, trimmed)?,
         ColumnKind::Json | ColumnKind::Geometry { .. } | ColumnKind::Other => return None,
+        // PostgreSQL's kinds: their defaults are not read from MySQL's catalog.
+        ColumnKind::Bool
+        | ColumnKind::Uuid
+        | ColumnKind::Xml
+        | ColumnKind::TimeMillis
+        | ColumnKind::ZonedTime
+        | ColumnKind::Interval
+        | ColumnKind::VariableDecimal
+        | ColumnKind::PlainText
+        | ColumnKind::Array(_) => return None,
     })
 }
 

@@ -64,7 +64,7 @@ pub enum ColumnKind {
     /// BIT(n).
     Bit {
         /// Declared width in bits.
-        bits: u16,
+        bits: u32,
     },
     /// JSON (MySQL's binary JSON; MariaDB's JSON is LONGTEXT and arrives as text).
     Json,
@@ -73,6 +73,30 @@ pub enum ColumnKind {
         /// Declared POINT (Debezium writes its values as `Point`s).
         point: bool,
     },
+    /// BOOLEAN (PostgreSQL).
+    Bool,
+    /// UUID (PostgreSQL): its text (Debezium's `Uuid`).
+    Uuid,
+    /// XML (PostgreSQL): the document's text (Debezium's `Xml`).
+    Xml,
+    /// TIME(0..3) (PostgreSQL): milliseconds since midnight (Debezium's
+    /// `Time`; wider TIMEs are [`ColumnKind::Time`], in microseconds).
+    TimeMillis,
+    /// TIME WITH TIME ZONE (PostgreSQL): the time in UTC as text ending in
+    /// `Z` (Debezium's `ZonedTime`).
+    ZonedTime,
+    /// INTERVAL (PostgreSQL): microseconds, a month counted as 30.4375 days
+    /// (Debezium's `MicroDuration`).
+    Interval,
+    /// NUMERIC without precision and scale (PostgreSQL): exact decimal text
+    /// with the value's own scale (Debezium's `VariableScaleDecimal` when precise).
+    VariableDecimal,
+    /// Text whose values are written as they are, under no Connect name
+    /// (PostgreSQL's `inet`, `cidr`, `macaddr`, ranges, and other types
+    /// Debezium writes as their text).
+    PlainText,
+    /// An array (PostgreSQL) of the element kind.
+    Array(Box<ColumnKind>),
     /// Anything else: passed through as bytes.
     Other,
 }
@@ -106,10 +130,12 @@ pub enum Declared {
     /// DECIMAL(precision, scale).
     Decimal {
         /// Digits in all.
-        precision: u8,
+        precision: u16,
         /// Digits after the point.
-        scale: u8,
+        scale: u16,
     },
+    /// A decimal of fixed scale and no declared precision (PostgreSQL's `money`).
+    Scale(u16),
     /// ENUM with its labels (snapshot columns read labels as text).
     Enum(Arc<[String]>),
     /// SET with its labels.
@@ -125,7 +151,7 @@ impl Declared {
         } else if lower.starts_with("set(") {
             Declared::Set(labels_of(column_type))
         } else if lower.starts_with("decimal") || lower.starts_with("numeric") {
-            let digits: Vec<u8> = lower
+            let digits: Vec<u16> = lower
                 .split(['(', ')', ','])
                 .skip(1)
                 .filter_map(|d| d.trim().parse().ok())
@@ -441,9 +467,10 @@ impl TableSchema {
             let declared = match (col_type, &labels) {
                 (ColumnType::MYSQL_TYPE_NEWDECIMAL | ColumnType::MYSQL_TYPE_DECIMAL, _) => {
                     match (col_meta.first(), col_meta.get(1), info) {
-                        (Some(&precision), Some(&scale), _) => {
-                            Declared::Decimal { precision, scale }
-                        }
+                        (Some(&precision), Some(&scale), _) => Declared::Decimal {
+                            precision: precision.into(),
+                            scale: scale.into(),
+                        },
                         (_, _, Some(c)) => Declared::of_column_type(&c.column_type),
                         _ => Declared::Plain,
                     }
@@ -536,7 +563,12 @@ impl TableSchema {
     }
 
     /// Completes a schema (`key` empty: no key).
-    fn assemble(db: String, table: String, columns: Vec<ColumnSchema>, key: Vec<usize>) -> Self {
+    pub(crate) fn assemble(
+        db: String,
+        table: String,
+        columns: Vec<ColumnSchema>,
+        key: Vec<usize>,
+    ) -> Self {
         let names: Arc<[String]> = columns.iter().map(|c| c.name.clone()).collect();
         let key_names = key.iter().map(|&i| names[i].clone()).collect();
         TableSchema {
@@ -606,7 +638,7 @@ fn column_kind(
         MYSQL_TYPE_ENUM => ColumnKind::Enum(labels()),
         MYSQL_TYPE_SET => ColumnKind::Set(labels()),
         MYSQL_TYPE_BIT => {
-            let bits = u16::from(meta.get(1).copied().unwrap_or(0)) * 8 + u16::from(fsp);
+            let bits = u32::from(meta.get(1).copied().unwrap_or(0)) * 8 + u32::from(fsp);
             ColumnKind::Bit { bits }
         }
         MYSQL_TYPE_JSON => ColumnKind::Json,
@@ -660,7 +692,7 @@ impl ColumnKind {
                 Charset::from_name(name).unwrap_or(Charset::Utf8)
             })),
             "bit" => ColumnKind::Bit {
-                bits: width().unwrap_or(1) as u16,
+                bits: width().unwrap_or(1),
             },
             "json" => ColumnKind::Json,
             "point" => ColumnKind::Geometry { point: true },

@@ -138,6 +138,16 @@ impl ValueModes {
         }
         match kind {
             ColumnKind::Decimal => self.decimal(value),
+            ColumnKind::VariableDecimal => self.variable_decimal(value),
+            ColumnKind::Array(element) => match value {
+                Value::Array(items) => Ok(Value::Array(
+                    items
+                        .into_iter()
+                        .map(|item| self.apply(element, item))
+                        .collect::<Result<_, _>>()?,
+                )),
+                other => Ok(other),
+            },
             ColumnKind::Int {
                 unsigned: true,
                 bytes: 8,
@@ -156,6 +166,9 @@ impl ValueModes {
         let Value::String(text) = value else {
             return Ok(value);
         };
+        if !is_finite_decimal(&text) {
+            return self.special_decimal(text);
+        }
         Ok(match self.decimal {
             DecimalMode::String => Value::String(text),
             DecimalMode::Double => {
@@ -175,6 +188,66 @@ impl ValueModes {
                 Value::Bytes(unscaled.to_signed_bytes_be())
             }
         })
+    }
+
+    /// A NUMERIC without declared scale: precise, Debezium's
+    /// `VariableScaleDecimal` struct (the value's scale with trailing zeros
+    /// dropped, as `BigDecimal.stripTrailingZeros`, and its unscaled bytes).
+    fn variable_decimal(&self, value: Value) -> Result<Value, ValueError> {
+        let Value::String(text) = &value else {
+            return Ok(value);
+        };
+        if self.decimal != DecimalMode::Precise || !is_finite_decimal(text) {
+            return self.decimal(value);
+        }
+        let (int, frac) = text.split_once('.').unwrap_or((text, ""));
+        let frac = frac.trim_end_matches('0');
+        let unscaled: BigInt =
+            format!("{int}{frac}")
+                .parse()
+                .map_err(|_| ValueError::NotANumber {
+                    column_type: "NUMERIC",
+                    text: text.clone(),
+                })?;
+        // Debezium strips trailing zeros, but keeps the scale at 0 or more.
+        let scale = if unscaled == BigInt::ZERO {
+            0
+        } else {
+            frac.len() as i64
+        };
+        Ok(Value::Struct(vec![
+            ("scale", Value::Int(scale)),
+            ("value", Value::Bytes(unscaled.to_signed_bytes_be())),
+        ]))
+    }
+
+    /// PostgreSQL's `NaN`, `Infinity` and `-Infinity` NUMERICs as Debezium
+    /// writes them: names in `string` mode, doubles in `double` mode, and
+    /// none in `precise` mode (Debezium stops there too).
+    fn special_decimal(&self, text: String) -> Result<Value, ValueError> {
+        let name = match text.as_str() {
+            "NaN" => "NAN",
+            "Infinity" => "POSITIVE_INFINITY",
+            "-Infinity" => "NEGATIVE_INFINITY",
+            _ => {
+                return Err(ValueError::NotANumber {
+                    column_type: "DECIMAL",
+                    text,
+                });
+            }
+        };
+        match self.decimal {
+            DecimalMode::String => Ok(Value::String(name.to_owned())),
+            DecimalMode::Double => Ok(Value::Float(
+                text.parse().expect("NaN and infinities parse"),
+            )),
+            DecimalMode::Precise => Err(ValueError::OutOfRange {
+                what: "NUMERIC",
+                value: text,
+                range: "finite numbers in values.decimal.handling.mode precise: \
+                        set it to string or double to capture NaN and infinities",
+            }),
+        }
     }
 
     fn bigint_unsigned(&self, value: Value) -> Value {
@@ -231,7 +304,15 @@ impl ValueModes {
     }
 }
 
-/// A TIME in microseconds as MySQL writes it: `-838:59:59.000000`.
+/// Whether a decimal's text is a number (PostgreSQL's NUMERIC can also be
+/// `NaN`, `Infinity` or `-Infinity`).
+fn is_finite_decimal(text: &str) -> bool {
+    text.bytes().any(|b| b.is_ascii_digit())
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_digit() || b == b'.' || b == b'-' || b == b'+')
+}
+
 /// MySQL's internal geometry (SRID, then WKB) as Debezium's struct; a POINT
 /// column's WKB must be a 2D point.
 fn geometry(value: Value, point: bool) -> Result<Value, ValueError> {
@@ -282,6 +363,7 @@ fn point_of(wkb: &[u8]) -> Option<(f64, f64)> {
     Some((f64_at(&rest[4..12])?, f64_at(&rest[12..20])?))
 }
 
+/// A TIME in microseconds as MySQL writes it: `-838:59:59.000000`.
 fn time_text(micros: i64) -> String {
     let sign = if micros < 0 { "-" } else { "" };
     let abs = micros.unsigned_abs();
@@ -309,6 +391,43 @@ mod tests {
         modes(|m| m.decimal = mode)
             .apply(&ColumnKind::Decimal, Value::String(text.into()))
             .unwrap()
+    }
+
+    /// Debezium's `VariableScaleDecimal`: `stripTrailingZeros`, scale kept at
+    /// 0 or more; PostgreSQL's specials as Debezium writes them.
+    #[test]
+    fn variable_scale_decimals_and_specials() {
+        let precise = modes(|m| m.decimal = DecimalMode::Precise);
+        let variable = |text: &str| {
+            precise
+                .apply(&ColumnKind::VariableDecimal, Value::String(text.into()))
+                .unwrap()
+        };
+        let decimal = |scale: i64, bytes: &[u8]| {
+            Value::Struct(vec![
+                ("scale", Value::Int(scale)),
+                ("value", Value::Bytes(bytes.to_vec())),
+            ])
+        };
+        assert_eq!(variable("1.2300"), decimal(2, &[123]));
+        assert_eq!(variable("100"), decimal(0, &[100]));
+        assert_eq!(variable("-0.000"), decimal(0, &[0]));
+        assert_eq!(variable("-1.28"), decimal(2, &[128]));
+        let string = ValueModes::TRIBUTARY;
+        assert_eq!(
+            string.apply(&ColumnKind::VariableDecimal, Value::String("1.2300".into())),
+            Ok(Value::String("1.2300".into()))
+        );
+        for kind in [ColumnKind::Decimal, ColumnKind::VariableDecimal] {
+            let nan = || Value::String("NaN".into());
+            assert_eq!(string.apply(&kind, nan()), Ok(Value::String("NAN".into())));
+            assert!(precise.apply(&kind, nan()).is_err());
+            let double = modes(|m| m.decimal = DecimalMode::Double);
+            assert_eq!(
+                double.apply(&kind, Value::String("-Infinity".into())),
+                Ok(Value::Float(f64::NEG_INFINITY))
+            );
+        }
     }
 
     /// Expected bytes are Java's `new BigDecimal(text).unscaledValue().toByteArray()`.

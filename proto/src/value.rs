@@ -30,6 +30,12 @@ pub enum Value {
     /// GEOMETRY and its subtypes as Debezium's `io.debezium.data.geometry`
     /// structs (`geometry.handling.mode: struct`).
     Geometry(Box<Geometry>),
+    /// A PostgreSQL array: its elements in order (nested for more than one
+    /// dimension).
+    Array(Vec<Value>),
+    /// A Connect struct written as a JSON object, fields in schema order
+    /// (Debezium's `VariableScaleDecimal` `{scale, value}`).
+    Struct(Vec<(&'static str, Value)>),
 }
 
 /// A spatial value: its well-known binary and SRID, and a POINT column's
@@ -75,6 +81,13 @@ impl Value {
             Value::String(s) => serde_json::Value::String(s.clone()),
             Value::Bytes(b) => serde_json::Value::String(BASE64.encode(b)),
             Value::Geometry(g) => g.to_json(),
+            Value::Array(items) => items.iter().map(Value::to_json).collect(),
+            Value::Struct(fields) => serde_json::Value::Object(
+                fields
+                    .iter()
+                    .map(|(name, value)| ((*name).to_owned(), value.to_json()))
+                    .collect(),
+            ),
         }
     }
 
@@ -114,6 +127,16 @@ mod tests {
             serde_json::json!("AP8B")
         );
         assert_eq!(Value::Float(f64::NAN).to_json(), serde_json::json!("NaN"));
+        let array = Value::Array(vec![Value::Int(1), Value::Null, Value::Array(vec![])]);
+        assert_eq!(array.to_json().to_string(), "[1,null,[]]");
+        let decimal = Value::Struct(vec![
+            ("scale", Value::Int(2)),
+            ("value", Value::Bytes(vec![1])),
+        ]);
+        assert_eq!(
+            decimal.to_json().to_string(),
+            r#"{"scale":2,"value":"AQ=="}"#
+        );
         assert_eq!(
             Value::from_json(&serde_json::json!(18446744073709551615u64)),
             Value::UInt(u64::MAX)

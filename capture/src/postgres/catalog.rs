@@ -1,0 +1,98 @@
+//! What capture reads from a PostgreSQL database's catalog: the types of
+//! the columns it decodes ([`CatalogTypes`], for [`PgType::resolve`]), and
+//! a table's columns with their nullability and primary key
+//! ([`table_columns`]).
+
+use std::collections::HashMap;
+
+use tokio_postgres::Client;
+
+use crate::postgres::pg_type::{CatalogType, PgType, UnknownType};
+
+/// Types read from `pg_type`, by OID.
+#[derive(Debug, Clone, Default)]
+pub struct CatalogTypes {
+    types: HashMap<u32, CatalogType>,
+}
+
+/// The types asked for, and every type they are made of (an array's
+/// element, a domain's base), with enums' labels.
+const TYPES_QUERY: &str = "\
+WITH RECURSIVE wanted(oid) AS (
+    SELECT unnest($1::oid[])
+  UNION
+    SELECT part FROM pg_type t JOIN wanted w ON t.oid = w.oid,
+      LATERAL (VALUES (CASE WHEN t.typcategory = 'A' THEN t.typelem ELSE 0 END), (t.typbasetype)) p(part)
+    WHERE part <> 0
+)
+SELECT t.oid, t.typname::text, t.typtype,
+       CASE WHEN t.typcategory = 'A' THEN t.typelem ELSE 0 END,
+       t.typbasetype, t.typtypmod,
+       ARRAY(SELECT enumlabel::text FROM pg_enum e WHERE e.enumtypid = t.oid ORDER BY enumsortorder)
+FROM pg_type t JOIN wanted w ON t.oid = w.oid";
+
+impl CatalogTypes {
+    /// Reads the types `oids` name (and what they are made of) on `client`.
+    pub async fn read(
+        client: &Client,
+        oids: &[u32],
+    ) -> Result<CatalogTypes, tokio_postgres::Error> {
+        let mut types = HashMap::new();
+        for row in client.query(TYPES_QUERY, &[&oids]).await? {
+            let kind: i8 = row.get(2);
+            let ty = CatalogType {
+                oid: row.get(0),
+                name: row.get(1),
+                kind: kind as u8,
+                element: row.get(3),
+                base: row.get(4),
+                base_modifier: row.get(5),
+                labels: row.get(6),
+            };
+            types.insert(ty.oid, ty);
+        }
+        Ok(CatalogTypes { types })
+    }
+
+    /// The type of a column of type `oid` with modifier `modifier`.
+    pub fn resolve(&self, oid: u32, modifier: i32) -> Result<PgType, UnknownType> {
+        PgType::resolve(oid, modifier, &|oid| self.types.get(&oid))
+    }
+}
+
+/// A table's column as the catalog describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CatalogColumn {
+    /// `attname`.
+    pub name: String,
+    /// `attnotnull`.
+    pub not_null: bool,
+    /// Its place in the primary key, from 1; `None` outside it.
+    pub key_position: Option<u16>,
+}
+
+/// The live columns of the table with OID `relid`, in order.
+pub async fn table_columns(
+    client: &Client,
+    relid: u32,
+) -> Result<Vec<CatalogColumn>, tokio_postgres::Error> {
+    let rows = client
+        .query(
+            "SELECT a.attname::text, a.attnotnull, array_position(i.indkey::int2[], a.attnum) \
+             FROM pg_attribute a \
+             LEFT JOIN pg_index i ON i.indrelid = a.attrelid AND i.indisprimary \
+             WHERE a.attrelid = $1 AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum",
+            &[&relid],
+        )
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|row| CatalogColumn {
+            name: row.get(0),
+            not_null: row.get(1),
+            key_position: row
+                .get::<_, Option<i32>>(2)
+                .and_then(|p| u16::try_from(p).ok()),
+        })
+        .collect())
+}
