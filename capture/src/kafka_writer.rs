@@ -30,7 +30,7 @@ use rdkafka::consumer::ConsumerGroupMetadata;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord, Producer};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
 use tributary_proto::debezium_json::{
@@ -102,6 +102,9 @@ pub struct KafkaWriter<P> {
     transactions: Option<Transactions<P>>,
     /// Longest wait on the broker (`kafka.stall_timeout_s`).
     stall_timeout: Duration,
+    /// The source position last stored (durably: acknowledged, or committed
+    /// with its Kafka transaction), for sources that confirm it to the server.
+    stored: Arc<watch::Sender<Option<P>>>,
 }
 
 /// The state of Kafka transactions (`delivery: exactly_once`).
@@ -241,6 +244,12 @@ fn producer_config(kafka: &KafkaConfig, max_pending_mb: u64) -> ClientBuilder<'_
 }
 
 impl<P: SourcePosition> KafkaWriter<P> {
+    /// The source position last stored, as it changes: a source that confirms
+    /// its progress to the server (PostgreSQL's slot) confirms no further.
+    pub fn stored_positions(&self) -> watch::Receiver<Option<P>> {
+        self.stored.subscribe()
+    }
+
     /// Connects to Kafka, creates the positions topic and starts the acknowledger.
     pub async fn connect(
         config: &CaptureConfig,
@@ -279,6 +288,7 @@ impl<P: SourcePosition> KafkaWriter<P> {
         };
         let admin: AdminClient<DefaultClientContext> = config.kafka.admin("capture").create()?;
         let (tx, rx) = mpsc::channel(PENDING_CAPACITY);
+        let stored = Arc::new(watch::Sender::new(None));
         let mut writer = KafkaWriter {
             producer,
             admin,
@@ -305,12 +315,14 @@ impl<P: SourcePosition> KafkaWriter<P> {
                 config.commit_interval(),
                 stall_timeout,
                 metrics.clone(),
+                stored.clone(),
             )),
             store,
             metrics,
             side_topics_ready: 0,
             transactions,
             stall_timeout,
+            stored,
         };
         writer
             .ensure_topic(&offsets_topic(&config.server_name), 1, "compact")
@@ -422,6 +434,7 @@ impl<P: SourcePosition> KafkaWriter<P> {
         txn.position = None;
         if let Some(position) = position {
             self.metrics.committed(&position.source);
+            self.stored.send_replace(Some(position.source));
         }
         Ok(())
     }
@@ -727,7 +740,9 @@ impl<P: SourcePosition> ChangeSink<P> for KafkaWriter<P> {
     async fn store_now(&mut self, position: &CapturePosition<P>) -> Result<(), CaptureError> {
         let Some(txn) = &mut self.transactions else {
             let offset = self.store.save(position).await?;
-            return self.store.mark_and_wait(offset).await;
+            self.store.mark_and_wait(offset).await?;
+            self.stored.send_replace(Some(position.source.clone()));
+            return Ok(());
         };
         txn.position = Some(position.clone());
         txn.past_position = false;
@@ -798,6 +813,7 @@ async fn acknowledge<P: SourcePosition>(
     interval: Duration,
     stall_timeout: Duration,
     metrics: CaptureMetrics,
+    stored: Arc<watch::Sender<Option<P>>>,
 ) -> Result<(), CaptureError> {
     let mut unsaved: Option<CapturePosition<P>> = None;
     let mut last_save = tokio::time::Instant::now();
@@ -807,10 +823,12 @@ async fn acknowledge<P: SourcePosition>(
     let save = |position: CapturePosition<P>| {
         let store = store.clone();
         let metrics = metrics.clone();
+        let stored = stored.clone();
         async move {
             let offset = store.save(&position).await?;
             store.mark(offset)?;
             metrics.committed(&position.source);
+            stored.send_replace(Some(position.source));
             Ok::<_, CaptureError>(offset)
         }
     };
