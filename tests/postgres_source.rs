@@ -8,23 +8,10 @@
 mod common;
 
 use anyhow::{Context, Result};
-use tokio_postgres::{Client, NoTls};
+use common::postgres::pg_connect as connect;
+use tokio_postgres::Client;
 use tributary_capture::postgres::lsn::Lsn;
 use tributary_capture::postgres::pgoutput::{self, Datum, Message, ReplicaIdentity};
-
-/// The stack's PostgreSQL, as its superuser.
-fn pg_url() -> String {
-    std::env::var("TRIBUTARY_PG_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5433/postgres".into())
-}
-
-async fn connect() -> Result<Client> {
-    let (client, connection) = tokio_postgres::connect(&pg_url(), NoTls)
-        .await
-        .context("connect to the stack's PostgreSQL (deploy/local/up.sh)")?;
-    tokio::spawn(connection);
-    Ok(client)
-}
 
 /// A table, its publication and a `pgoutput` slot; dropped at the end.
 struct Fixture {

@@ -707,7 +707,10 @@ impl CaptureConfig {
             heartbeat_prefix: e.topic_heartbeat_prefix.clone().or_else(|| {
                 (self.compat == Compat::Debezium).then(|| "__debezium-heartbeat".to_owned())
             }),
-            connector: e.source_connector.name(),
+            connector: match self.source.kind {
+                SourceKind::Mysql => e.source_connector.name(),
+                SourceKind::Postgres => tributary_proto::debezium_json::POSTGRES_CONNECTOR,
+            },
         }
     }
 
@@ -854,6 +857,22 @@ impl Validate for CaptureConfig {
             }
         }
         ColumnRules::parse(&self.columns)?;
+        if self.source.kind == SourceKind::Postgres {
+            if self.snapshot.signal_table.is_some() {
+                return bad(
+                    "snapshot.signal_table",
+                    "on-demand snapshots are not available yet with source.kind: postgres".into(),
+                );
+            }
+            if self.schemas_enabled() {
+                return bad(
+                    "converter.schemas.enable",
+                    "Connect schemas are not written yet with source.kind: postgres: set it to false \
+                     (compat: debezium turns it on)"
+                        .into(),
+                );
+            }
+        }
         if self.schemas_enabled()
             && self.value_modes().bigint_unsigned == BigIntUnsignedMode::Number
         {

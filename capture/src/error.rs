@@ -46,6 +46,14 @@ pub enum CaptureError {
         /// What went wrong.
         detail: String,
     },
+    /// A change read from PostgreSQL's WAL could not be decoded.
+    #[error("cannot decode the change at LSN {lsn}: {detail}")]
+    WalDecode {
+        /// Where the change is.
+        lsn: String,
+        /// What went wrong (naming table and column where it is one value).
+        detail: String,
+    },
     /// Another capture of the same datastream took over (`delivery: exactly_once`).
     #[error(
         "another capture instance of this datastream (same server_name) took over its Kafka transactions (fenced); only one may run at a time"
@@ -72,6 +80,14 @@ pub enum CaptureError {
     /// A database connection or query failed (retried when transient).
     #[error("database: {0}")]
     Database(#[from] mysql_async::Error),
+    /// A PostgreSQL session or query failed (retried when transient).
+    #[error("database: {detail}")]
+    Postgres {
+        /// The server's message (with its SQLSTATE), or the connection error.
+        detail: String,
+        /// A lost connection, a server shutting down or too busy, a conflict.
+        transient: bool,
+    },
     /// A Kafka operation failed (retried when transient).
     #[error("kafka: {0}")]
     Kafka(rdkafka::error::KafkaError),
@@ -86,6 +102,35 @@ pub enum CaptureError {
         /// Why.
         detail: String,
     },
+}
+
+impl From<tokio_postgres::Error> for CaptureError {
+    fn from(e: tokio_postgres::Error) -> Self {
+        match e.as_db_error() {
+            Some(db) => CaptureError::Postgres {
+                detail: format!("{} (SQLSTATE {})", db.message(), db.code().code()),
+                // Admin shutdown, cannot connect now, too many connections,
+                // serialization failure, deadlock.
+                transient: matches!(
+                    db.code().code(),
+                    "57P01" | "57P02" | "57P03" | "53300" | "40001" | "40P01"
+                ),
+            },
+            None => CaptureError::Postgres {
+                detail: e.to_string(),
+                transient: e.is_closed() || std::error::Error::source(&e).is_some(),
+            },
+        }
+    }
+}
+
+impl From<pgwire_replication::PgWireError> for CaptureError {
+    fn from(e: pgwire_replication::PgWireError) -> Self {
+        CaptureError::Postgres {
+            transient: e.is_transient(),
+            detail: format!("replication: {e}"),
+        }
+    }
 }
 
 impl From<tributary_config::ConfigError> for CaptureError {
@@ -129,6 +174,7 @@ impl CaptureError {
     pub fn is_transient(&self) -> bool {
         match self {
             CaptureError::Unreachable { .. } | CaptureError::Stalled { .. } => true,
+            CaptureError::Postgres { transient, .. } => *transient,
             CaptureError::Database(e) => match e {
                 mysql_async::Error::Io(_) | mysql_async::Error::Driver(_) => true,
                 // 1040 too many connections, 1053 shutdown in progress, 1205/1213 lock timeouts,

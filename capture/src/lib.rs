@@ -1,4 +1,5 @@
-//! Capture: MySQL/MariaDB binlog → Kafka change topics.
+//! Capture: MySQL/MariaDB binlog, or PostgreSQL logical replication
+//! ([`postgres`]), → Kafka change topics.
 //!
 //! The path of a change, in order:
 //! [`source`] (connect, preflight) → [`snapshot`] (existing rows, once) → [`binlog_reader`] (replication stream,
@@ -72,16 +73,22 @@ pub use metrics::CaptureMetrics;
 
 use binlog_reader::{BinlogReader, ReaderSetup};
 use change_stream::ChangeStream;
-use config::SnapshotMode;
+use chunk_source::ChunkSource;
+use config::{SnapshotMode, SourceKind};
 use event_shape::EventShape;
 use incremental::Incremental;
 use incremental::mysql_chunks::MySqlChunks;
+use incremental::unavailable::Unavailable;
 use kafka_writer::KafkaWriter;
 use metrics::Snapshotting;
 use position::{BinlogPosition, StartPosition};
+use postgres::pg_snapshot::PgSnapshot;
+use postgres::wal_position::WalPosition;
+use postgres::wal_stream::WalStream;
 use sink::ChangeSink;
 use snapshot::mysql_snapshot::MySqlSnapshot;
-use source_position::CapturePosition;
+use snapshot_source::SnapshotSource;
+use source_position::{CapturePosition, SourcePosition};
 use streaming::Stream;
 
 /// How long shutdown waits for outstanding deliveries.
@@ -140,14 +147,29 @@ pub async fn run(
 fn error_kind(e: &CaptureError) -> &'static str {
     match e {
         CaptureError::Unreachable { .. } => "connection",
-        CaptureError::Database(_) => "database",
+        CaptureError::Database(_) | CaptureError::Postgres { .. } => "database",
         CaptureError::Kafka(_) | CaptureError::Stalled { .. } => "kafka",
-        CaptureError::Decode { .. } => "decode",
+        CaptureError::Decode { .. } | CaptureError::WalDecode { .. } => "decode",
         _ => "setup",
     }
 }
 
 async fn run_once(
+    config: &CaptureConfig,
+    metrics: &CaptureMetrics,
+    shutdown: &CancellationToken,
+    resnapshot: bool,
+    progressed: &mut bool,
+) -> Result<(), CaptureError> {
+    match config.source.kind {
+        SourceKind::Mysql => run_mysql(config, metrics, shutdown, resnapshot, progressed).await,
+        SourceKind::Postgres => {
+            run_postgres(config, metrics, shutdown, resnapshot, progressed).await
+        }
+    }
+}
+
+async fn run_mysql(
     config: &CaptureConfig,
     metrics: &CaptureMetrics,
     shutdown: &CancellationToken,
@@ -168,11 +190,7 @@ async fn run_once(
     // `source.start_skip` applies to a start from `source.start` only.
     let mut start_skip = None;
     let from = match Start::of(stored, config.snapshot.mode) {
-        Start::Resume(position) => {
-            info!(%position, "resuming from the stored position");
-            metrics.resumed_at(&position.source);
-            position
-        }
+        Start::Resume(position) => resume(position, metrics),
         Start::Configured => {
             let mut conn = source::connect(&config.source).await?;
             let start = start_position(&config.source.start, &mut conn, info.is_mariadb).await?;
@@ -180,42 +198,149 @@ async fn run_once(
             CapturePosition::at(start)
         }
         Start::Snapshot { interrupted } => {
-            let snapshotting = Snapshotting::start(metrics);
-            let mut tables = MySqlSnapshot::new(config, info.is_mariadb, shape.clone());
-            let snapshot = snapshot::run(
-                &config.server_name,
-                &mut tables,
-                &mut writer,
-                metrics,
-                shutdown,
-                interrupted,
-            )
-            .await?;
-            drop(snapshotting);
-            let Some(position) = snapshot else {
-                return writer.close(CLOSE_TIMEOUT, false).await; // interrupted by shutdown
-            };
-            let position = CapturePosition::at(position);
-            writer.commit(position.clone()).await?;
-            if config.snapshot.mode == SnapshotMode::InitialOnly {
-                info!("snapshot.mode is initial_only: stopping after the snapshot");
-                return writer.close(CLOSE_TIMEOUT, false).await;
+            let tables = MySqlSnapshot::new(config, info.is_mariadb, shape.clone());
+            match initial_snapshot(config, tables, interrupted, &mut writer, metrics, shutdown)
+                .await?
+            {
+                Some(position) => position,
+                None => return writer.close(CLOSE_TIMEOUT, false).await,
             }
-            position
         }
     };
     let chunks = MySqlChunks::new(config, info.is_mariadb, shape.clone());
-    let mut incremental = Incremental::new(config, chunks, metrics, from.incremental);
+    let incremental = Incremental::new(config, chunks, metrics, from.incremental);
     let mut setup = ReaderSetup::of(config, info, metrics.events_skipped.clone())?;
     setup.start_skip = start_skip;
-    let mut reader = BinlogReader::open(setup, &from.source).await?;
+    let reader = BinlogReader::open(setup, &from.source).await?;
+    stream(
+        reader,
+        writer,
+        incremental,
+        metrics,
+        from.source,
+        shutdown,
+        progressed,
+    )
+    .await
+}
+
+async fn run_postgres(
+    config: &CaptureConfig,
+    metrics: &CaptureMetrics,
+    shutdown: &CancellationToken,
+    resnapshot: bool,
+    progressed: &mut bool,
+) -> Result<(), CaptureError> {
+    let mut writer = KafkaWriter::<WalPosition>::connect(config, metrics.clone()).await?;
+    let stored = if resnapshot {
+        None
+    } else {
+        writer.stored_position().await?
+    };
+    let session = postgres::server::connect(&config.source).await?;
+    postgres::server::preflight(&session.client, &config.source).await?;
+    postgres::server::ensure_publication(&session.client, config).await?;
+    // The slot exists before a snapshot starts: it keeps the WAL after the snapshot's point.
+    postgres::server::ensure_slot(&session.client, &config.source).await?;
+    let shape = EventShape::of(config)?;
+    let from = match Start::of(stored, config.snapshot.mode) {
+        Start::Resume(position) => resume(position, metrics),
+        // No stored position and no snapshot: from where the slot is (LSN 0 asks for that).
+        Start::Configured => CapturePosition::at(WalPosition::default()),
+        Start::Snapshot { interrupted } => {
+            let tables = PgSnapshot::new(config, shape.clone());
+            match initial_snapshot(config, tables, interrupted, &mut writer, metrics, shutdown)
+                .await?
+            {
+                Some(position) => position,
+                None => return writer.close(CLOSE_TIMEOUT, false).await,
+            }
+        }
+    };
+    let incremental = Incremental::new(config, Unavailable::default(), metrics, from.incremental);
+    let reader = WalStream::open(config, shape, &from.source, writer.stored_positions()).await?;
+    let result = stream(
+        reader,
+        writer,
+        incremental,
+        metrics,
+        from.source,
+        shutdown,
+        progressed,
+    )
+    .await;
+    if result.is_ok() && config.source.slot_drop_on_stop {
+        postgres::server::drop_slot(&session.client, &config.source).await?;
+    }
+    result
+}
+
+/// Resumes from the stored `position`.
+fn resume<P: SourcePosition>(
+    position: CapturePosition<P>,
+    metrics: &CaptureMetrics,
+) -> CapturePosition<P> {
+    info!(%position, "resuming from the stored position");
+    metrics.resumed_at(&position.source);
+    position
+}
+
+/// Takes the initial snapshot from `tables` and stores its position: where
+/// streaming starts, or `None` when capture is to stop (a shutdown during
+/// the snapshot, or `snapshot.mode: initial_only`).
+async fn initial_snapshot<S: SnapshotSource>(
+    config: &CaptureConfig,
+    mut tables: S,
+    interrupted: Option<S::Position>,
+    writer: &mut KafkaWriter<S::Position>,
+    metrics: &CaptureMetrics,
+    shutdown: &CancellationToken,
+) -> Result<Option<CapturePosition<S::Position>>, CaptureError> {
+    let snapshotting = Snapshotting::start(metrics);
+    let snapshot = snapshot::run(
+        &config.server_name,
+        &mut tables,
+        writer,
+        metrics,
+        shutdown,
+        interrupted,
+    )
+    .await?;
+    drop(snapshotting);
+    let Some(position) = snapshot else {
+        return Ok(None); // interrupted by shutdown
+    };
+    let position = CapturePosition::at(position);
+    writer.commit(position.clone()).await?;
+    if config.snapshot.mode == SnapshotMode::InitialOnly {
+        info!("snapshot.mode is initial_only: stopping after the snapshot");
+        return Ok(None);
+    }
+    Ok(Some(position))
+}
+
+/// The streaming phase, until `shutdown` or an error; then the writer and
+/// the reader are closed.
+async fn stream<R, C>(
+    mut reader: R,
+    mut writer: KafkaWriter<R::Position>,
+    mut incremental: Incremental<C>,
+    metrics: &CaptureMetrics,
+    from: R::Position,
+    shutdown: &CancellationToken,
+    progressed: &mut bool,
+) -> Result<(), CaptureError>
+where
+    R: ChangeStream,
+    C: ChunkSource<Position = R::Position>,
+{
     metrics.streaming.set(1);
     let mut stream = Stream {
         reader: &mut reader,
         writer: &mut writer,
         incremental: &mut incremental,
         metrics,
-        at: from.source,
+        at: from,
         in_transaction: false,
     };
     let result = stream.run(shutdown, progressed).await;

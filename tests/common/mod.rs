@@ -6,6 +6,7 @@
 
 pub mod committed;
 pub mod pki;
+pub mod postgres;
 pub mod secured;
 
 #[allow(unused_imports)] // not every test binary makes certificates

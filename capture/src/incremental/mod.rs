@@ -21,6 +21,7 @@
 
 pub(crate) mod mysql_chunks;
 pub mod signal;
+pub(crate) mod unavailable;
 
 use std::collections::HashSet;
 use std::sync::Arc;

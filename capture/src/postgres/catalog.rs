@@ -69,6 +69,10 @@ pub struct CatalogColumn {
     pub not_null: bool,
     /// Its place in the primary key, from 1; `None` outside it.
     pub key_position: Option<u16>,
+    /// `atttypid`.
+    pub type_oid: u32,
+    /// `atttypmod`.
+    pub type_modifier: i32,
 }
 
 /// The live columns of the table with OID `relid`, in order.
@@ -78,7 +82,8 @@ pub async fn table_columns(
 ) -> Result<Vec<CatalogColumn>, tokio_postgres::Error> {
     let rows = client
         .query(
-            "SELECT a.attname::text, a.attnotnull, array_position(i.indkey::int2[], a.attnum) \
+            "SELECT a.attname::text, a.attnotnull, array_position(i.indkey::int2[], a.attnum), \
+                    a.atttypid, a.atttypmod \
              FROM pg_attribute a \
              LEFT JOIN pg_index i ON i.indrelid = a.attrelid AND i.indisprimary \
              WHERE a.attrelid = $1 AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum",
@@ -93,6 +98,8 @@ pub async fn table_columns(
             key_position: row
                 .get::<_, Option<i32>>(2)
                 .and_then(|p| u16::try_from(p).ok()),
+            type_oid: row.get(3),
+            type_modifier: row.get(4),
         })
         .collect())
 }

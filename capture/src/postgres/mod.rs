@@ -1,12 +1,24 @@
 //! PostgreSQL as a capture source: logical replication with the `pgoutput`
-//! plugin. So far: its log positions ([`lsn`]), its messages ([`pgoutput`]),
-//! what is read from the catalog ([`catalog`]), column types ([`pg_type`]),
-//! values from their text form ([`text_value`]), and tables with their rows
-//! decoded ([`pg_table`]).
+//! plugin. The server and its sessions ([`server`]), its log positions
+//! ([`lsn`], [`wal_position`]), its messages ([`pgoutput`]), what is read from
+//! the catalog ([`catalog`]), column types ([`pg_type`]), values from their
+//! text form ([`text_value`]), tables with their rows decoded ([`pg_table`]);
+//! the initial snapshot ([`pg_snapshot`]) and the stream ([`wal_stream`]).
 
 pub mod catalog;
 pub mod lsn;
+pub(crate) mod pg_snapshot;
 pub mod pg_table;
 pub mod pg_type;
 pub mod pgoutput;
+pub mod server;
 pub mod text_value;
+pub mod wal_position;
+pub(crate) mod wal_stream;
+
+/// Milliseconds since the Unix epoch, now.
+pub(crate) fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}

@@ -6,11 +6,12 @@
 //! The key of its events is the primary key, whatever the replica identity
 //! (with `REPLICA IDENTITY FULL` the Relation message marks every column),
 //! or the columns `message_key_columns` names; a table without either has
-//! events with a null key, as Debezium's.
+//! events with a null key, as Debezium's. The rest of the event's shape
+//! (`columns:` rules) is [`EventShape`]'s, as for MySQL.
 
 use tributary_proto::Value;
 
-use crate::message_key::MessageKeyColumns;
+use crate::event_shape::EventShape;
 use crate::postgres::catalog::{CatalogColumn, CatalogTypes};
 use crate::postgres::pg_type::{PgType, UnknownType};
 use crate::postgres::pgoutput::{Datum, Relation, ReplicaIdentity};
@@ -47,7 +48,7 @@ pub enum PgTableError {
         /// The type.
         source: UnknownType,
     },
-    /// `message_key_columns` names a column the table lacks.
+    /// `message_key_columns` or `columns` name a column the table lacks.
     #[error(transparent)]
     Key(#[from] SchemaError),
     /// A tuple has a different number of columns than its relation.
@@ -90,7 +91,7 @@ impl PgTable {
         relation: &Relation,
         types: &CatalogTypes,
         columns: &[CatalogColumn],
-        keys: &MessageKeyColumns,
+        shape: &EventShape,
     ) -> Result<PgTable, PgTableError> {
         let table = format!("{}.{}", relation.namespace, relation.name);
         let mut pg_types = Vec::with_capacity(relation.columns.len());
@@ -118,13 +119,15 @@ impl PgTable {
             pg_types.push(ty);
         }
         key.sort_unstable();
-        let schema = TableSchema::assemble(
-            relation.namespace.clone(),
-            relation.name.clone(),
-            schema_columns,
-            key.into_iter().map(|(_, i)| i).collect(),
-        )
-        .keyed_by(keys)?;
+        let schema = shape.table(
+            TableSchema::assemble(
+                relation.namespace.clone(),
+                relation.name.clone(),
+                schema_columns,
+                key.into_iter().map(|(_, i)| i).collect(),
+            ),
+            None,
+        )?;
         Ok(PgTable {
             schema,
             types: pg_types,
@@ -188,7 +191,18 @@ fn unavailable(ty: &PgType) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::CaptureConfig;
     use crate::postgres::pgoutput::RelationColumn;
+
+    fn shape() -> EventShape {
+        let config = CaptureConfig::parse(
+            "server_name: shop\n\
+             source: { kind: postgres, host: h, user: u, database: shop }\n\
+             kafka: { brokers: 'b:9092' }\n",
+        )
+        .unwrap();
+        EventShape::of(&config).unwrap()
+    }
 
     fn relation(identity: ReplicaIdentity) -> Relation {
         let column = |name: &str, type_oid, key| RelationColumn {
@@ -216,6 +230,8 @@ mod tests {
             name: name.to_owned(),
             not_null,
             key_position,
+            type_oid: 25,
+            type_modifier: -1,
         };
         vec![
             column("note", false, None),
@@ -231,7 +247,7 @@ mod tests {
             &relation(ReplicaIdentity::Full),
             &CatalogTypes::default(),
             &catalog(),
-            &MessageKeyColumns::default(),
+            &shape(),
         )
         .unwrap();
         assert_eq!(&*table.schema.key_names, ["region", "id"]);
@@ -266,7 +282,7 @@ mod tests {
             &relation(ReplicaIdentity::Default),
             &CatalogTypes::default(),
             &catalog(),
-            &MessageKeyColumns::default(),
+            &shape(),
         )
         .unwrap();
         let err = table

@@ -1,0 +1,271 @@
+//! The PostgreSQL server capture reads: sessions (ordinary ones for the
+//! catalog and the snapshot, replication ones for the stream), both with the
+//! settings the values' text forms depend on ([`SESSION_SETTINGS`]); the
+//! checks that it can be captured (`wal_level`, the role's `REPLICATION`),
+//! and the publication capture reads through.
+
+use std::time::Duration;
+
+use pgwire_replication::ReplicationConfig;
+use tokio::task::JoinHandle;
+use tokio_postgres::{Client, NoTls};
+use tracing::{info, warn};
+
+use crate::config::{CaptureConfig, PublicationAutocreate, SourceConfig};
+use crate::error::CaptureError;
+use crate::filter::TableFilter;
+use crate::postgres::lsn::Lsn;
+use crate::postgres::text_value::SESSION_SETTINGS;
+
+/// An ordinary session; its connection task ends when it is dropped.
+pub struct Session {
+    /// The client.
+    pub client: Client,
+    connection: JoinHandle<()>,
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        self.connection.abort();
+    }
+}
+
+/// The `options` startup parameter that sets [`SESSION_SETTINGS`].
+fn options() -> String {
+    SESSION_SETTINGS
+        .iter()
+        .map(|(name, value)| format!("-c {name}={}", value.replace(' ', "\\ ")))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Opens an ordinary session on `cfg`'s database.
+pub async fn connect(cfg: &SourceConfig) -> Result<Session, CaptureError> {
+    let mut pg = tokio_postgres::Config::new();
+    pg.host(&cfg.host)
+        .port(cfg.port())
+        .user(&cfg.user)
+        .password(&cfg.password)
+        .dbname(cfg.database.as_deref().unwrap_or_default())
+        .application_name("tributary")
+        .options(options())
+        .connect_timeout(Duration::from_secs(cfg.connect_timeout_s.max(1)));
+    let (client, connection) = pg.connect(NoTls).await.map_err(|e| {
+        let unreachable = e.as_db_error().is_none();
+        if unreachable {
+            CaptureError::Unreachable {
+                endpoint: format!("database {}:{}", cfg.host, cfg.port()),
+                detail: e.to_string(),
+            }
+        } else {
+            e.into()
+        }
+    })?;
+    let connection = tokio::spawn(async move {
+        if let Err(e) = connection.await {
+            warn!(error = %e, "PostgreSQL session ended");
+        }
+    });
+    Ok(Session { client, connection })
+}
+
+/// The replication session's settings, streaming from `start` (0: the
+/// slot's confirmed position).
+pub fn replication_config(cfg: &SourceConfig, start: Lsn) -> ReplicationConfig {
+    ReplicationConfig::new(
+        cfg.host.clone(),
+        cfg.user.clone(),
+        cfg.password.clone(),
+        cfg.database.clone().unwrap_or_default(),
+        cfg.slot_name(),
+        cfg.publication_name(),
+    )
+    .with_port(cfg.port())
+    .with_start_lsn(pgwire_replication::Lsn::from_u64(start.0))
+    .with_options(options())
+    .with_application_name("tributary")
+}
+
+/// Checks that the server writes logical WAL and that the role may read it.
+pub async fn preflight(client: &Client, cfg: &SourceConfig) -> Result<(), CaptureError> {
+    let row = client
+        .query_one(
+            "SELECT current_setting('wal_level'), r.rolreplication OR r.rolsuper, version() \
+             FROM pg_roles r WHERE r.rolname = current_user",
+            &[],
+        )
+        .await?;
+    let wal_level: String = row.get(0);
+    if wal_level != "logical" {
+        return Err(CaptureError::ServerSetup(format!(
+            "Postgres server wal_level property must be 'logical' but is: '{wal_level}'; \
+             run ALTER SYSTEM SET wal_level = logical and restart the server"
+        )));
+    }
+    if !row.get::<_, bool>(1) {
+        return Err(CaptureError::ServerSetup(format!(
+            "the role {:?} lacks the REPLICATION attribute; run: ALTER ROLE {} REPLICATION",
+            cfg.user, cfg.user
+        )));
+    }
+    let version: String = row.get(2);
+    info!(%version, "source database ready for capture");
+    Ok(())
+}
+
+/// Makes sure the publication exists, creating it as
+/// `source.publication.autocreate.mode` says (and, `filtered`, keeping it
+/// to the tables `include`/`exclude` select).
+pub async fn ensure_publication(
+    client: &Client,
+    config: &CaptureConfig,
+) -> Result<(), CaptureError> {
+    let source = &config.source;
+    let name = source.publication_name();
+    let exists = client
+        .query_opt("SELECT 1 FROM pg_publication WHERE pubname = $1", &[&name])
+        .await?
+        .is_some();
+    let mode = source.publication_autocreate_mode.unwrap_or_default();
+    match (exists, mode) {
+        (true, PublicationAutocreate::Disabled | PublicationAutocreate::AllTables) => Ok(()),
+        (false, PublicationAutocreate::Disabled) => Err(CaptureError::ServerSetup(format!(
+            "publication {name} does not exist and source.publication.autocreate.mode is disabled: \
+             create it (CREATE PUBLICATION {name} FOR TABLE …) or set the mode to all_tables or filtered"
+        ))),
+        (false, PublicationAutocreate::AllTables) => {
+            info!(
+                publication = name,
+                "creating the publication FOR ALL TABLES"
+            );
+            client
+                .batch_execute(&format!("CREATE PUBLICATION {name} FOR ALL TABLES"))
+                .await?;
+            Ok(())
+        }
+        (exists, PublicationAutocreate::Filtered) => {
+            let tables = captured_tables(client, config).await?;
+            if tables.is_empty() {
+                return Err(CaptureError::ServerSetup(format!(
+                    "no table matches include/exclude in database {:?}: publication {name} would be empty",
+                    source.database.as_deref().unwrap_or_default()
+                )));
+            }
+            let list = tables
+                .iter()
+                .map(|t| format!("{}.{}", quote(&t.schema), quote(&t.table)))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let verb = if exists {
+                "ALTER PUBLICATION"
+            } else {
+                "CREATE PUBLICATION"
+            };
+            let how = if exists { "SET TABLE" } else { "FOR TABLE" };
+            info!(
+                publication = name,
+                tables = tables.len(),
+                "keeping the publication to the captured tables"
+            );
+            client
+                .batch_execute(&format!("{verb} {name} {how} {list}"))
+                .await?;
+            Ok(())
+        }
+    }
+}
+
+/// A table `include`/`exclude` select.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CapturedTable {
+    /// Its schema.
+    pub schema: String,
+    /// Its name.
+    pub table: String,
+    /// The planner's estimate of its rows.
+    pub estimate: u64,
+}
+
+/// The ordinary tables of the database that `include`/`exclude` select
+/// (their names matched as `schema.table`).
+pub async fn captured_tables(
+    client: &Client,
+    config: &CaptureConfig,
+) -> Result<Vec<CapturedTable>, CaptureError> {
+    let filter = TableFilter::of(config);
+    let rows = client
+        .query(
+            "SELECT n.nspname::text, c.relname::text, greatest(c.reltuples, 0)::int8 FROM pg_class c \
+             JOIN pg_namespace n ON n.oid = c.relnamespace \
+             WHERE c.relkind IN ('r', 'p') AND NOT c.relispartition \
+               AND n.nspname NOT IN ('pg_catalog', 'information_schema') \
+               AND n.nspname NOT LIKE 'pg_toast%' \
+             ORDER BY 1, 2",
+            &[],
+        )
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|row| CapturedTable {
+            schema: row.get(0),
+            table: row.get(1),
+            estimate: row.get::<_, i64>(2).unsigned_abs(),
+        })
+        .filter(|t| filter.captures(&t.schema, &t.table))
+        .collect())
+}
+
+/// An identifier quoted for SQL.
+pub fn quote(identifier: &str) -> String {
+    format!("\"{}\"", identifier.replace('"', "\"\""))
+}
+
+/// Makes sure the replication slot exists (created with `pgoutput` when it
+/// does not), so that the server keeps WAL for capture from now on.
+pub async fn ensure_slot(client: &Client, cfg: &SourceConfig) -> Result<(), CaptureError> {
+    let slot = cfg.slot_name();
+    let existing = client
+        .query_opt(
+            "SELECT plugin::text, database::text = current_database() FROM pg_replication_slots \
+             WHERE slot_name = $1",
+            &[&slot],
+        )
+        .await?;
+    match existing {
+        Some(row) => {
+            let (plugin, here): (Option<String>, Option<bool>) = (row.get(0), row.get(1));
+            if plugin.as_deref() != Some("pgoutput") || here != Some(true) {
+                return Err(CaptureError::ServerSetup(format!(
+                    "replication slot {slot} exists but is not a pgoutput slot of database {:?} \
+                     (plugin {plugin:?}): set source.slot.name to another name, or drop it",
+                    cfg.database.as_deref().unwrap_or_default()
+                )));
+            }
+        }
+        None => {
+            info!(slot, "creating the replication slot");
+            client
+                .execute(
+                    "SELECT pg_create_logical_replication_slot($1, 'pgoutput')",
+                    &[&slot],
+                )
+                .await?;
+        }
+    }
+    Ok(())
+}
+
+/// Drops the replication slot (`source.slot.drop.on.stop`).
+pub async fn drop_slot(client: &Client, cfg: &SourceConfig) -> Result<(), CaptureError> {
+    info!(
+        slot = cfg.slot_name(),
+        "dropping the replication slot (slot.drop.on.stop)"
+    );
+    client
+        .execute(
+            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1",
+            &[&cfg.slot_name()],
+        )
+        .await?;
+    Ok(())
+}

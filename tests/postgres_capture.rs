@@ -1,0 +1,250 @@
+//! Capture from PostgreSQL end to end, against the stack's private
+//! PostgreSQL and broker: `tributary capture` with `source.kind: postgres`
+//! snapshots a table while it is written, streams what follows from its
+//! replication slot, and its topic ends as the table is (checked against the
+//! server's own `SELECT`); the slot is confirmed no further than the
+//! position capture stored.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use common::postgres::{pg_connect, pg_port};
+use common::{TributaryProcess, brokers, free_port, read_raw, read_topic, unique};
+use serde_json::{Value, json};
+use tokio_postgres::Client;
+use tributary_capture::postgres::lsn::Lsn;
+
+/// A table, its publication and the names of one capture of it.
+struct PgCapture {
+    client: Client,
+    server_name: String,
+    table: String,
+    slot: String,
+    publication: String,
+    metrics_port: u16,
+}
+
+impl PgCapture {
+    /// Creates `table` with `columns`, readable by the capture role, and a
+    /// publication of it.
+    async fn new(columns: &str) -> Result<Self> {
+        let client = pg_connect().await?;
+        let table = unique("pgc_t");
+        let publication = unique("pgc_p");
+        client
+            .batch_execute(&format!(
+                "CREATE TABLE {table} ({columns}); GRANT SELECT ON {table} TO tributary; \
+                 CREATE PUBLICATION {publication} FOR TABLE {table};"
+            ))
+            .await?;
+        Ok(PgCapture {
+            client,
+            server_name: unique("pgsrv"),
+            table,
+            slot: unique("pgc_s"),
+            publication,
+            metrics_port: free_port(),
+        })
+    }
+
+    fn yaml(&self) -> String {
+        format!(
+            "server_name: {}\n\
+             source: {{ kind: postgres, host: 127.0.0.1, port: {}, user: tributary, password: tributary, \
+               database: postgres, slot.name: {}, publication.name: {}, \
+               publication.autocreate.mode: disabled, slot.drop.on.stop: true, heartbeat_s: 1 }}\n\
+             include: {{ tables: ['public\\.{}'] }}\n\
+             snapshot: {{ mode: initial, chunk_rows: 3 }}\n\
+             kafka: {{ brokers: '{}' }}\n\
+             commit_interval_ms: 200\n\
+             metrics: {{ listen: '127.0.0.1:{}' }}\n",
+            self.server_name,
+            pg_port(),
+            self.slot,
+            self.publication,
+            self.table,
+            brokers(),
+            self.metrics_port
+        )
+    }
+
+    fn topic(&self) -> String {
+        format!("{}.public.{}", self.server_name, self.table)
+    }
+
+    /// The table as the server reads it: `id` → `{id, name, price}`.
+    async fn rows(&self) -> Result<BTreeMap<i64, Value>> {
+        let rows = self
+            .client
+            .query(
+                &format!(
+                    "SELECT id::int8, name, price::text FROM {} ORDER BY id",
+                    self.table
+                ),
+                &[],
+            )
+            .await?;
+        Ok(rows
+            .iter()
+            .map(|r| {
+                let id: i64 = r.get(0);
+                let name: Option<String> = r.get(1);
+                let price: Option<String> = r.get(2);
+                (id, json!({ "id": id, "name": name, "price": price }))
+            })
+            .collect())
+    }
+
+    /// The slot's confirmed position, if the slot exists.
+    async fn confirmed(&self) -> Result<Option<Lsn>> {
+        let row = self
+            .client
+            .query_opt(
+                "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1",
+                &[&self.slot],
+            )
+            .await?;
+        Ok(row
+            .and_then(|r| r.get::<_, Option<String>>(0))
+            .map(|l| l.parse())
+            .transpose()?)
+    }
+
+    async fn drop(self) -> Result<()> {
+        self.client
+            .batch_execute(&format!(
+                "DROP PUBLICATION {}; DROP TABLE {};",
+                self.publication, self.table
+            ))
+            .await?;
+        Ok(())
+    }
+}
+
+/// The table a change topic describes: each key's last `after`, fields
+/// `id`, `name` and `price`; deletes and tombstones remove it.
+fn materialize(records: &[common::Record]) -> BTreeMap<i64, Value> {
+    let mut table = BTreeMap::new();
+    for record in records {
+        let Some(id) = record.key["id"].as_i64() else {
+            continue;
+        };
+        match record.value.as_ref().map(|v| (&v["op"], &v["after"])) {
+            Some((_, after)) if after.is_object() => {
+                let row =
+                    json!({ "id": after["id"], "name": after["name"], "price": after["price"] });
+                table.insert(id, row);
+            }
+            _ => {
+                table.remove(&id);
+            }
+        }
+    }
+    table
+}
+
+/// The LSN of the newest position capture stored.
+async fn stored_lsn(server_name: &str) -> Option<Lsn> {
+    let records = read_raw(
+        &format!("{server_name}.offsets"),
+        Duration::from_secs(2),
+        |_| false,
+    )
+    .await;
+    let last = records.iter().rev().find(|r| r.value.is_some())?;
+    last.json()["lsn"].as_str()?.parse().ok()
+}
+
+#[tokio::test]
+async fn a_table_is_snapshotted_while_written_then_streamed_and_its_topic_ends_as_the_table()
+-> Result<()> {
+    let pg = PgCapture::new("id int PRIMARY KEY, name text, price numeric(10,2)").await?;
+    let t = &pg.table;
+    pg.client
+        .batch_execute(&format!(
+            "INSERT INTO {t} SELECT g, 'row ' || g, g * 1.25 FROM generate_series(1, 10) g"
+        ))
+        .await?;
+    let capture = TributaryProcess::capture(&pg.yaml());
+    // Written while the snapshot starts and after: inserts, updates, a moved key, deletes.
+    for step in 0..5 {
+        let id = 11 + step;
+        pg.client
+            .batch_execute(&format!(
+                "INSERT INTO {t} VALUES ({id}, 'new {id}', {id}.5); \
+                 UPDATE {t} SET name = name || ' changed', price = price + 1 WHERE id = {};",
+                1 + step
+            ))
+            .await?;
+        tokio::time::sleep(Duration::from_millis(150)).await;
+    }
+    pg.client
+        .batch_execute(&format!(
+            "UPDATE {t} SET id = 100 WHERE id = 6; DELETE FROM {t} WHERE id IN (7, 12); \
+             UPDATE {t} SET name = NULL WHERE id = 8;"
+        ))
+        .await?;
+    let expected = pg.rows().await?;
+    let want = expected.clone();
+    let records = read_topic(&pg.topic(), Duration::from_secs(60), move |records| {
+        materialize(records) == want
+    })
+    .await;
+    assert_eq!(materialize(&records), expected, "log:\n{}", capture.log());
+
+    // Snapshot rows, then streamed changes, written as Debezium's PostgreSQL connector writes them.
+    let values: Vec<&Value> = records.iter().filter_map(|r| r.value.as_ref()).collect();
+    let reads = values.iter().filter(|v| v["op"] == "r").count();
+    assert!((10..=15).contains(&reads), "{reads} snapshot rows");
+    let moved = values
+        .iter()
+        .find(|v| v["op"] == "c" && v["after"]["id"] == 100)
+        .expect("the moved key's create");
+    for v in &values {
+        assert_eq!(v["source"]["connector"], "postgresql", "{v}");
+        assert_eq!(v["source"]["schema"], "public", "{v}");
+        assert_eq!(v["source"]["db"], "postgres", "{v}");
+        assert_eq!(v["source"]["table"], *t, "{v}");
+    }
+    assert!(moved["source"]["lsn"].as_u64().is_some(), "{moved}");
+    assert!(moved["source"]["txId"].as_u64().is_some(), "{moved}");
+    let price = &values.iter().find(|v| v["op"] == "r").unwrap()["after"]["price"];
+    assert!(price.as_str().is_some_and(|p| p.contains('.')), "{price}");
+
+    // The slot follows the stored positions, never ahead of them.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let confirmed = pg
+            .confirmed()
+            .await?
+            .expect("the slot exists while capture runs");
+        let stored = stored_lsn(&pg.server_name)
+            .await
+            .expect("a stored position");
+        assert!(
+            confirmed <= stored,
+            "slot confirmed at {confirmed}, ahead of the stored {stored}"
+        );
+        let last_change = moved["source"]["lsn"].as_u64().unwrap();
+        if confirmed.0 > last_change {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the slot stays at {confirmed}, behind the change at {}",
+            Lsn(last_change)
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let (clean, log) = capture.terminate(Duration::from_secs(30));
+    assert!(clean, "{log}");
+    assert_eq!(
+        pg.confirmed().await?,
+        None,
+        "slot.drop.on.stop drops the slot"
+    );
+    pg.drop().await
+}
