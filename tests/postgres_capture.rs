@@ -12,7 +12,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use common::postgres::{pg_connect, pg_port};
-use common::{TributaryProcess, brokers, free_port, read_raw, read_topic, unique};
+use common::{
+    Record, TributaryProcess, brokers, committed, free_port, next_random, random_seed, read_raw,
+    read_topic, unique,
+};
 use serde_json::{Value, json};
 use tokio_postgres::Client;
 use tributary_capture::postgres::lsn::Lsn;
@@ -25,6 +28,10 @@ struct PgCapture {
     slot: String,
     publication: String,
     metrics_port: u16,
+    /// `snapshot.chunk_rows`.
+    chunk_rows: usize,
+    /// Appended to the configuration.
+    extra: String,
 }
 
 impl PgCapture {
@@ -47,6 +54,8 @@ impl PgCapture {
             slot: unique("pgc_s"),
             publication,
             metrics_port: free_port(),
+            chunk_rows: 3,
+            extra: String::new(),
         })
     }
 
@@ -57,17 +66,19 @@ impl PgCapture {
                database: postgres, slot.name: {}, publication.name: {}, \
                publication.autocreate.mode: disabled, slot.drop.on.stop: true, heartbeat_s: 1 }}\n\
              include: {{ tables: ['public\\.{}'] }}\n\
-             snapshot: {{ mode: initial, chunk_rows: 3 }}\n\
+             snapshot: {{ mode: initial, chunk_rows: {} }}\n\
              kafka: {{ brokers: '{}' }}\n\
              commit_interval_ms: 200\n\
-             metrics: {{ listen: '127.0.0.1:{}' }}\n",
+             metrics: {{ listen: '127.0.0.1:{}' }}\n{}",
             self.server_name,
             pg_port(),
             self.slot,
             self.publication,
             self.table,
+            self.chunk_rows,
             brokers(),
-            self.metrics_port
+            self.metrics_port,
+            self.extra
         )
     }
 
@@ -124,19 +135,17 @@ impl PgCapture {
     }
 }
 
-/// The table a change topic describes: each key's last `after`, fields
-/// `id`, `name` and `price`; deletes and tombstones remove it.
-fn materialize(records: &[common::Record]) -> BTreeMap<i64, Value> {
+/// The table a change topic describes: each key's last `after`; deletes
+/// and tombstones remove it.
+fn materialize(records: &[Record]) -> BTreeMap<i64, Value> {
     let mut table = BTreeMap::new();
     for record in records {
         let Some(id) = record.key["id"].as_i64() else {
             continue;
         };
-        match record.value.as_ref().map(|v| (&v["op"], &v["after"])) {
-            Some((_, after)) if after.is_object() => {
-                let row =
-                    json!({ "id": after["id"], "name": after["name"], "price": after["price"] });
-                table.insert(id, row);
+        match record.value.as_ref().map(|v| &v["after"]) {
+            Some(after) if after.is_object() => {
+                table.insert(id, after.clone());
             }
             _ => {
                 table.remove(&id);
@@ -247,4 +256,131 @@ async fn a_table_is_snapshotted_while_written_then_streamed_and_its_topic_ends_a
         "slot.drop.on.stop drops the slot"
     );
     pg.drop().await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn twenty_sigkills_during_snapshot_and_streaming_lose_nothing() -> Result<()> {
+    sigkills_under_load("").await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn twenty_sigkills_in_exactly_once_mode_commit_each_change_once() -> Result<()> {
+    sigkills_under_load("delivery: exactly_once\n").await
+}
+
+/// Rows in the table before capture first starts.
+const PRELOADED: i64 = 20_000;
+
+/// 20 SIGKILLs of capture during its snapshot and under a write load, with
+/// `extra` in its config. The topic's final state must equal the table; with
+/// exactly-once delivery, as a read_committed consumer sees it, no streamed
+/// change is committed twice.
+async fn sigkills_under_load(extra: &str) -> Result<()> {
+    let mut pg = PgCapture::new("id int PRIMARY KEY, v int").await?;
+    pg.chunk_rows = 2000;
+    pg.extra = extra.to_owned();
+    let exactly_once = extra.contains("exactly_once");
+    let t = pg.table.clone();
+    pg.client
+        .batch_execute(&format!(
+            "INSERT INTO {t} SELECT g, 0 FROM generate_series(1, {PRELOADED}) g"
+        ))
+        .await?;
+    let mut seed = random_seed();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let load = tokio::spawn(write_load(t.clone(), seed, stop.clone()));
+
+    let mut capture = TributaryProcess::capture(&pg.yaml());
+    for _ in 0..20 {
+        tokio::time::sleep(Duration::from_millis(300 + next_random(&mut seed) % 2200)).await;
+        capture.kill();
+        capture = TributaryProcess::capture(&pg.yaml());
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    load.await??;
+
+    let rows = pg
+        .client
+        .query(&format!("SELECT id::int8, v::int8 FROM {t}"), &[])
+        .await?;
+    let expected: BTreeMap<i64, Value> = rows
+        .iter()
+        .map(|r| {
+            let (id, v): (i64, i64) = (r.get(0), r.get(1));
+            (id, json!({ "id": id, "v": v }))
+        })
+        .collect();
+    let topic = pg.topic();
+    let records = if exactly_once {
+        let deadline = Instant::now() + Duration::from_secs(180);
+        loop {
+            let (committed, _aborted) = committed::read_topic(&topic, 3).await;
+            let records: Vec<Record> = committed.iter().map(Record::parse).collect();
+            if materialize(&records) == expected || Instant::now() > deadline {
+                break records;
+            }
+            tokio::time::sleep(Duration::from_secs(2)).await;
+        }
+    } else {
+        let want = expected.clone();
+        read_topic(&topic, Duration::from_secs(180), move |records| {
+            materialize(records) == want
+        })
+        .await
+    };
+    assert_eq!(
+        materialize(&records).len(),
+        expected.len(),
+        "rows (seed printed above); log:\n{}",
+        capture.log()
+    );
+    assert_eq!(materialize(&records), expected, "(seed printed above)");
+    if exactly_once {
+        // Each streamed change once: a change's LSN, operation and key name it.
+        let mut changes = BTreeMap::new();
+        for record in &records {
+            let Some(value) = record.value.as_ref().filter(|v| v["op"] != "r") else {
+                continue;
+            };
+            let id = (
+                value["source"]["lsn"].as_u64(),
+                value["op"].to_string(),
+                record.key.to_string(),
+            );
+            *changes.entry(id).or_insert(0) += 1;
+        }
+        let doubled: Vec<_> = changes.iter().filter(|(_, n)| **n > 1).collect();
+        assert!(doubled.is_empty(), "changes committed twice: {doubled:?}");
+    }
+    let (clean, log) = capture.terminate(Duration::from_secs(30));
+    assert!(clean, "{log}");
+    pg.drop().await
+}
+
+/// Mixed changes to `table` until `stop`: updates of ranges of ids, deletes,
+/// and inserts of new ids, one transaction every few milliseconds.
+async fn write_load(
+    table: String,
+    mut seed: u64,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> Result<()> {
+    let client = pg_connect().await?;
+    let mut next_id = PRELOADED + 1;
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        let id = 1 + (next_random(&mut seed) % PRELOADED as u64) as i64;
+        let sql = match next_random(&mut seed) % 4 {
+            0 => {
+                next_id += 1;
+                format!("INSERT INTO {table} VALUES ({next_id}, 1)")
+            }
+            1 => format!("DELETE FROM {table} WHERE id = {id}"),
+            _ => format!(
+                "UPDATE {table} SET v = v + 1 WHERE id BETWEEN {id} AND {}",
+                id + 20
+            ),
+        };
+        client.batch_execute(&sql).await?;
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    Ok(())
 }
