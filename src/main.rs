@@ -74,7 +74,8 @@ enum Command {
     Validate {
         /// Configuration file (YAML).
         file: PathBuf,
-        /// Also reach the Kafka cluster, and check that the topic of every
+        /// Also reach the Kafka cluster and a capture's source database (can it
+        /// be captured, by this user?), and check that the topic of every
         /// partitioned table was written with its partitioner and key format.
         #[arg(long)]
         connect: bool,
@@ -131,8 +132,8 @@ async fn main() -> anyhow::Result<()> {
 }
 
 /// Validates a capture, tables or job configuration, told apart by their
-/// top-level keys; with `connect`, reaches its Kafka cluster and samples the
-/// topics of partitioned tables.
+/// top-level keys; with `connect`, reaches its Kafka cluster, a capture's
+/// source database, and samples the topics of partitioned tables.
 async fn validate(file: &std::path::Path, connect: bool) -> anyhow::Result<()> {
     let doc: serde_json::Value = tributary_config::load_yaml(file)?;
     let tables = if doc.get("jobs").is_some() {
@@ -144,8 +145,16 @@ async fn validate(file: &std::path::Path, connect: bool) -> anyhow::Result<()> {
             .with_context(|| format!("{} is not a valid tables config", file.display()))?;
         Some(config)
     } else {
-        CaptureConfig::load(file)
+        let config = CaptureConfig::load(file)
             .with_context(|| format!("{} is not a valid capture config", file.display()))?;
+        if connect {
+            let lines = tributary_capture::source_check::check_source(&config)
+                .await
+                .with_context(|| format!("{}: the source database", file.display()))?;
+            for line in lines {
+                println!("{line}");
+            }
+        }
         None
     };
     if connect {

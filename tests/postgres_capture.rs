@@ -384,3 +384,94 @@ async fn write_load(
     }
     Ok(())
 }
+
+/// `tributary validate --connect` on a capture config: success, and the
+/// lines it prints, or failure and its stderr.
+fn validate_connect(yaml: &str) -> (bool, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tributary"))
+        .arg("validate")
+        .arg("--connect")
+        .arg(common::write_config(yaml))
+        .output()
+        .expect("tributary runs");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+/// What a PostgreSQL source lacks is named with its fix: a missing
+/// publication capture may not create, a role without REPLICATION, and a
+/// server whose `wal_level` is not `logical` (the machine's own PostgreSQL on
+/// 5432, left at its default `replica`).
+#[tokio::test]
+async fn validate_names_the_fix_for_what_a_postgres_source_lacks() -> Result<()> {
+    let pg = PgCapture::new("id int PRIMARY KEY").await?;
+    let (ok, out) = validate_connect(&pg.yaml());
+    assert!(ok, "{out}");
+    assert!(
+        out.contains(&format!("publication {} exists", pg.publication)),
+        "{out}"
+    );
+    assert!(out.contains("1 tables captured"), "{out}");
+
+    let missing = unique("pgc_missing");
+    let (ok, out) = validate_connect(&pg.yaml().replace(&pg.publication, &missing));
+    assert!(!ok, "{out}");
+    assert!(
+        out.contains(&format!("CREATE PUBLICATION {missing} FOR TABLE")),
+        "{out}"
+    );
+
+    let role = unique("pgc_role");
+    pg.client
+        .batch_execute(&format!("CREATE ROLE {role} LOGIN PASSWORD 'secret-pw'"))
+        .await?;
+    let (ok, out) = validate_connect(
+        &pg.yaml()
+            .replace("user: tributary", &format!("user: {role}"))
+            .replace("password: tributary", "password: secret-pw"),
+    );
+    pg.client
+        .batch_execute(&format!("DROP ROLE {role}"))
+        .await?;
+    assert!(!ok, "{out}");
+    assert!(
+        out.contains(&format!("ALTER ROLE {role} REPLICATION")),
+        "{out}"
+    );
+    assert!(
+        !out.contains("secret-pw"),
+        "the password stays out of errors: {out}"
+    );
+
+    let system = pg
+        .yaml()
+        .replace(&format!("port: {}", pg_port()), "port: 5432")
+        .replace("user: tributary, password: tributary", "user: postgres");
+    let (system_ok, system_level) = {
+        let (client, connection) = tokio_postgres::connect(
+            "postgres://postgres@127.0.0.1:5432/postgres",
+            tokio_postgres::NoTls,
+        )
+        .await?;
+        tokio::spawn(connection);
+        let level: String = client.query_one("SHOW wal_level", &[]).await?.get(0);
+        (level != "logical", level)
+    };
+    assert!(
+        system_ok,
+        "the machine's PostgreSQL on 5432 runs with wal_level {system_level}: this check needs it at its default"
+    );
+    let (ok, out) = validate_connect(&system);
+    assert!(!ok, "{out}");
+    assert!(
+        out.contains(&format!(
+            "wal_level property must be 'logical' but is: '{system_level}'"
+        )) && out.contains("ALTER SYSTEM SET wal_level = logical"),
+        "{out}"
+    );
+    pg.drop().await
+}

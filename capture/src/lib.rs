@@ -55,6 +55,7 @@ pub mod snapshot;
 mod snapshot_progress;
 pub mod snapshot_source;
 pub mod source;
+pub mod source_check;
 pub mod source_position;
 mod streaming;
 pub mod table_definition;

@@ -122,17 +122,11 @@ pub async fn ensure_publication(
 ) -> Result<(), CaptureError> {
     let source = &config.source;
     let name = source.publication_name();
-    let exists = client
-        .query_opt("SELECT 1 FROM pg_publication WHERE pubname = $1", &[&name])
-        .await?
-        .is_some();
+    let exists = publication_exists(client, name).await?;
     let mode = source.publication_autocreate_mode.unwrap_or_default();
     match (exists, mode) {
         (true, PublicationAutocreate::Disabled | PublicationAutocreate::AllTables) => Ok(()),
-        (false, PublicationAutocreate::Disabled) => Err(CaptureError::ServerSetup(format!(
-            "publication {name} does not exist and source.publication.autocreate.mode is disabled: \
-             create it (CREATE PUBLICATION {name} FOR TABLE …) or set the mode to all_tables or filtered"
-        ))),
+        (false, PublicationAutocreate::Disabled) => Err(missing_publication(name)),
         (false, PublicationAutocreate::AllTables) => {
             info!(
                 publication = name,
@@ -173,6 +167,22 @@ pub async fn ensure_publication(
             Ok(())
         }
     }
+}
+
+/// Whether the publication `name` exists.
+pub async fn publication_exists(client: &Client, name: &str) -> Result<bool, CaptureError> {
+    Ok(client
+        .query_opt("SELECT 1 FROM pg_publication WHERE pubname = $1", &[&name])
+        .await?
+        .is_some())
+}
+
+/// The publication is missing and capture may not create it.
+pub fn missing_publication(name: &str) -> CaptureError {
+    CaptureError::ServerSetup(format!(
+        "publication {name} does not exist and source.publication.autocreate.mode is disabled: \
+         create it (CREATE PUBLICATION {name} FOR TABLE …) or set the mode to all_tables or filtered"
+    ))
 }
 
 /// A table `include`/`exclude` select.
