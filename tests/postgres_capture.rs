@@ -475,3 +475,73 @@ async fn validate_names_the_fix_for_what_a_postgres_source_lacks() -> Result<()>
     );
     pg.drop().await
 }
+
+/// `REPLICA IDENTITY DEFAULT`: an update's `before` is null, a delete's holds
+/// the key only, and a TOASTed value an update left alone is Debezium's
+/// placeholder; `FULL`: `before` is the whole old row.
+#[tokio::test]
+async fn replica_identity_decides_before_images_and_unchanged_toast_is_a_placeholder() -> Result<()>
+{
+    let pg = PgCapture::new("id int PRIMARY KEY, name text, body text").await?;
+    let t = &pg.table;
+    pg.client
+        .batch_execute(&format!(
+            "INSERT INTO {t} VALUES (1, 'a', (SELECT string_agg(md5(g::text), '') FROM generate_series(1, 2000) g)), \
+               (2, 'two', 'small')"
+        ))
+        .await?;
+    let capture = TributaryProcess::capture(&pg.yaml());
+    // Streaming once the snapshot's rows are out.
+    read_topic(&pg.topic(), Duration::from_secs(30), |records| {
+        records.len() >= 2
+    })
+    .await;
+    for statement in [
+        "UPDATE {t} SET name = 'b' WHERE id = 1",
+        "DELETE FROM {t} WHERE id = 2",
+        "ALTER TABLE {t} REPLICA IDENTITY FULL",
+        "INSERT INTO {t} VALUES (3, 'c', 'x')",
+        "UPDATE {t} SET name = 'd' WHERE id = 3",
+        "DELETE FROM {t} WHERE id = 3",
+    ] {
+        pg.client
+            .batch_execute(&statement.replace("{t}", t))
+            .await?;
+    }
+    let records = read_topic(&pg.topic(), Duration::from_secs(60), |records| {
+        records
+            .iter()
+            .any(|r| r.key["id"] == 3 && r.value.as_ref().is_some_and(|v| v["op"] == "d"))
+    })
+    .await;
+    let change = |id: i64, op: &str| -> Value {
+        records
+            .iter()
+            .filter_map(|r| r.value.as_ref())
+            .find(|v| v["op"] == op && (v["after"]["id"] == id || v["before"]["id"] == id))
+            .cloned()
+            .unwrap_or_else(|| panic!("no {op} of {id}; log:\n{}", capture.log()))
+    };
+    let update = change(1, "u");
+    assert_eq!(update["before"], Value::Null, "{update}");
+    assert_eq!(
+        update["after"],
+        json!({ "id": 1, "name": "b", "body": "__debezium_unavailable_value" })
+    );
+    let delete = change(2, "d");
+    assert_eq!(
+        delete["before"],
+        json!({ "id": 2, "name": null, "body": null })
+    );
+    assert_eq!(
+        change(3, "u")["before"],
+        json!({ "id": 3, "name": "c", "body": "x" })
+    );
+    assert_eq!(
+        change(3, "d")["before"],
+        json!({ "id": 3, "name": "d", "body": "x" })
+    );
+    let (clean, log) = capture.terminate(Duration::from_secs(30));
+    assert!(clean, "{log}");
+    pg.drop().await
+}
