@@ -243,6 +243,100 @@ async fn shop_orders_are_enriched_with_users_from_cdc_and_follow_row_changes() {
     assert!(dead.is_empty(), "no dead letters expected: {dead:?}");
 }
 
+/// A job joins orders with a local table materialized from a PostgreSQL
+/// capture (its events carry WAL coordinates), and follows the table's
+/// changes; expectations from PostgreSQL's own `SELECT`.
+#[tokio::test(flavor = "multi_thread")]
+async fn orders_are_enriched_with_users_captured_from_postgres() {
+    let pg = common::postgres::PgCapture::new("id int PRIMARY KEY, name text, tier text")
+        .await
+        .unwrap();
+    let users = &pg.table;
+    pg.client
+        .batch_execute(&format!(
+            "INSERT INTO {users} SELECT g, 'user ' || g, (ARRAY['bronze', 'silver', 'gold'])[g % 3 + 1] \
+             FROM generate_series(1, 50) g"
+        ))
+        .await
+        .unwrap();
+    let capture = TributaryProcess::capture(&pg.yaml());
+    let orders = unique("pgorders");
+    create_topic_with(&orders, 3, "delete").await;
+    // Users 51..=60 do not exist: a left join gives them `user: null`.
+    let placed: Vec<Produced> = (0..120).map(|n| order(n, 1 + n % 60, 3)).collect();
+    produce_raw(&orders, &placed).await;
+    let files = JobFiles::new(&orders);
+    let job = files.write(
+        Some(&format!("[{{ name: users, topic: '{}' }}]", pg.topic())),
+        "[{ table: users, key: user_id, select: [name, tier], rename: { name: user_name }, into: user }]",
+        "",
+    );
+    let enricher = TributaryProcess::start(&["enrich"], &job, &[]);
+    let out = read_raw(&files.output, Duration::from_secs(90), |r| r.len() >= 120).await;
+    assert_eq!(
+        out.len(),
+        120,
+        "log:\n{}\ncapture:\n{}",
+        enricher.log(),
+        capture.log()
+    );
+    let rows = pg
+        .client
+        .query(&format!("SELECT id::int8, name, tier FROM {users}"), &[])
+        .await
+        .unwrap();
+    let expected: BTreeMap<u64, Json> = rows
+        .iter()
+        .map(|r| {
+            let (id, name, tier): (i64, String, String) = (r.get(0), r.get(1), r.get(2));
+            (id as u64, json!({ "user_name": name, "tier": tier }))
+        })
+        .collect();
+    for record in &out {
+        let event = record.json();
+        let user_id = event["user_id"].as_u64().unwrap();
+        let user = expected.get(&user_id).cloned().unwrap_or(Json::Null);
+        assert_eq!(event["user"], user, "{event}");
+    }
+    assert_eq!(order_ids(&out), (0..120).collect());
+
+    // A row changed in PostgreSQL changes later enrichments.
+    pg.client
+        .batch_execute(&format!(
+            "UPDATE {users} SET tier = 'platinum' WHERE id = 7"
+        ))
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut next = 1000;
+    loop {
+        produce_raw(&orders, &[order(next, 7, 3)]).await;
+        let wanted = next;
+        let out = read_raw(&files.output, Duration::from_secs(20), move |r| {
+            order_ids(r).contains(&wanted)
+        })
+        .await;
+        let latest = out
+            .iter()
+            .map(RawRecord::json)
+            .find(|e| e["order_id"] == wanted)
+            .expect("the new order is enriched");
+        if latest["user"]["tier"] == "platinum" {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the update never reached enrichments: {latest}"
+        );
+        next += 1;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    drop(enricher);
+    let (clean, log) = capture.terminate(Duration::from_secs(30));
+    assert!(clean, "{log}");
+    pg.drop().await.unwrap();
+}
+
 /// One fuzzed event: its bytes (`None`: a tombstone) and the reason expected.
 fn fuzzed(i: u64, rng: &mut u64) -> (Option<Vec<u8>>, &'static str) {
     let mut next = || {

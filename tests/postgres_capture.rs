@@ -11,128 +11,34 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
-use common::postgres::{pg_connect, pg_port};
+use common::postgres::{PgCapture, pg_connect, pg_port};
 use common::{
-    Record, TributaryProcess, brokers, committed, free_port, next_random, random_seed, read_raw,
-    read_topic, unique,
+    Record, TributaryProcess, committed, next_random, random_seed, read_raw, read_topic, unique,
 };
 use serde_json::{Value, json};
-use tokio_postgres::Client;
 use tributary_capture::postgres::lsn::Lsn;
 
-/// A table, its publication and the names of one capture of it.
-struct PgCapture {
-    client: Client,
-    server_name: String,
-    table: String,
-    slot: String,
-    publication: String,
-    metrics_port: u16,
-    /// `snapshot.chunk_rows`.
-    chunk_rows: usize,
-    /// Appended to the configuration.
-    extra: String,
-}
-
-impl PgCapture {
-    /// Creates `table` with `columns`, readable by the capture role, and a
-    /// publication of it.
-    async fn new(columns: &str) -> Result<Self> {
-        let client = pg_connect().await?;
-        let table = unique("pgc_t");
-        let publication = unique("pgc_p");
-        client
-            .batch_execute(&format!(
-                "CREATE TABLE {table} ({columns}); GRANT SELECT ON {table} TO tributary; \
-                 CREATE PUBLICATION {publication} FOR TABLE {table};"
-            ))
-            .await?;
-        Ok(PgCapture {
-            client,
-            server_name: unique("pgsrv"),
-            table,
-            slot: unique("pgc_s"),
-            publication,
-            metrics_port: free_port(),
-            chunk_rows: 3,
-            extra: String::new(),
-        })
-    }
-
-    fn yaml(&self) -> String {
-        format!(
-            "server_name: {}\n\
-             source: {{ kind: postgres, host: 127.0.0.1, port: {}, user: tributary, password: tributary, \
-               database: postgres, slot.name: {}, publication.name: {}, \
-               publication.autocreate.mode: disabled, slot.drop.on.stop: true, heartbeat_s: 1 }}\n\
-             include: {{ tables: ['public\\.{}'] }}\n\
-             snapshot: {{ mode: initial, chunk_rows: {} }}\n\
-             kafka: {{ brokers: '{}' }}\n\
-             commit_interval_ms: 200\n\
-             metrics: {{ listen: '127.0.0.1:{}' }}\n{}",
-            self.server_name,
-            pg_port(),
-            self.slot,
-            self.publication,
-            self.table,
-            self.chunk_rows,
-            brokers(),
-            self.metrics_port,
-            self.extra
+/// The table as the server reads it: `id` → `{id, name, price}`.
+async fn rows(pg: &PgCapture) -> Result<BTreeMap<i64, Value>> {
+    let rows = pg
+        .client
+        .query(
+            &format!(
+                "SELECT id::int8, name, price::text FROM {} ORDER BY id",
+                pg.table
+            ),
+            &[],
         )
-    }
-
-    fn topic(&self) -> String {
-        format!("{}.public.{}", self.server_name, self.table)
-    }
-
-    /// The table as the server reads it: `id` → `{id, name, price}`.
-    async fn rows(&self) -> Result<BTreeMap<i64, Value>> {
-        let rows = self
-            .client
-            .query(
-                &format!(
-                    "SELECT id::int8, name, price::text FROM {} ORDER BY id",
-                    self.table
-                ),
-                &[],
-            )
-            .await?;
-        Ok(rows
-            .iter()
-            .map(|r| {
-                let id: i64 = r.get(0);
-                let name: Option<String> = r.get(1);
-                let price: Option<String> = r.get(2);
-                (id, json!({ "id": id, "name": name, "price": price }))
-            })
-            .collect())
-    }
-
-    /// The slot's confirmed position, if the slot exists.
-    async fn confirmed(&self) -> Result<Option<Lsn>> {
-        let row = self
-            .client
-            .query_opt(
-                "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1",
-                &[&self.slot],
-            )
-            .await?;
-        Ok(row
-            .and_then(|r| r.get::<_, Option<String>>(0))
-            .map(|l| l.parse())
-            .transpose()?)
-    }
-
-    async fn drop(self) -> Result<()> {
-        self.client
-            .batch_execute(&format!(
-                "DROP PUBLICATION {}; DROP TABLE {};",
-                self.publication, self.table
-            ))
-            .await?;
-        Ok(())
-    }
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|r| {
+            let id: i64 = r.get(0);
+            let name: Option<String> = r.get(1);
+            let price: Option<String> = r.get(2);
+            (id, json!({ "id": id, "name": name, "price": price }))
+        })
+        .collect())
 }
 
 /// The table a change topic describes: each key's last `after`; deletes
@@ -196,7 +102,7 @@ async fn a_table_is_snapshotted_while_written_then_streamed_and_its_topic_ends_a
              UPDATE {t} SET name = NULL WHERE id = 8;"
         ))
         .await?;
-    let expected = pg.rows().await?;
+    let expected = rows(&pg).await?;
     let want = expected.clone();
     let records = read_topic(&pg.topic(), Duration::from_secs(60), move |records| {
         materialize(records) == want

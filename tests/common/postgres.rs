@@ -1,8 +1,12 @@
 //! The stack's private PostgreSQL (`deploy/local/up.sh`: port 5433,
-//! `wal_level=logical`): its address and a superuser session.
+//! `wal_level=logical`): its address, a superuser session, and a table
+//! with what capturing it takes ([`PgCapture`]).
 
 use anyhow::{Context, Result};
 use tokio_postgres::{Client, NoTls};
+use tributary_capture::postgres::lsn::Lsn;
+
+use super::{brokers, free_port, unique};
 
 /// The stack's PostgreSQL, as its superuser.
 pub fn pg_url() -> String {
@@ -25,4 +29,96 @@ pub async fn pg_connect() -> Result<Client> {
         .context("connect to the stack's PostgreSQL (deploy/local/up.sh)")?;
     tokio::spawn(connection);
     Ok(client)
+}
+
+/// A table, its publication and the names of one capture of it.
+pub struct PgCapture {
+    pub client: Client,
+    pub server_name: String,
+    pub table: String,
+    pub slot: String,
+    pub publication: String,
+    pub metrics_port: u16,
+    /// `snapshot.chunk_rows`.
+    pub chunk_rows: usize,
+    /// Appended to the configuration.
+    pub extra: String,
+}
+
+impl PgCapture {
+    /// Creates `table` with `columns`, readable by the capture role, and a
+    /// publication of it.
+    pub async fn new(columns: &str) -> Result<Self> {
+        let client = pg_connect().await?;
+        let table = unique("pgc_t");
+        let publication = unique("pgc_p");
+        client
+            .batch_execute(&format!(
+                "CREATE TABLE {table} ({columns}); GRANT SELECT ON {table} TO tributary; \
+                 CREATE PUBLICATION {publication} FOR TABLE {table};"
+            ))
+            .await?;
+        Ok(PgCapture {
+            client,
+            server_name: unique("pgsrv"),
+            table,
+            slot: unique("pgc_s"),
+            publication,
+            metrics_port: free_port(),
+            chunk_rows: 3,
+            extra: String::new(),
+        })
+    }
+
+    pub fn yaml(&self) -> String {
+        format!(
+            "server_name: {}\n\
+             source: {{ kind: postgres, host: 127.0.0.1, port: {}, user: tributary, password: tributary, \
+               database: postgres, slot.name: {}, publication.name: {}, \
+               publication.autocreate.mode: disabled, slot.drop.on.stop: true, heartbeat_s: 1 }}\n\
+             include: {{ tables: ['public\\.{}'] }}\n\
+             snapshot: {{ mode: initial, chunk_rows: {} }}\n\
+             kafka: {{ brokers: '{}' }}\n\
+             commit_interval_ms: 200\n\
+             metrics: {{ listen: '127.0.0.1:{}' }}\n{}",
+            self.server_name,
+            pg_port(),
+            self.slot,
+            self.publication,
+            self.table,
+            self.chunk_rows,
+            brokers(),
+            self.metrics_port,
+            self.extra
+        )
+    }
+
+    pub fn topic(&self) -> String {
+        format!("{}.public.{}", self.server_name, self.table)
+    }
+
+    /// The slot's confirmed position, if the slot exists.
+    pub async fn confirmed(&self) -> Result<Option<Lsn>> {
+        let row = self
+            .client
+            .query_opt(
+                "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1",
+                &[&self.slot],
+            )
+            .await?;
+        Ok(row
+            .and_then(|r| r.get::<_, Option<String>>(0))
+            .map(|l| l.parse())
+            .transpose()?)
+    }
+
+    pub async fn drop(self) -> Result<()> {
+        self.client
+            .batch_execute(&format!(
+                "DROP PUBLICATION {}; DROP TABLE {};",
+                self.publication, self.table
+            ))
+            .await?;
+        Ok(())
+    }
 }
