@@ -451,3 +451,70 @@ async fn replica_identity_decides_before_images_and_unchanged_toast_is_a_placeho
     assert!(clean, "{log}");
     pg.drop().await
 }
+
+/// pgoutput sends no DDL, only a table's new shape (a Relation message) before
+/// its next change: the schema history records it as the table's definition,
+/// and the events after it carry the new column.
+#[tokio::test]
+async fn a_new_shape_is_recorded_in_the_schema_history_and_carried_by_later_events() -> Result<()> {
+    let pg = PgCapture::new("id int PRIMARY KEY, name text").await?;
+    let t = &pg.table;
+    pg.client
+        .batch_execute(&format!("INSERT INTO {t} VALUES (1, 'a')"))
+        .await?;
+    let capture = TributaryProcess::capture(&pg.yaml());
+    read_topic(&pg.topic(), Duration::from_secs(30), |records| {
+        !records.is_empty()
+    })
+    .await;
+    for statement in [
+        "INSERT INTO {t} VALUES (2, 'b')",
+        "ALTER TABLE {t} ADD COLUMN price numeric(10,2) NOT NULL DEFAULT 0",
+        "INSERT INTO {t} VALUES (3, 'c', 1.5)",
+    ] {
+        pg.client
+            .batch_execute(&statement.replace("{t}", t))
+            .await?;
+    }
+    let records = read_topic(&pg.topic(), Duration::from_secs(30), |records| {
+        records.iter().any(|r| r.key["id"] == 3)
+    })
+    .await;
+    let third = records
+        .iter()
+        .find(|r| r.key["id"] == 3)
+        .and_then(|r| r.value.clone())
+        .expect("the third row");
+    assert_eq!(
+        third["after"],
+        json!({ "id": 3, "name": "c", "price": "1.50" })
+    );
+    let history = read_raw(
+        &format!("{}.schema-history", pg.server_name),
+        Duration::from_secs(10),
+        |records| records.len() >= 2,
+    )
+    .await;
+    let ddls: Vec<String> = history
+        .iter()
+        .map(|r| r.json()["ddl"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    let expected = format!(
+        "CREATE TABLE \"public\".\"{t}\" (\"id\" integer NOT NULL, \"name\" text, \
+         \"price\" numeric(10,2) NOT NULL, PRIMARY KEY (\"id\"))"
+    );
+    assert_eq!(
+        ddls.last(),
+        Some(&expected),
+        "{ddls:#?}; log:\n{}",
+        capture.log()
+    );
+    assert_eq!(
+        ddls.len(),
+        2,
+        "the first shape, then the new one: {ddls:#?}"
+    );
+    let (clean, log) = capture.terminate(Duration::from_secs(30));
+    assert!(clean, "{log}");
+    pg.drop().await
+}

@@ -1,13 +1,14 @@
 //! What capture reads from a PostgreSQL database's catalog: the types of
 //! the columns it decodes ([`CatalogTypes`], for [`PgType::resolve`]), and
 //! a table's columns with their nullability and primary key
-//! ([`table_columns`]).
+//! ([`table_columns`]), and a table's definition as text ([`definition`]).
 
 use std::collections::HashMap;
 
 use tokio_postgres::Client;
 
 use crate::postgres::pg_type::{CatalogType, PgType, UnknownType};
+use crate::postgres::server::quote;
 
 /// Types read from `pg_type`, by OID.
 #[derive(Debug, Clone, Default)]
@@ -73,6 +74,8 @@ pub struct CatalogColumn {
     pub type_oid: u32,
     /// `atttypmod`.
     pub type_modifier: i32,
+    /// The type as SQL declares it (`format_type`: `numeric(10,2)`).
+    pub type_name: String,
 }
 
 /// The live columns of the table with OID `relid`, in order.
@@ -83,7 +86,7 @@ pub async fn table_columns(
     let rows = client
         .query(
             "SELECT a.attname::text, a.attnotnull, array_position(i.indkey::int2[], a.attnum), \
-                    a.atttypid, a.atttypmod \
+                    a.atttypid, a.atttypmod, format_type(a.atttypid, a.atttypmod) \
              FROM pg_attribute a \
              LEFT JOIN pg_index i ON i.indrelid = a.attrelid AND i.indisprimary \
              WHERE a.attrelid = $1 AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum",
@@ -100,6 +103,62 @@ pub async fn table_columns(
                 .and_then(|p| u16::try_from(p).ok()),
             type_oid: row.get(3),
             type_modifier: row.get(4),
+            type_name: row.get(5),
         })
         .collect())
+}
+
+/// `CREATE TABLE schema.table (…)` with the columns as the catalog declares
+/// them and the primary key: what the schema history records of a table
+/// whose shape a Relation message announced (pgoutput sends no DDL).
+pub fn definition(schema: &str, table: &str, columns: &[CatalogColumn]) -> String {
+    let mut parts: Vec<String> = columns
+        .iter()
+        .map(|c| {
+            let not_null = if c.not_null { " NOT NULL" } else { "" };
+            format!("{} {}{not_null}", quote(&c.name), c.type_name)
+        })
+        .collect();
+    let mut key: Vec<(u16, &str)> = columns
+        .iter()
+        .filter_map(|c| Some((c.key_position?, c.name.as_str())))
+        .collect();
+    key.sort_unstable();
+    if !key.is_empty() {
+        let names: Vec<String> = key.iter().map(|(_, n)| quote(n)).collect();
+        parts.push(format!("PRIMARY KEY ({})", names.join(", ")));
+    }
+    format!(
+        "CREATE TABLE {}.{} ({})",
+        quote(schema),
+        quote(table),
+        parts.join(", ")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_definition_lists_columns_then_the_key_in_key_order() {
+        let column = |name: &str, type_name: &str, not_null, key_position| CatalogColumn {
+            name: name.to_owned(),
+            not_null,
+            key_position,
+            type_oid: 0,
+            type_modifier: -1,
+            type_name: type_name.to_owned(),
+        };
+        let columns = [
+            column("b", "integer", true, Some(2)),
+            column("a \"q\"", "text", true, Some(1)),
+            column("price", "numeric(10,2)", false, None),
+        ];
+        assert_eq!(
+            definition("public", "t", &columns),
+            "CREATE TABLE \"public\".\"t\" (\"b\" integer NOT NULL, \"a \"\"q\"\"\" text NOT NULL, \
+             \"price\" numeric(10,2), PRIMARY KEY (\"a \"\"q\"\"\", \"b\"))"
+        );
+    }
 }

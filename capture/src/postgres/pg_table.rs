@@ -232,6 +232,7 @@ mod tests {
             key_position,
             type_oid: 25,
             type_modifier: -1,
+            type_name: "text".to_owned(),
         };
         vec![
             column("note", false, None),

@@ -3,7 +3,8 @@
 //! into change events and commit positions.
 //!
 //! Tables are described when their Relation message arrives (before their
-//! first change, and again after DDL), from the message and the catalog.
+//! first change, and again after DDL), from the message and the catalog;
+//! the schema history records each new shape as the table's definition.
 //! The slot is confirmed up to the last position capture has stored
 //! ([`KafkaWriter::stored_positions`](crate::kafka_writer::KafkaWriter::stored_positions)),
 //! never further: the server keeps the WAL of everything not yet stored.
@@ -22,7 +23,7 @@ use tributary_proto::{
     ChangeEvent, LogCoordinates, Op, SnapshotMarker, SourceInfo, TransactionInfo, WalCoordinates,
 };
 
-use crate::change_stream::{ChangeStream, ReaderItem};
+use crate::change_stream::{ChangeStream, ReaderItem, SchemaChange};
 use crate::config::CaptureConfig;
 use crate::error::CaptureError;
 use crate::event_shape::EventShape;
@@ -51,7 +52,7 @@ struct OpenTransaction {
 }
 
 /// The change stream of one PostgreSQL database.
-pub(crate) struct WalStream {
+pub struct WalStream {
     client: ReplicationClient,
     /// Catalog queries and `heartbeat.action.query`.
     catalog: Session,
@@ -75,7 +76,7 @@ pub(crate) struct WalStream {
 impl WalStream {
     /// Starts streaming from the slot after `from`; `stored` follows the
     /// positions capture stores.
-    pub(crate) async fn open(
+    pub async fn open(
         config: &CaptureConfig,
         shape: EventShape,
         from: &WalPosition,
@@ -262,6 +263,21 @@ impl WalStream {
             }
         })?;
         debug!(table = %table.name(), columns = relation.columns.len(), "table described");
+        // The schema history records each shape once per session: the first
+        // seen, and each one DDL changes (pgoutput also repeats unchanged ones).
+        let changed = match self.tables.get(&relation.oid) {
+            Some(Some(known)) => known.schema.columns != table.schema.columns,
+            _ => true,
+        };
+        if changed {
+            self.out.push_back(ReaderItem::SchemaChange(SchemaChange {
+                db: relation.namespace.clone(),
+                ddl: catalog::definition(&relation.namespace, &relation.name, &columns),
+                position: self.at,
+                recorded: true,
+                described: None,
+            }));
+        }
         self.tables.insert(relation.oid, Some(Arc::new(table)));
         Ok(())
     }
