@@ -5,7 +5,7 @@
 //! decoding the same events, and the snapshot rows/s of the same table; each series
 //! also in rows per CPU-second of the process doing the work.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Args;
@@ -17,9 +17,8 @@ use tributary_capture::change_stream::{ChangeStream, ReaderItem};
 use tributary_capture::position::BinlogPosition;
 use tributary_capture::source;
 use tributary_capture::{CaptureConfig, CaptureMetrics};
-use tributary_kafka::KafkaConfig;
 
-use crate::stack::{create_topic, produce};
+use crate::series::{Measured, Stopwatch, ceiling_run, print_rows_table, sample_records};
 
 /// Arguments of `tributary-bench capture`.
 #[derive(Args)]
@@ -169,81 +168,50 @@ pub(crate) async fn run(args: CaptureBenchArgs) -> anyhow::Result<()> {
     .await?;
     let snapshotted = started.own()?;
 
-    let rate = |seconds: f64| n as f64 / seconds;
     println!(
         "\n## Capture ({n} row events in transactions of {per_txn}, ~{size}-byte Debezium JSON values, capture {})\n",
         args.delivery
     );
-    println!(
-        "| pipeline | seconds | rows/s | vs broker ceiling | CPU seconds | rows per CPU-second |\n|---|---:|---:|---:|---:|---:|"
+    print_rows_table(
+        n,
+        &ceiling,
+        vec![
+            (
+                "broker ceiling: plain producer (lz4, linger 20 ms), the captured records",
+                Ok(ceiling),
+            ),
+            (
+                "broker ceiling, payloads of 'x' of the same size (compress ~100×)",
+                Ok(ceiling_x),
+            ),
+            (
+                "Tributary: binlog → broker (Debezium JSON, acks=all)",
+                Ok(streamed),
+            ),
+            (
+                "Tributary: decode only (binlog → typed change events, nothing produced)",
+                Ok(decode_only),
+            ),
+            (
+                "mariadb-binlog --verbose --base64-output=DECODE-ROWS > /dev/null",
+                Ok(decoded),
+            ),
+            (
+                "python-mysql-replication 1.0 (PyPI `mysql-replication`), rows decoded",
+                python,
+            ),
+            (
+                "Tributary: snapshot of the same table → broker",
+                Ok(snapshotted),
+            ),
+        ],
     );
-    for (name, d) in [
-        (
-            "broker ceiling: plain producer (lz4, linger 20 ms), the captured records",
-            Ok(ceiling),
-        ),
-        (
-            "broker ceiling, payloads of 'x' of the same size (compress ~100×)",
-            Ok(ceiling_x),
-        ),
-        (
-            "Tributary: binlog → broker (Debezium JSON, acks=all)",
-            Ok(streamed),
-        ),
-        (
-            "Tributary: decode only (binlog → typed change events, nothing produced)",
-            Ok(decode_only),
-        ),
-        (
-            "mariadb-binlog --verbose --base64-output=DECODE-ROWS > /dev/null",
-            Ok(decoded),
-        ),
-        (
-            "python-mysql-replication 1.0 (PyPI `mysql-replication`), rows decoded",
-            python,
-        ),
-        (
-            "Tributary: snapshot of the same table → broker",
-            Ok(snapshotted),
-        ),
-    ] {
-        let d = match d {
-            Ok(d) => d,
-            Err(e) => {
-                let reason = format!("{e:#}");
-                let last = reason.lines().last().unwrap_or_default();
-                println!("| {name} | failed: {last} | | | | |");
-                continue;
-            }
-        };
-        let wall = d.wall.as_secs_f64();
-        println!(
-            "| {name} | {wall:.2} | {:.0} | {:.2}× | {:.2} | {:.0} |",
-            rate(wall),
-            rate(wall) / rate(ceiling.wall.as_secs_f64()),
-            d.cpu_seconds,
-            rate(d.cpu_seconds)
-        );
-    }
     println!(
         "\nCPU seconds: user + system time of this process (Tributary, the plain producer) or of the \
          child (mariadb-binlog; python-mysql-replication counts its own after its imports), \
          not the server's or the broker's."
     );
     Ok(())
-}
-
-/// Produces `n` records to a new 3-partition topic with a plain producer; its time.
-async fn ceiling_run(
-    brokers: &str,
-    topic: &str,
-    n: u64,
-    record: impl Fn(u64) -> (i32, String, String),
-) -> anyhow::Result<Measured> {
-    create_topic(brokers, topic, 3).await?;
-    let started = Stopwatch::start()?;
-    produce(brokers, topic, n, record).await?;
-    started.own()
 }
 
 /// Reads the binlog from `gtid` with capture's reader until `rows` row changes
@@ -338,75 +306,6 @@ async fn python_mysql_replication(
     })
 }
 
-/// How long a series took, on the clock and in CPU time.
-#[derive(Clone, Copy)]
-struct Measured {
-    wall: Duration,
-    cpu_seconds: f64,
-}
-
-/// Starts timing a series: the clock and the CPU time used so far.
-struct Stopwatch {
-    started: Instant,
-    cpu: CpuTimes,
-}
-
-impl Stopwatch {
-    fn start() -> anyhow::Result<Self> {
-        Ok(Stopwatch {
-            started: Instant::now(),
-            cpu: CpuTimes::now()?,
-        })
-    }
-
-    /// The series ran in this process.
-    fn own(&self) -> anyhow::Result<Measured> {
-        Ok(Measured {
-            wall: self.started.elapsed(),
-            cpu_seconds: CpuTimes::now()?.own - self.cpu.own,
-        })
-    }
-
-    /// The series ran in a child process, waited for since the start.
-    fn children(&self) -> anyhow::Result<Measured> {
-        Ok(Measured {
-            wall: self.started.elapsed(),
-            cpu_seconds: CpuTimes::now()?.children - self.cpu.children,
-        })
-    }
-}
-
-/// User + system CPU seconds of this process and of its waited-for children.
-#[derive(Clone, Copy)]
-struct CpuTimes {
-    own: f64,
-    children: f64,
-}
-
-impl CpuTimes {
-    /// Reads `/proc/self/stat` (fields 14–17: utime, stime, cutime, cstime, in
-    /// clock ticks of 1/100 s, Linux's USER_HZ).
-    fn now() -> anyhow::Result<Self> {
-        let stat = std::fs::read_to_string("/proc/self/stat")?;
-        let after_name = stat
-            .rsplit_once(')')
-            .context("malformed /proc/self/stat")?
-            .1;
-        let ticks = after_name
-            .split_whitespace()
-            .skip(11)
-            .take(4)
-            .map(str::parse::<u64>)
-            .collect::<Result<Vec<_>, _>>()?;
-        anyhow::ensure!(ticks.len() == 4, "/proc/self/stat has too few fields");
-        let seconds = |a: u64, b: u64| (a + b) as f64 / 100.0;
-        Ok(CpuTimes {
-            own: seconds(ticks[0], ticks[1]),
-            children: seconds(ticks[2], ticks[3]),
-        })
-    }
-}
-
 /// The current binlog file and position.
 async fn binlog_position(conn: &mut mysql_async::Conn) -> anyhow::Result<(String, u64)> {
     let row: mysql_async::Row = conn
@@ -417,35 +316,4 @@ async fn binlog_position(conn: &mut mysql_async::Conn) -> anyhow::Result<(String
         row.get::<String, _>(0).context("no binlog file")?,
         row.get::<u64, _>(1).context("no binlog position")?,
     ))
-}
-
-/// Up to 10,000 records of `topic` (keys and values as text), to re-send as the
-/// broker ceiling's load.
-async fn sample_records(brokers: &str, topic: &str) -> anyhow::Result<Vec<(String, String)>> {
-    use rdkafka::consumer::{BaseConsumer, Consumer};
-    use rdkafka::{Message, Offset, TopicPartitionList};
-    const SAMPLES: usize = 10_000;
-    let consumer: BaseConsumer = KafkaConfig::plaintext(brokers)
-        .consumer("bench", &format!("{topic}.sample"))
-        .create()?;
-    let mut tpl = TopicPartitionList::new();
-    for p in 0..3 {
-        tpl.add_partition_offset(topic, p, Offset::Beginning)?;
-    }
-    consumer.assign(&tpl)?;
-    let topic = topic.to_owned();
-    tokio::task::spawn_blocking(move || {
-        let text =
-            |bytes: Option<&[u8]>| String::from_utf8_lossy(bytes.unwrap_or_default()).into_owned();
-        let mut samples = Vec::with_capacity(SAMPLES);
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while samples.len() < SAMPLES && Instant::now() < deadline {
-            if let Some(Ok(msg)) = consumer.poll(Duration::from_millis(200)) {
-                samples.push((text(msg.key()), text(msg.payload())));
-            }
-        }
-        anyhow::ensure!(!samples.is_empty(), "no record in {topic}");
-        Ok(samples)
-    })
-    .await?
 }

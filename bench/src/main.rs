@@ -8,8 +8,10 @@ mod delay_proxy;
 mod enrich;
 mod grpc;
 mod measure;
+mod postgres;
 mod redis;
 mod remote;
+mod series;
 mod stack;
 mod tables;
 
@@ -37,6 +39,8 @@ enum Command {
     Remote(remote::RemoteBenchArgs),
     /// Capture rows/s vs the broker's ceiling and mariadb-binlog; snapshot rows/s.
     Capture(capture::CaptureBenchArgs),
+    /// PostgreSQL capture rows/s vs the broker's ceiling and pg_recvlogical.
+    Postgres(postgres::PostgresBenchArgs),
     /// Lookup API Get latency at 1/10/50 clients; BatchGet(100) vs MariaDB selects.
     Grpc(grpc::GrpcBenchArgs),
 }
@@ -56,6 +60,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Enrich(args) => enrich::run(args).await,
         Command::Remote(args) => remote::run(args).await,
         Command::Capture(args) => capture::run(args).await,
+        Command::Postgres(args) => postgres::run(args).await,
         Command::Grpc(args) => grpc::run(args).await,
     }
 }

@@ -44,6 +44,13 @@ pub(crate) struct Stack {
         default_value = "mysql://root@127.0.0.1:3307"
     )]
     pub(crate) mysql_url: String,
+    /// PostgreSQL (a superuser), with `wal_level=logical`.
+    #[arg(
+        long,
+        env = "TRIBUTARY_PG_URL",
+        default_value = "postgres://postgres@127.0.0.1:5433/postgres"
+    )]
+    pub(crate) pg_url: String,
 }
 
 /// Creates a topic with `partitions` partitions.

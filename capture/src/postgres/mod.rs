@@ -14,7 +14,7 @@ pub mod pgoutput;
 pub mod server;
 pub mod text_value;
 pub mod wal_position;
-pub(crate) mod wal_stream;
+pub mod wal_stream;
 
 /// Milliseconds since the Unix epoch, now.
 pub(crate) fn now_ms() -> i64 {
