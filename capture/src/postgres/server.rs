@@ -17,6 +17,9 @@ use crate::filter::TableFilter;
 use crate::postgres::lsn::Lsn;
 use crate::postgres::text_value::SESSION_SETTINGS;
 
+/// How long `slot.drop.on.stop` waits for the server to release the slot.
+const SLOT_RELEASE_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// An ordinary session; its connection task ends when it is dropped.
 pub struct Session {
     /// The client.
@@ -271,11 +274,36 @@ pub async fn drop_slot(client: &Client, cfg: &SourceConfig) -> Result<(), Captur
         slot = cfg.slot_name(),
         "dropping the replication slot (slot.drop.on.stop)"
     );
-    client
-        .execute(
-            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1",
-            &[&cfg.slot_name()],
-        )
-        .await?;
-    Ok(())
+    // The server's walsender lets go of the slot a moment after the stream ends.
+    let deadline = tokio::time::Instant::now() + SLOT_RELEASE_TIMEOUT;
+    loop {
+        client
+            .execute(
+                "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots \
+                 WHERE slot_name = $1 AND NOT active",
+                &[&cfg.slot_name()],
+            )
+            .await?;
+        let holder = client
+            .query_opt(
+                "SELECT active_pid FROM pg_replication_slots WHERE slot_name = $1",
+                &[&cfg.slot_name()],
+            )
+            .await?;
+        let Some(holder) = holder else {
+            return Ok(());
+        };
+        if tokio::time::Instant::now() >= deadline {
+            let pid: Option<i32> = holder.get(0);
+            return Err(CaptureError::Postgres {
+                detail: format!(
+                    "replication slot {slot} is still held by server process {pid:?}; \
+                     drop it with SELECT pg_drop_replication_slot('{slot}')",
+                    slot = cfg.slot_name(),
+                ),
+                transient: false,
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
