@@ -6,6 +6,7 @@
 //! - [`partition`]: Kafka's murmur2 partitioner, so Java clients and Tributary agree.
 //! - [`json_number`]: doubles in JSON, compact or as Java writes them.
 //! - [`gtid`]: MariaDB GTIDs and the newest applied per domain (read-your-position).
+//! - [`unavailable`]: Debezium's placeholder for values the source did not send.
 //! - [`grpc`]: the gRPC lookup API `tributary.v1` (generated) and its JSON mapping.
 
 pub mod debezium_json;
@@ -15,6 +16,7 @@ pub mod grpc;
 pub mod gtid;
 pub mod json_number;
 pub mod partition;
+pub mod unavailable;
 pub mod value;
 
 pub use envelope::{

@@ -10,6 +10,7 @@
 //! (`columns:` rules) is [`EventShape`]'s, as for MySQL.
 
 use tributary_proto::Value;
+use tributary_proto::unavailable::UNAVAILABLE_VALUE;
 
 use crate::event_shape::EventShape;
 use crate::postgres::catalog::{CatalogColumn, CatalogTypes};
@@ -19,10 +20,6 @@ use crate::postgres::text_value::{self, TextValueError};
 use crate::row_decoder::ValueError;
 use crate::schema::{ColumnSchema, SchemaError, TableSchema};
 use crate::value_modes::ValueModes;
-
-/// What Debezium writes for a TOASTed value the server did not send (an
-/// update that left it unchanged): its `unavailable.value.placeholder`.
-pub const UNAVAILABLE_VALUE: &str = "__debezium_unavailable_value";
 
 /// A table as capture decodes its changes.
 #[derive(Debug, Clone)]
