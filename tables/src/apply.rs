@@ -3,7 +3,9 @@
 //! event or a plain row, and the row written or deleted in the batch. A global
 //! table's keyspace keeps the version of the partition that wrote a key last
 //! ([`global_rows`](crate::global_rows)); a partitioned table's record is
-//! checked against the table's partitioner. No Kafka here: the materializer
+//! checked against the table's partitioner; placeholders of values the
+//! source did not send are filled from the held row where the table asks
+//! ([`unavailable_fill`]). No Kafka here: the materializer
 //! hands records over as [`Record`]s, and the table conformance suite applies
 //! its changes through the same path.
 
@@ -13,6 +15,7 @@ use std::sync::Arc;
 use serde_json::Value;
 use tributary_proto::debezium_json;
 use tributary_proto::gtid::Gtid;
+use tributary_proto::unavailable::may_hold_unavailable;
 use tributary_table_api::key_codec;
 
 use crate::error::TableError;
@@ -20,7 +23,8 @@ use crate::global_rows::Owner;
 use crate::local_table::{Partitioning, SharedShape};
 use crate::partition_check;
 use crate::record_key::{self, KeyShape};
-use crate::store::ApplyBatch;
+use crate::store::{ApplyBatch, Keyspace};
+use crate::unavailable_fill::{self, Filled};
 
 /// How a table keeps its rows.
 #[derive(Debug, Clone, Copy)]
@@ -29,6 +33,9 @@ pub(crate) struct Layout {
     pub(crate) partitioning: Option<Partitioning>,
     /// Partitions of its topic.
     pub(crate) partitions: u32,
+    /// Placeholders of values the source did not send are filled from the
+    /// held row ([`unavailable_fill`]).
+    pub(crate) fill_unavailable: bool,
 }
 
 /// What applying one record did.
@@ -40,6 +47,8 @@ pub(crate) struct Applied {
     pub(crate) misplaced: Option<i32>,
     /// A global table kept a newer version of the key from another partition.
     pub(crate) superseded: bool,
+    /// Placeholders of values the source did not send, filled or left.
+    pub(crate) unavailable: Filled,
 }
 
 /// Why a record cannot be applied (it is skipped and counted).
@@ -136,6 +145,19 @@ impl Applier {
                 Err(reason) => return Ok(Err(reason)),
             },
         };
+        let keyspace = match layout.partitioning {
+            None => Keyspace::Global,
+            Some(_) => Keyspace::Partition(partition),
+        };
+        let row = match row {
+            Some(row) if layout.fill_unavailable && may_hold_unavailable(&row) => {
+                let held = batch.held_row(table, keyspace, &encoded)?;
+                let (row, counts) = unavailable_fill::fill(row, held.as_deref());
+                applied.unavailable = counts;
+                Some(row)
+            }
+            row => row,
+        };
         match layout.partitioning {
             None => {
                 let owner = Owner {
@@ -150,11 +172,14 @@ impl Applier {
                 if expected != partition {
                     applied.misplaced = Some(expected);
                 }
-                match row {
-                    Some(row) => batch.upsert(table, partition, &encoded, &row)?,
+                match &row {
+                    Some(row) => batch.upsert(table, partition, &encoded, row)?,
                     None => batch.delete(table, partition, &encoded)?,
                 }
             }
+        }
+        if layout.fill_unavailable && !applied.superseded {
+            batch.remember(table, keyspace, &encoded, row);
         }
         Ok(Ok(applied))
     }

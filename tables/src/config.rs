@@ -11,6 +11,7 @@
 //!     mode: partitioned        # or global: every instance holds every partition
 //!     partitioner: murmur2     # how the topic's producer partitions (partitioned only)
 //!     key_format: json         # how it writes keys: json | json_spaced | json_with_schema
+//!     fill_unavailable_values: false   # true: PostgreSQL's unchanged-TOAST placeholders take the held value
 //! ```
 
 pub mod grpc;
@@ -159,6 +160,11 @@ pub struct LocalTableConfig {
     /// the partitioner hashes these bytes.
     #[serde(default)]
     pub key_format: Option<KeyFormat>,
+    /// Replace Debezium's `__debezium_unavailable_value` placeholder (a
+    /// PostgreSQL TOASTed value an update left unchanged) with the value the
+    /// table holds for the key, so rows stay whole without `REPLICA IDENTITY FULL`.
+    #[serde(default)]
+    pub fill_unavailable_values: bool,
 }
 
 /// A remote table: lookups go to a backend, protected by the layers below.

@@ -83,6 +83,7 @@ impl Fixture for Local {
         let layout = Layout {
             partitioning: (self.mode == TableMode::Partitioned).then_some(partitioning),
             partitions: self.partitions,
+            fill_unavailable: false,
         };
         if self.mode == TableMode::Global {
             store

@@ -44,6 +44,7 @@ pub mod record_key;
 pub mod remote;
 mod row_columns;
 pub mod store;
+mod unavailable_fill;
 
 pub use config::TablesConfig;
 pub use error::TableError;

@@ -43,6 +43,7 @@ use crate::metrics::{PartitionLabel, TableLabel, TablesMetrics};
 use crate::partition_check;
 use crate::progress::Progress;
 use crate::store::{Keyspace, Store};
+use crate::unavailable_fill::Filled;
 
 /// How often lag, readiness and size metrics are refreshed.
 const STATS_INTERVAL: Duration = Duration::from_secs(2);
@@ -130,6 +131,7 @@ impl Materializer {
                 Layout {
                     partitioning,
                     partitions,
+                    fill_unavailable: t.fill_unavailable_values,
                 },
             );
             routes
@@ -599,6 +601,7 @@ impl<C: ConsumerContext + 'static> Worker<C> {
                         entry.misplaced += 1;
                         self.misplaced(table, layout, &msg, expected);
                     }
+                    self.count_unavailable(table, &msg, &applied.unavailable);
                 }
                 Err(reason) => {
                     self.shared
@@ -657,6 +660,29 @@ impl<C: ConsumerContext + 'static> Worker<C> {
                 .inc_by(applied.records);
         }
         Ok(())
+    }
+
+    /// Counts the placeholders a record's row held; one left unfilled is a
+    /// row not whole in the table, said with where it came from.
+    fn count_unavailable(&self, table: &str, msg: &BorrowedMessage<'_>, counts: &Filled) {
+        let label = TableLabel {
+            table: table.to_owned(),
+        };
+        let metrics = &self.shared.metrics;
+        if counts.filled > 0 {
+            metrics
+                .unavailable_values_filled
+                .get_or_create(&label)
+                .inc_by(counts.filled.into());
+        }
+        if counts.unfilled > 0 {
+            metrics
+                .unavailable_values_unfilled
+                .get_or_create(&label)
+                .inc_by(counts.unfilled.into());
+            warn!(%table, topic = msg.topic(), partition = msg.partition(), offset = msg.offset(), values = counts.unfilled,
+                "a row keeps the placeholder of values the source did not send: the table holds no earlier value of the key to fill them from");
+        }
     }
 
     /// Counts a record of a partitioned table that is not on the partition its

@@ -53,6 +53,11 @@ pub struct TablesMetrics {
     /// Records of a global table not applied because a newer record of their key
     /// arrived on another partition (the producer moved the key).
     pub superseded_records: Family<TableLabel, Counter>,
+    /// Placeholders of values the source did not send (PostgreSQL's unchanged
+    /// TOAST) replaced by the held value (`fill_unavailable_values`).
+    pub unavailable_values_filled: Family<TableLabel, Counter>,
+    /// Such placeholders left in rows: no held value to fill them from.
+    pub unavailable_values_unfilled: Family<TableLabel, Counter>,
     /// Records between the applied offset and the topic's end, per partition.
     pub lag_records: Family<PartitionLabel, Gauge>,
     /// 1 when the partition has caught up with its end at assignment.
@@ -122,6 +127,8 @@ impl Default for TablesMetrics {
             bad_records: Family::default(),
             misplaced_records: Family::default(),
             superseded_records: Family::default(),
+            unavailable_values_filled: Family::default(),
+            unavailable_values_unfilled: Family::default(),
             lag_records: Family::default(),
             ready: Family::default(),
             get_seconds: Family::new_with_constructor(latency_histogram),
@@ -165,6 +172,16 @@ impl TablesMetrics {
             "superseded_records",
             "Global-table records skipped for a newer record of their key on another partition",
             m.superseded_records.clone(),
+        );
+        r.register(
+            "unavailable_values_filled",
+            "Placeholders of values the source did not send, filled from the held row",
+            m.unavailable_values_filled.clone(),
+        );
+        r.register(
+            "unavailable_values_unfilled",
+            "Placeholders of values the source did not send, left for want of a held value",
+            m.unavailable_values_unfilled.clone(),
         );
         r.register(
             "lag_records",

@@ -264,6 +264,7 @@ mod tests {
             mode: TableMode::Partitioned,
             partitioner,
             key_format,
+            fill_unavailable_values: false,
         }
     }
 

@@ -54,7 +54,7 @@ pub struct Store {
 
 /// Where a table's rows are: in a partition's column family, or in the one
 /// keyspace of a global table.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Keyspace {
     /// The rows of one partition (a `partitioned` table).
     Partition(i32),
@@ -458,6 +458,7 @@ impl Store {
             batch: WriteBatch::default(),
             cfs: Vec::new(),
             owners: HashMap::new(),
+            held: HashMap::new(),
         }
     }
 }
@@ -470,6 +471,9 @@ pub struct ApplyBatch<'a> {
     cfs: Vec<(String, i32, std::sync::Arc<rocksdb::BoundColumnFamily<'a>>)>,
     /// Owners of the global keys this batch wrote or deleted (`None`), newer than the store's.
     owners: HashMap<(String, Vec<u8>), Option<Owner>>,
+    /// Rows this batch wrote or deleted (`None`) that later records may read
+    /// back ([`Self::remember`]).
+    held: HashMap<(String, Keyspace, Vec<u8>), Option<Vec<u8>>>,
 }
 
 impl<'a> ApplyBatch<'a> {
@@ -593,6 +597,36 @@ impl<'a> ApplyBatch<'a> {
             }
         }
         Ok(true)
+    }
+
+    /// Notes the row this batch wrote for `key` (`None`: deleted), for
+    /// [`Self::held_row`] to give back before the batch is committed.
+    pub fn remember(&mut self, table: &str, keyspace: Keyspace, key: &[u8], row: Option<Vec<u8>>) {
+        self.held
+            .insert((table.to_owned(), keyspace, key.to_vec()), row);
+    }
+
+    /// The row `key` holds in a keyspace of `table` as of this batch: what
+    /// the batch [`remember`](Self::remember)ed, else what is stored.
+    pub fn held_row(
+        &self,
+        table: &str,
+        keyspace: Keyspace,
+        key: &[u8],
+    ) -> Result<Option<Vec<u8>>, TableError> {
+        if let Some(row) = self.held.get(&(table.to_owned(), keyspace, key.to_vec())) {
+            return Ok(row.clone());
+        }
+        let stored = self
+            .store
+            .get_with(&keyspace.cf_name(table), key, <[u8]>::to_vec)?;
+        Ok(match keyspace {
+            Keyspace::Partition(_) => stored,
+            Keyspace::Global => stored
+                .as_deref()
+                .and_then(global_rows::decode)
+                .map(|(_, row)| row.to_vec()),
+        })
     }
 
     /// Writes everything at once.
