@@ -1,5 +1,5 @@
 //! Kafka Connect schemas of a table's change records, as Debezium's MySQL
-//! connector declares them and Kafka's `JsonConverter` writes them with
+//! and PostgreSQL connectors declare them and Kafka's `JsonConverter` writes them with
 //! `schemas.enable=true` (`converter: { schemas.enable: true }`).
 //!
 //! Built once per table version (and per [`ValueModes`]), rendered to JSON
@@ -13,6 +13,7 @@
 
 use serde_json::{Map, Value as Json, json};
 use tributary_proto::RecordSchemas;
+use tributary_proto::debezium_json::POSTGRES_CONNECTOR;
 use tributary_proto::json_number::{DoubleFormat, json_text};
 
 use crate::schema::{ColumnKind, ColumnSchema, Declared, TableSchema};
@@ -26,7 +27,7 @@ const SNAPSHOT_VALUES: &str =
     "true,first,first_in_data_collection,last_in_data_collection,last,false,incremental";
 
 /// The Connect schemas of `table`'s records, named after `server_name`, for
-/// Debezium's `connector` (`mysql`, `mariadb`).
+/// Debezium's `connector` (`mysql`, `mariadb`, `postgresql`).
 pub fn record_schemas(
     server_name: &str,
     connector: &str,
@@ -370,7 +371,9 @@ fn allowed(labels: &[String]) -> Json {
     json!({ "allowed": escaped.join(",") })
 }
 
-/// `io.debezium.connector.<connector>.Source`, version 1.
+/// `io.debezium.connector.<connector>.Source`, version 1: the fields every
+/// connector's block has, then the binlog's (`mysql`, `mariadb`) or the
+/// WAL's (`postgresql`).
 fn source_schema(connector: &str) -> Json {
     let snapshot = {
         let mut s = semantic(
@@ -384,7 +387,7 @@ fn source_schema(connector: &str) -> Json {
             .insert("default".into(), "false".into());
         s
     };
-    let fields = [
+    let common = [
         ("version", plain("string", false)),
         ("connector", plain("string", false)),
         ("name", plain("string", false)),
@@ -394,18 +397,33 @@ fn source_schema(connector: &str) -> Json {
         ("sequence", plain("string", true)),
         ("ts_us", plain("int64", true)),
         ("ts_ns", plain("int64", true)),
-        ("table", plain("string", true)),
-        ("server_id", plain("int64", false)),
-        ("gtid", plain("string", true)),
-        ("file", plain("string", false)),
-        ("pos", plain("int64", false)),
-        ("row", plain("int32", false)),
-        ("thread", plain("int64", true)),
-        ("query", plain("string", true)),
     ];
+    let specific: &[(&str, Json)] = if connector == POSTGRES_CONNECTOR {
+        &[
+            ("schema", plain("string", false)),
+            ("table", plain("string", false)),
+            ("txId", plain("int64", true)),
+            ("lsn", plain("int64", true)),
+            ("xmin", plain("int64", true)),
+            ("origin", plain("string", true)),
+            ("origin_lsn", plain("int64", true)),
+        ]
+    } else {
+        &[
+            ("table", plain("string", true)),
+            ("server_id", plain("int64", false)),
+            ("gtid", plain("string", true)),
+            ("file", plain("string", false)),
+            ("pos", plain("int64", false)),
+            ("row", plain("int32", false)),
+            ("thread", plain("int64", true)),
+            ("query", plain("string", true)),
+        ]
+    };
     struct_schema(
-        fields
+        common
             .into_iter()
+            .chain(specific.iter().cloned())
             .map(|(name, schema)| named_field(schema, name)),
         false,
         Some(&format!("io.debezium.connector.{connector}.Source")),

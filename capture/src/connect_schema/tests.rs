@@ -236,3 +236,50 @@ fn a_double_default_is_written_in_the_double_format() {
         "{compact}"
     );
 }
+
+#[test]
+fn a_postgresql_source_block_has_debeziums_postgres_fields() {
+    let schemas = record_schemas(
+        "srv",
+        "postgresql",
+        &table(),
+        &ValueModes::DEBEZIUM,
+        DoubleFormat::Compact,
+    );
+    let value: Json = serde_json::from_str(&schemas.value).unwrap();
+    let source = &value["fields"][2];
+    assert_eq!(source["name"], "io.debezium.connector.postgresql.Source");
+    let fields: Vec<(String, String, bool)> = source["fields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                f["field"].as_str().unwrap().to_owned(),
+                f["type"].as_str().unwrap().to_owned(),
+                f["optional"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    // PostgresSourceInfoStructMaker (Debezium 3.6): the common fields, then these.
+    let expected = [
+        ("version", "string", false),
+        ("connector", "string", false),
+        ("name", "string", false),
+        ("ts_ms", "int64", false),
+        ("snapshot", "string", true),
+        ("db", "string", false),
+        ("sequence", "string", true),
+        ("ts_us", "int64", true),
+        ("ts_ns", "int64", true),
+        ("schema", "string", false),
+        ("table", "string", false),
+        ("txId", "int64", true),
+        ("lsn", "int64", true),
+        ("xmin", "int64", true),
+        ("origin", "string", true),
+        ("origin_lsn", "int64", true),
+    ]
+    .map(|(n, t, o)| (n.to_owned(), t.to_owned(), o));
+    assert_eq!(fields, expected);
+}
