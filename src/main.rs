@@ -46,7 +46,7 @@ enum Command {
         config: PathBuf,
     },
     /// Ask the running capture to snapshot tables again while it streams: inserts a
-    /// row into the config's `snapshot.signal_table`, which capture reads from the binlog.
+    /// row into the config's `snapshot.signal_table`, which capture reads from the binlog or WAL.
     Snapshot {
         /// Capture configuration file (YAML).
         #[arg(long, short)]
@@ -106,7 +106,11 @@ async fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("TRIBUTARY_LOG").unwrap_or_else(|_| {
-                tracing_subscriber::EnvFilter::new("info,librdkafka=warn,rdkafka=warn")
+                // pgwire-replication's worker logs every ended session as an ERROR;
+                // capture gets the same error from the stream and says what it does about it.
+                tracing_subscriber::EnvFilter::new(
+                    "info,librdkafka=warn,rdkafka=warn,pgwire_replication::client::tokio_client=off",
+                )
             }),
         )
         .with_writer(std::io::stderr)

@@ -17,6 +17,8 @@ use common::{
 };
 use serde_json::{Value, json};
 use tributary_capture::postgres::lsn::Lsn;
+use tributary_proto::grpc::v1::{self, lookup_client::LookupClient};
+use tributary_proto::grpc::{from_json, to_json};
 
 /// The table as the server reads it: `id` → `{id, name, price}`.
 async fn rows(pg: &PgCapture) -> Result<BTreeMap<i64, Value>> {
@@ -183,7 +185,7 @@ const PRELOADED: i64 = 20_000;
 /// change is committed twice.
 async fn sigkills_under_load(extra: &str) -> Result<()> {
     let mut pg = PgCapture::new("id int PRIMARY KEY, v int").await?;
-    pg.chunk_rows = 2000;
+    pg.snapshot = "mode: initial, chunk_rows: 2000".into();
     pg.extra = extra.to_owned();
     let exactly_once = extra.contains("exactly_once");
     let t = pg.table.clone();
@@ -194,7 +196,7 @@ async fn sigkills_under_load(extra: &str) -> Result<()> {
         .await?;
     let mut seed = random_seed();
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let load = tokio::spawn(write_load(t.clone(), seed, stop.clone()));
+    let load = tokio::spawn(write_load(t.clone(), PRELOADED, seed, stop.clone()));
 
     let mut capture = TributaryProcess::capture(&pg.yaml());
     for _ in 0..20 {
@@ -205,6 +207,92 @@ async fn sigkills_under_load(extra: &str) -> Result<()> {
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     load.await??;
 
+    topic_ends_as_the_table(&pg, exactly_once, &capture).await?;
+    let (clean, log) = capture.terminate(Duration::from_secs(30));
+    assert!(clean, "{log}");
+    pg.drop().await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_on_demand_snapshot_under_load_and_sigkills_ends_as_the_table() -> Result<()> {
+    on_demand_snapshot_under_kills("").await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_on_demand_snapshot_in_exactly_once_mode_under_sigkills_ends_as_the_table() -> Result<()>
+{
+    on_demand_snapshot_under_kills("delivery: exactly_once\n").await
+}
+
+/// Rows in the table an on-demand snapshot reads.
+const ON_DEMAND_ROWS: i64 = 4_000;
+
+/// A capture that streams without an initial snapshot (`snapshot.mode:
+/// never`) is asked for an on-demand snapshot (`tributary snapshot`) while
+/// the table is written, and SIGKILLed 6 times during it, with `extra` in its
+/// config. The rows written before capture started reach the topic only
+/// through the snapshot; the topic must end as the table.
+async fn on_demand_snapshot_under_kills(extra: &str) -> Result<()> {
+    let mut pg = PgCapture::new("id int PRIMARY KEY, v int").await?;
+    pg.snapshot = "mode: never, incremental_chunk_rows: 150".into();
+    pg.extra = extra.to_owned();
+    pg.add_signal_table().await?;
+    let t = pg.table.clone();
+    pg.client
+        .batch_execute(&format!(
+            "INSERT INTO {t} SELECT g, 0 FROM generate_series(1, {ON_DEMAND_ROWS}) g"
+        ))
+        .await?;
+    let mut capture = TributaryProcess::capture(&pg.yaml());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while pg.confirmed().await?.is_none() {
+        assert!(
+            Instant::now() < deadline,
+            "no slot; log:\n{}",
+            capture.log()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut seed = random_seed();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let load = tokio::spawn(write_load(t.clone(), ON_DEMAND_ROWS, seed, stop.clone()));
+    let requested = std::process::Command::new(env!("CARGO_BIN_EXE_tributary"))
+        .args(["snapshot", "--config"])
+        .arg(common::write_config(&pg.yaml()))
+        .arg(format!("public.{t}"))
+        .output()?;
+    assert!(requested.status.success(), "{requested:?}");
+    for _ in 0..6 {
+        tokio::time::sleep(Duration::from_millis(800 + next_random(&mut seed) % 2000)).await;
+        capture.kill();
+        capture = TributaryProcess::capture(&pg.yaml());
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    load.await??;
+    let exactly_once = extra.contains("exactly_once");
+    let records = topic_ends_as_the_table(&pg, exactly_once, &capture).await?;
+    let on_demand = records
+        .iter()
+        .filter_map(|r| r.value.as_ref())
+        .filter(|v| v["op"] == "r")
+        .inspect(|v| assert_eq!(v["source"]["snapshot"], "incremental", "{v}"))
+        .count();
+    assert!(on_demand > 0, "no on-demand snapshot rows");
+    let (clean, log) = capture.terminate(Duration::from_secs(30));
+    assert!(clean, "{log}");
+    pg.drop().await
+}
+
+/// Waits until `pg`'s topic (as a read_committed consumer sees it, with
+/// exactly-once delivery) describes the table as the server reads it, and
+/// asserts it does; with exactly-once delivery, also that no streamed change
+/// is committed twice. Returns the topic's records.
+async fn topic_ends_as_the_table(
+    pg: &PgCapture,
+    exactly_once: bool,
+    capture: &TributaryProcess,
+) -> Result<Vec<Record>> {
+    let t = &pg.table;
     let rows = pg
         .client
         .query(&format!("SELECT id::int8, v::int8 FROM {t}"), &[])
@@ -258,22 +346,22 @@ async fn sigkills_under_load(extra: &str) -> Result<()> {
         let doubled: Vec<_> = changes.iter().filter(|(_, n)| **n > 1).collect();
         assert!(doubled.is_empty(), "changes committed twice: {doubled:?}");
     }
-    let (clean, log) = capture.terminate(Duration::from_secs(30));
-    assert!(clean, "{log}");
-    pg.drop().await
+    Ok(records)
 }
 
-/// Mixed changes to `table` until `stop`: updates of ranges of ids, deletes,
-/// and inserts of new ids, one transaction every few milliseconds.
+/// Mixed changes to `table` (ids 1 to `rows` at first) until `stop`: updates
+/// of ranges of ids, deletes, and inserts of new ids, one transaction every
+/// few milliseconds.
 async fn write_load(
     table: String,
+    rows: i64,
     mut seed: u64,
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
 ) -> Result<()> {
     let client = pg_connect().await?;
-    let mut next_id = PRELOADED + 1;
+    let mut next_id = rows + 1;
     while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-        let id = 1 + (next_random(&mut seed) % PRELOADED as u64) as i64;
+        let id = 1 + (next_random(&mut seed) % rows as u64) as i64;
         let sql = match next_random(&mut seed) % 4 {
             0 => {
                 next_id += 1;
@@ -309,7 +397,8 @@ fn validate_connect(yaml: &str) -> (bool, String) {
 }
 
 /// What a PostgreSQL source lacks is named with its fix: a missing
-/// publication capture may not create, a role without REPLICATION, and a
+/// publication capture may not create, a signal table outside the
+/// publication, a role without REPLICATION, and a
 /// server whose `wal_level` is not `logical` (the machine's own PostgreSQL on
 /// 5432, left at its default `replica`).
 #[tokio::test]
@@ -322,6 +411,25 @@ async fn validate_names_the_fix_for_what_a_postgres_source_lacks() -> Result<()>
         "{out}"
     );
     assert!(out.contains("1 tables captured"), "{out}");
+
+    // A signal table outside the publication: its requests would never arrive.
+    let signals = format!("{}_signals", pg.table);
+    pg.client
+        .batch_execute(&format!("CREATE TABLE {signals} (id text PRIMARY KEY)"))
+        .await?;
+    let with_signals = pg.yaml().replace(
+        "chunk_rows: 3",
+        &format!("chunk_rows: 3, signal_table: public.{signals}"),
+    );
+    let (ok, out) = validate_connect(&with_signals);
+    assert!(!ok, "{out}");
+    assert!(
+        out.contains(&format!(
+            "ALTER PUBLICATION {} ADD TABLE \"public\".\"{signals}\"",
+            pg.publication
+        )),
+        "{out}"
+    );
 
     let missing = unique("pgc_missing");
     let (ok, out) = validate_connect(&pg.yaml().replace(&pg.publication, &missing));
@@ -455,6 +563,212 @@ async fn replica_identity_decides_before_images_and_unchanged_toast_is_a_placeho
 /// pgoutput sends no DDL, only a table's new shape (a Relation message) before
 /// its next change: the schema history records it as the table's definition,
 /// and the events after it carry the new column.
+/// With `compat: debezium`, records carry Kafka Connect schemas as
+/// Debezium's PostgreSQL connector declares them (its documented type
+/// mappings): the envelope and key named after the topic, the PostgreSQL
+/// source block, and one Connect type per column type; the payload is the
+/// event a capture without schemas writes.
+#[tokio::test]
+async fn records_carry_debeziums_postgresql_connect_schemas_when_asked() -> Result<()> {
+    let mut pg = PgCapture::new(
+        "id int PRIMARY KEY, small int2, big int8, flag bool, price numeric(10,2), \
+         u uuid, doc jsonb, day date, at timestamptz, tags text[]",
+    )
+    .await?;
+    // Debezium's value modes, and Connect schemas on (the JsonConverter's default).
+    pg.extra = "compat: debezium\n".into();
+    let t = pg.table.clone();
+    pg.client
+        .batch_execute(&format!(
+            "INSERT INTO {t} VALUES (1, 2, 3, true, 4.50, 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', \
+             '{{\"k\": 1}}', '2024-02-29', '2024-02-29 12:00:00+00', ARRAY['x', 'y'])"
+        ))
+        .await?;
+    let capture = TributaryProcess::capture(&pg.yaml());
+    let records = read_raw(&pg.topic(), Duration::from_secs(30), |r| !r.is_empty()).await;
+    let record = records
+        .first()
+        .unwrap_or_else(|| panic!("no record; log:\n{}", capture.log()));
+    let value = record.json();
+    let schema = &value["schema"];
+    let prefix = format!("{}.public.{t}", pg.server_name);
+    assert_eq!(schema["name"], format!("{prefix}.Envelope"), "{schema}");
+    let key: Value = serde_json::from_slice(record.key.as_deref().expect("a key"))?;
+    assert_eq!(key["schema"]["name"], format!("{prefix}.Key"), "{key}");
+    assert_eq!(key["payload"], json!({ "id": 1 }));
+    let field = |block: &Value, name: &str| -> Value {
+        block["fields"]
+            .as_array()
+            .and_then(|f| f.iter().find(|f| f["field"] == name))
+            .cloned()
+            .unwrap_or_else(|| panic!("no field {name} in {block}"))
+    };
+    assert_eq!(
+        field(schema, "source")["name"],
+        "io.debezium.connector.postgresql.Source"
+    );
+    let after = field(schema, "after");
+    assert_eq!(after["name"], format!("{prefix}.Value"));
+    // (column, Connect type, semantic name), per Debezium's PostgreSQL type mappings.
+    for (column, ty, name) in [
+        ("id", "int32", None),
+        ("small", "int16", None),
+        ("big", "int64", None),
+        ("flag", "boolean", None),
+        (
+            "price",
+            "bytes",
+            Some("org.apache.kafka.connect.data.Decimal"),
+        ),
+        ("u", "string", Some("io.debezium.data.Uuid")),
+        ("doc", "string", Some("io.debezium.data.Json")),
+        ("day", "int32", Some("io.debezium.time.Date")),
+        ("at", "string", Some("io.debezium.time.ZonedTimestamp")),
+        ("tags", "array", None),
+    ] {
+        let f = field(&after, column);
+        assert_eq!(f["type"], ty, "{column}: {f}");
+        assert_eq!(f["name"].as_str(), name, "{column}: {f}");
+    }
+    assert_eq!(field(&after, "price")["parameters"]["scale"], "2");
+    assert_eq!(field(&after, "tags")["items"]["type"], "string");
+    let columns: Vec<&str> = value["payload"]["after"]
+        .as_object()
+        .expect("an after row")
+        .keys()
+        .map(String::as_str)
+        .collect();
+    let declared: Vec<&str> = after["fields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["field"].as_str().unwrap())
+        .collect();
+    assert_eq!(columns, declared);
+    assert_eq!(value["payload"]["source"]["connector"], "postgresql");
+    let (clean, log) = capture.terminate(Duration::from_secs(30));
+    assert!(clean, "{log}");
+    pg.drop().await
+}
+
+/// A local table with `fill_unavailable_values` keeps rows whole under
+/// `REPLICA IDENTITY DEFAULT`: the TOASTed values updates leave out are
+/// filled from the row it holds (also when the earlier change is in the same
+/// batch), and equal the server's `SELECT`, while the events keep Debezium's
+/// placeholder.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_table_that_asks_fills_unchanged_toast_values_from_the_row_it_holds() -> Result<()> {
+    let pg = PgCapture::new("id int PRIMARY KEY, name text, body text").await?;
+    let t = &pg.table;
+    // md5 text does not compress: each body is stored out of line (TOASTed).
+    pg.client
+        .batch_execute(&format!(
+            "INSERT INTO {t} SELECT i, 'row ' || i, \
+               (SELECT string_agg(md5(i::text || g::text), '') FROM generate_series(1, 300) g) \
+             FROM generate_series(1, 4) i"
+        ))
+        .await?;
+    let capture = TributaryProcess::capture(&pg.yaml());
+    let data = tempfile::tempdir()?;
+    let grpc = common::free_port();
+    let metrics = common::free_port();
+    let yaml = format!(
+        "data_dir: '{}'\nkafka: {{ brokers: '{}' }}\n\
+         grpc: {{ listen: '127.0.0.1:{grpc}' }}\nmetrics: {{ listen: '127.0.0.1:{metrics}' }}\n\
+         tables:\n  - {{ name: filled, topic: '{topic}', mode: global, fill_unavailable_values: true }}\n",
+        data.path().display(),
+        common::brokers(),
+        topic = pg.topic()
+    );
+    let tables = TributaryProcess::start(&["tables", "run"], &common::write_config(&yaml), &[]);
+    // Streamed once the snapshot's rows are out: each update below is an event.
+    read_topic(&pg.topic(), Duration::from_secs(30), |records| {
+        records.len() >= 4
+    })
+    .await;
+    for statement in [
+        "UPDATE {t} SET name = 'once' WHERE id = 1",
+        "UPDATE {t} SET name = 'twice' WHERE id IN (1, 2)",
+        "UPDATE {t} SET name = 'thrice' WHERE id IN (1, 2, 3)",
+    ] {
+        pg.client
+            .batch_execute(&statement.replace("{t}", t))
+            .await?;
+    }
+    let rows = pg
+        .client
+        .query(&format!("SELECT id::int8, name, body FROM {t}"), &[])
+        .await?;
+    let expected: BTreeMap<i64, Value> = rows
+        .iter()
+        .map(|r| {
+            let (id, name, body): (i64, String, String) = (r.get(0), r.get(1), r.get(2));
+            (id, json!({ "id": id, "name": name, "body": body }))
+        })
+        .collect();
+    let channel =
+        tonic::transport::Endpoint::from_shared(format!("http://127.0.0.1:{grpc}"))?.connect_lazy();
+    let mut client = LookupClient::new(channel);
+    let mut lookup = async |table: &str, id: i64| -> Option<Value> {
+        let response = client
+            .get(v1::GetRequest {
+                table: table.into(),
+                key: Some(from_json(&json!(id))),
+                min_position: None,
+            })
+            .await
+            .ok()?
+            .into_inner();
+        response.row.map(|r| to_json(&r).expect("a row"))
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut filled = BTreeMap::new();
+    while filled != expected {
+        assert!(
+            Instant::now() < deadline,
+            "the filled table holds {filled:?}; log:\n{}\ncapture:\n{}",
+            tables.log(),
+            capture.log()
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        filled.clear();
+        for id in expected.keys() {
+            if let Some(row) = lookup("filled", *id).await {
+                filled.insert(*id, row);
+            }
+        }
+    }
+    // The events themselves carry Debezium's placeholder.
+    let records = read_topic(&pg.topic(), Duration::from_secs(10), |records| {
+        records.len() >= 10
+    })
+    .await;
+    let last_of_3 = records
+        .iter()
+        .rev()
+        .find(|r| r.key["id"] == 3)
+        .and_then(|r| r.value.clone())
+        .expect("row 3's update");
+    assert_eq!(last_of_3["after"]["name"], "thrice", "{last_of_3}");
+    assert_eq!(
+        last_of_3["after"]["body"], "__debezium_unavailable_value",
+        "{last_of_3}"
+    );
+    let (_, body) = common::try_http_get(metrics, "/metrics")
+        .await
+        .expect("metrics");
+    assert_eq!(
+        common::metric_sum(&body, "tributary_table_unavailable_values_filled_total"),
+        6.0,
+        "{body}"
+    );
+    for process in [tables, capture] {
+        let (clean, log) = process.terminate(Duration::from_secs(30));
+        assert!(clean, "{log}");
+    }
+    pg.drop().await
+}
+
 #[tokio::test]
 async fn a_new_shape_is_recorded_in_the_schema_history_and_carried_by_later_events() -> Result<()> {
     let pg = PgCapture::new("id int PRIMARY KEY, name text").await?;

@@ -2,8 +2,9 @@
 //! chunk is read in a consistent read whose exact position in the change
 //! stream the source gives (DBLog's select between watermarks, collapsed to
 //! one point); [`crate::incremental`] merges it with the stream. MySQL/MariaDB
-//! in production ([`crate::incremental::mysql_chunks`]); an in-memory database
-//! in the merge's tests.
+//! ([`crate::incremental::mysql_chunks`]) and PostgreSQL
+//! ([`crate::postgres::pg_chunks`]) in production; an in-memory database in
+//! the merge's tests.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -17,7 +18,8 @@ use crate::source_position::SourcePosition;
 /// A table opened for chunked reads.
 #[derive(Debug, Clone)]
 pub struct OpenedTable {
-    /// Its database, as the source spells it (change events name it so).
+    /// What holds it, as the source spells it (its events' namespace: the
+    /// database; for PostgreSQL, the schema).
     pub db: Arc<str>,
     /// Its name, as the source spells it.
     pub table: Arc<str>,

@@ -386,7 +386,7 @@ pub struct SnapshotConfig {
     /// Rows read per query (primary-key order).
     #[serde(default = "default_chunk_rows")]
     pub chunk_rows: usize,
-    /// `db.table` whose inserted rows ask for on-demand snapshots while streaming
+    /// `db.table` (PostgreSQL: `schema.table`) whose inserted rows ask for on-demand snapshots while streaming
     /// (`tributary snapshot`); unset, there are none.
     #[serde(default)]
     pub signal_table: Option<String>,
@@ -857,22 +857,6 @@ impl Validate for CaptureConfig {
             }
         }
         ColumnRules::parse(&self.columns)?;
-        if self.source.kind == SourceKind::Postgres {
-            if self.snapshot.signal_table.is_some() {
-                return bad(
-                    "snapshot.signal_table",
-                    "on-demand snapshots are not available yet with source.kind: postgres".into(),
-                );
-            }
-            if self.schemas_enabled() {
-                return bad(
-                    "converter.schemas.enable",
-                    "Connect schemas are not written yet with source.kind: postgres: set it to false \
-                     (compat: debezium turns it on)"
-                        .into(),
-                );
-            }
-        }
         if self.schemas_enabled()
             && self.value_modes().bigint_unsigned == BigIntUnsignedMode::Number
         {

@@ -79,10 +79,10 @@ use config::{SnapshotMode, SourceKind};
 use event_shape::EventShape;
 use incremental::Incremental;
 use incremental::mysql_chunks::MySqlChunks;
-use incremental::unavailable::Unavailable;
 use kafka_writer::KafkaWriter;
 use metrics::Snapshotting;
 use position::{BinlogPosition, StartPosition};
+use postgres::pg_chunks::PgChunks;
 use postgres::pg_snapshot::PgSnapshot;
 use postgres::wal_position::WalPosition;
 use postgres::wal_stream::WalStream;
@@ -241,6 +241,7 @@ async fn run_postgres(
     let session = postgres::server::connect(&config.source).await?;
     postgres::server::preflight(&session.client, &config.source).await?;
     postgres::server::ensure_publication(&session.client, config).await?;
+    postgres::server::check_signal_table(&session.client, config, true).await?;
     // The slot exists before a snapshot starts: it keeps the WAL after the snapshot's point.
     postgres::server::ensure_slot(&session.client, &config.source).await?;
     let shape = EventShape::of(config)?;
@@ -258,7 +259,8 @@ async fn run_postgres(
             }
         }
     };
-    let incremental = Incremental::new(config, Unavailable::default(), metrics, from.incremental);
+    let chunks = PgChunks::new(config, shape.clone());
+    let incremental = Incremental::new(config, chunks, metrics, from.incremental);
     let reader = WalStream::open(config, shape, &from.source, writer.stored_positions()).await?;
     let result = stream(
         reader,

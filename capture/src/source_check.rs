@@ -26,10 +26,8 @@ pub async fn check_source(config: &CaptureConfig) -> Result<Vec<String>, Capture
             server::preflight(&session.client, cfg).await?;
             let name = cfg.publication_name();
             let mode = cfg.publication_autocreate_mode.unwrap_or_default();
-            let publication = match (
-                server::publication_exists(&session.client, name).await?,
-                mode,
-            ) {
+            let exists = server::publication_exists(&session.client, name).await?;
+            let publication = match (exists, mode) {
                 (_, PublicationAutocreate::Filtered) => format!(
                     "publication {name} is kept to the captured tables at start (publication.autocreate.mode: filtered)"
                 ),
@@ -41,6 +39,9 @@ pub async fn check_source(config: &CaptureConfig) -> Result<Vec<String>, Capture
                     "publication {name} is created FOR ALL TABLES at start (publication.autocreate.mode: all_tables)"
                 ),
             };
+            // A publication capture keeps to the captured tables takes the signal table in at start.
+            let kept = mode == PublicationAutocreate::Filtered;
+            server::check_signal_table(&session.client, config, exists && !kept).await?;
             let tables = server::captured_tables(&session.client, config).await?;
             Ok(vec![
                 format!(

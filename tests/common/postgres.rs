@@ -39,8 +39,8 @@ pub struct PgCapture {
     pub slot: String,
     pub publication: String,
     pub metrics_port: u16,
-    /// `snapshot.chunk_rows`.
-    pub chunk_rows: usize,
+    /// The `snapshot:` block's fields.
+    pub snapshot: String,
     /// Appended to the configuration.
     pub extra: String,
 }
@@ -65,7 +65,7 @@ impl PgCapture {
             slot: unique("pgc_s"),
             publication,
             metrics_port: free_port(),
-            chunk_rows: 3,
+            snapshot: "mode: initial, chunk_rows: 3".into(),
             extra: String::new(),
         })
     }
@@ -77,7 +77,7 @@ impl PgCapture {
                database: postgres, slot.name: {}, publication.name: {}, \
                publication.autocreate.mode: disabled, slot.drop.on.stop: true, heartbeat_s: 1 }}\n\
              include: {{ tables: ['public\\.{}'] }}\n\
-             snapshot: {{ mode: initial, chunk_rows: {} }}\n\
+             snapshot: {{ {} }}\n\
              kafka: {{ brokers: '{}' }}\n\
              commit_interval_ms: 200\n\
              metrics: {{ listen: '127.0.0.1:{}' }}\n{}",
@@ -86,11 +86,28 @@ impl PgCapture {
             self.slot,
             self.publication,
             self.table,
-            self.chunk_rows,
+            self.snapshot,
             brokers(),
             self.metrics_port,
             self.extra
         )
+    }
+
+    /// Creates `snapshot.signal_table` (`public.<table>_signals`), which the
+    /// capture role may write, in the publication; returns its name.
+    pub async fn add_signal_table(&mut self) -> Result<String> {
+        let signals = format!("{}_signals", self.table);
+        self.client
+            .batch_execute(&format!(
+                "CREATE TABLE {signals} (id varchar(64) PRIMARY KEY, type varchar(32) NOT NULL, data text); \
+                 GRANT SELECT, INSERT ON {signals} TO tributary; \
+                 ALTER PUBLICATION {} ADD TABLE {signals};",
+                self.publication
+            ))
+            .await?;
+        self.snapshot
+            .push_str(&format!(", signal_table: public.{signals}"));
+        Ok(signals)
     }
 
     pub fn topic(&self) -> String {
@@ -115,8 +132,8 @@ impl PgCapture {
     pub async fn drop(self) -> Result<()> {
         self.client
             .batch_execute(&format!(
-                "DROP PUBLICATION {}; DROP TABLE {};",
-                self.publication, self.table
+                "DROP PUBLICATION {}; DROP TABLE {}; DROP TABLE IF EXISTS {}_signals;",
+                self.publication, self.table, self.table
             ))
             .await?;
         Ok(())

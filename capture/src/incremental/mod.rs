@@ -5,7 +5,8 @@
 //! One chunk at a time, between two transactions of the stream: the next
 //! `snapshot.incremental_chunk_rows` rows of the table, by primary key, are read
 //! in a consistent read whose exact position in the stream the source gives
-//! ([`ChunkSource`]; MySQL/MariaDB: [`mysql_chunks`]). If the
+//! ([`ChunkSource`]; MySQL/MariaDB: [`mysql_chunks`], PostgreSQL:
+//! [`crate::postgres::pg_chunks`]). If the
 //! stream has already passed that point (a server can send a transaction to
 //! replicas a moment before its commit is visible to readers), the chunk is
 //! read again after the stream's next item. The stream goes on; keys of the
@@ -21,7 +22,6 @@
 
 pub(crate) mod mysql_chunks;
 pub mod signal;
-pub(crate) mod unavailable;
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -117,7 +117,7 @@ impl<C: ChunkSource> Incremental<C> {
     /// Whether `event` is a row of the signal table (never published).
     pub(crate) fn is_signal(&self, event: &ChangeEvent) -> bool {
         self.filter
-            .is_signal_table(&event.source.db, &event.source.table)
+            .is_signal_table(event.source.namespace(), &event.source.table)
     }
 
     /// Queues the tables a signal row asks for; a bad signal is logged and ignored.
@@ -151,7 +151,7 @@ impl<C: ChunkSource> Incremental<C> {
         let Some(w) = &mut self.window else {
             return;
         };
-        if w.table != event.source.table || w.db != event.source.db {
+        if w.table != event.source.table || *w.db != *event.source.namespace() {
             return;
         }
         let columns = event.after.as_ref().or(event.before.as_ref());

@@ -3,15 +3,20 @@
 //! ([`lsn`], [`wal_position`]), its messages ([`pgoutput`]), what is read from
 //! the catalog ([`catalog`]), column types ([`pg_type`]), values from their
 //! text form ([`text_value`]), tables with their rows decoded ([`pg_table`]);
-//! the initial snapshot ([`pg_snapshot`]) and the stream ([`wal_stream`]).
+//! the initial snapshot ([`pg_snapshot`]), on-demand snapshot chunks
+//! ([`pg_chunks`]), both read under an [`exported_snapshot`] as
+//! [`table_read`] reads tables, and the stream ([`wal_stream`]).
 
 pub mod catalog;
+pub(crate) mod exported_snapshot;
 pub mod lsn;
+pub(crate) mod pg_chunks;
 pub(crate) mod pg_snapshot;
 pub mod pg_table;
 pub mod pg_type;
 pub mod pgoutput;
 pub mod server;
+pub(crate) mod table_read;
 pub mod text_value;
 pub mod wal_position;
 pub mod wal_stream;

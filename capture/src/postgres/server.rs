@@ -14,6 +14,7 @@ use tracing::{info, warn};
 use crate::config::{CaptureConfig, PublicationAutocreate, SourceConfig};
 use crate::error::CaptureError;
 use crate::filter::TableFilter;
+use crate::incremental::signal;
 use crate::postgres::lsn::Lsn;
 use crate::postgres::text_value::SESSION_SETTINGS;
 
@@ -141,12 +142,22 @@ pub async fn ensure_publication(
             Ok(())
         }
         (exists, PublicationAutocreate::Filtered) => {
-            let tables = captured_tables(client, config).await?;
+            let mut tables = captured_tables(client, config).await?;
             if tables.is_empty() {
                 return Err(CaptureError::ServerSetup(format!(
                     "no table matches include/exclude in database {:?}: publication {name} would be empty",
                     source.database.as_deref().unwrap_or_default()
                 )));
+            }
+            if let Some((schema, table)) = config.snapshot.signal_table_name()
+                && table_exists(client, &schema, &table).await?
+            {
+                // Its rows are how on-demand snapshots are asked for.
+                tables.push(CapturedTable {
+                    schema,
+                    table,
+                    estimate: 0,
+                });
             }
             let list = tables
                 .iter()
@@ -170,6 +181,61 @@ pub async fn ensure_publication(
             Ok(())
         }
     }
+}
+
+/// Whether the ordinary table `schema.table` exists.
+pub async fn table_exists(
+    client: &Client,
+    schema: &str,
+    table: &str,
+) -> Result<bool, CaptureError> {
+    Ok(client
+        .query_opt(
+            "SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
+             WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')",
+            &[&schema, &table],
+        )
+        .await?
+        .is_some())
+}
+
+/// Checks that `snapshot.signal_table`, when set, exists and (with
+/// `published`) is in the publication: its rows ask for on-demand
+/// snapshots, and reach capture only through the publication.
+pub async fn check_signal_table(
+    client: &Client,
+    config: &CaptureConfig,
+    published: bool,
+) -> Result<(), CaptureError> {
+    let Some((schema, table)) = config.snapshot.signal_table_name() else {
+        return Ok(());
+    };
+    let name = format!("{}.{}", quote(&schema), quote(&table));
+    if !table_exists(client, &schema, &table).await? {
+        return Err(CaptureError::ServerSetup(format!(
+            "snapshot.signal_table {schema}.{table} does not exist: create it with {}",
+            signal::create_statement(&name)
+        )));
+    }
+    if !published {
+        return Ok(());
+    }
+    let publication = config.source.publication_name();
+    let published = client
+        .query_opt(
+            "SELECT 1 FROM pg_publication_tables \
+             WHERE pubname = $1 AND schemaname = $2 AND tablename = $3",
+            &[&publication, &schema, &table],
+        )
+        .await?
+        .is_some();
+    if !published {
+        return Err(CaptureError::ServerSetup(format!(
+            "snapshot.signal_table {schema}.{table} is not in publication {publication}, \
+             so its rows never reach capture: ALTER PUBLICATION {publication} ADD TABLE {name}"
+        )));
+    }
+    Ok(())
 }
 
 /// Whether the publication `name` exists.

@@ -17,7 +17,7 @@ use crate::row_decoder::days_from_civil;
 
 /// Session settings the text forms below assume, for the replication
 /// connection (as startup options) and the snapshot's connection alike.
-pub const SESSION_SETTINGS: [(&str, &str); 7] = [
+pub const SESSION_SETTINGS: [(&str, &str); 8] = [
     ("client_encoding", "UTF8"),
     ("DateStyle", "ISO, YMD"),
     ("TimeZone", "UTC"),
@@ -25,6 +25,8 @@ pub const SESSION_SETTINGS: [(&str, &str); 7] = [
     ("bytea_output", "hex"),
     ("lc_monetary", "C"),
     ("extra_float_digits", "1"),
+    // Quoted literals (on-demand snapshot cursors) take backslashes as they are.
+    ("standard_conforming_strings", "on"),
 ];
 
 /// Debezium's values of `timestamp 'infinity'` and `'-infinity'` in

@@ -248,7 +248,8 @@ impl WalStream {
 
     /// Describes a table from its Relation message and the catalog.
     async fn describe(&mut self, lsn: Lsn, relation: Relation) -> Result<(), CaptureError> {
-        if !self.filter.captures(&relation.namespace, &relation.name) {
+        // The signal table's rows are read too: they ask for on-demand snapshots.
+        if !self.filter.decodes(&relation.namespace, &relation.name) {
             self.tables.insert(relation.oid, None);
             return Ok(());
         }
@@ -267,7 +268,9 @@ impl WalStream {
         // seen, and each one DDL changes (pgoutput also repeats unchanged ones).
         let changed = match self.tables.get(&relation.oid) {
             Some(Some(known)) => known.schema.columns != table.schema.columns,
-            _ => true,
+            _ => !self
+                .filter
+                .is_signal_table(&relation.namespace, &relation.name),
         };
         if changed {
             self.out.push_back(ReaderItem::SchemaChange(SchemaChange {

@@ -1,0 +1,164 @@
+//! Reading a table's rows in a snapshot (the initial one and on-demand
+//! chunks alike): the table described from the catalog as a Relation
+//! message would describe it, its columns selected in their text form (what
+//! pgoutput sends, so both are decoded alike), each row made an `op: r`
+//! event.
+
+use std::sync::Arc;
+
+use tokio_postgres::{Client, SimpleQueryRow};
+use tributary_proto::{ChangeEvent, LogCoordinates, Op, SourceInfo};
+
+use crate::error::CaptureError;
+use crate::event_shape::EventShape;
+use crate::postgres::catalog::{self, CatalogColumn, CatalogTypes};
+use crate::postgres::now_ms;
+use crate::postgres::pg_table::PgTable;
+use crate::postgres::pgoutput::{Datum, Relation, RelationColumn, ReplicaIdentity};
+use crate::postgres::server::quote;
+use crate::row_change::row_changes;
+
+/// A table as a snapshot reads it.
+pub(crate) struct CatalogTable {
+    /// How its rows decode.
+    pub table: Arc<PgTable>,
+    /// Its columns in the catalog (the primary key's among them).
+    pub columns: Vec<CatalogColumn>,
+}
+
+impl CatalogTable {
+    /// `schema.table` as the catalog has it now, in `client`'s transaction;
+    /// `None` when there is no such table. `at` names the snapshot in errors.
+    pub(crate) async fn describe(
+        client: &Client,
+        schema: &str,
+        name: &str,
+        shape: &EventShape,
+        at: &str,
+    ) -> Result<Option<CatalogTable>, CaptureError> {
+        let Some(row) = client
+            .query_opt(
+                "SELECT c.oid FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
+                 WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')",
+                &[&schema, &name],
+            )
+            .await?
+        else {
+            return Ok(None);
+        };
+        let oid: u32 = row.get(0);
+        let columns = catalog::table_columns(client, oid).await?;
+        let oids: Vec<u32> = columns.iter().map(|c| c.type_oid).collect();
+        let types = CatalogTypes::read(client, &oids).await?;
+        let relation = Relation {
+            oid,
+            namespace: schema.to_owned(),
+            name: name.to_owned(),
+            replica_identity: ReplicaIdentity::Default,
+            columns: columns
+                .iter()
+                .map(|c| RelationColumn {
+                    key: c.key_position.is_some(),
+                    name: c.name.clone(),
+                    type_oid: c.type_oid,
+                    type_modifier: c.type_modifier,
+                })
+                .collect(),
+        };
+        let table = PgTable::new(&relation, &types, &columns, shape).map_err(|e| {
+            CaptureError::WalDecode {
+                lsn: format!("{at} (snapshot)"),
+                detail: e.to_string(),
+            }
+        })?;
+        Ok(Some(CatalogTable {
+            table: Arc::new(table),
+            columns,
+        }))
+    }
+
+    /// Its primary key's columns, in key order (empty without one).
+    pub(crate) fn primary_key(&self) -> Vec<&CatalogColumn> {
+        let mut key: Vec<&CatalogColumn> = self
+            .columns
+            .iter()
+            .filter(|c| c.key_position.is_some())
+            .collect();
+        key.sort_by_key(|c| c.key_position);
+        key
+    }
+
+    /// `SELECT <every column> FROM <table>`, quoted.
+    pub(crate) fn select(&self) -> String {
+        let schema = &self.table.schema;
+        let columns: Vec<String> = schema.names.iter().map(|n| quote(n)).collect();
+        format!(
+            "SELECT {} FROM {}.{}",
+            columns.join(", "),
+            quote(&schema.db),
+            quote(&schema.table)
+        )
+    }
+
+    /// `ORDER BY` the primary key (empty without one).
+    pub(crate) fn order_by_key(&self) -> String {
+        let key: Vec<String> = self.primary_key().iter().map(|c| quote(&c.name)).collect();
+        if key.is_empty() {
+            String::new()
+        } else {
+            format!(" ORDER BY {}", key.join(", "))
+        }
+    }
+
+    /// `source` made the source block of this table's snapshot events in `database`.
+    pub(crate) fn source(&self, source: &SourceInfo, database: &str) -> SourceInfo {
+        let mut source = source.clone();
+        source.db = database.into();
+        source.table = self.table.schema.table.clone();
+        if let LogCoordinates::Wal(wal) = &mut source.log {
+            wal.schema = self.table.schema.db.clone();
+        }
+        source
+    }
+
+    /// A selected row as `op: r` events (one, or none for a table whose
+    /// `columns:` rules filter it out), `source` from [`Self::source`].
+    pub(crate) fn events(
+        &self,
+        row: &SimpleQueryRow,
+        source: &SourceInfo,
+        shape: &EventShape,
+        at: &str,
+    ) -> Result<impl Iterator<Item = ChangeEvent>, CaptureError> {
+        let tuple: Vec<Datum> = (0..row.len())
+            .map(|i| match row.get(i) {
+                Some(text) => Datum::Text(text.as_bytes().to_vec()),
+                None => Datum::Null,
+            })
+            .collect();
+        let values = self
+            .table
+            .values(&tuple, &shape.decode.modes)
+            .map_err(|e| CaptureError::WalDecode {
+                lsn: format!("{at} (snapshot)"),
+                detail: e.to_string(),
+            })?;
+        let schema = &self.table.schema;
+        let source = source.clone();
+        Ok(row_changes(schema, Op::Create, None, Some(values))
+            .into_iter()
+            .flatten()
+            .map(move |change| ChangeEvent {
+                op: Op::Read,
+                key: change.key,
+                before: None,
+                after: change.after,
+                source: source.clone(),
+                ts_ms: now_ms(),
+                transaction: None,
+                undecodable: Vec::new(),
+                schemas: schema.record_schemas.clone(),
+                key_change: None,
+            }))
+    }
+}
