@@ -4,37 +4,73 @@
 # events that arrive in Kafka; then runs an enrichment job that joins the
 # captured orders with the captured users (a local table) and prints the
 # enriched orders, and looks the users table up over the gRPC lookup API.
+# `--postgres` captures the same `shop` tables from the stack's PostgreSQL
+# (schema `shop`, same topics) instead of MariaDB.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
+case "${1:-}" in
+  "") source_kind=mysql ;;
+  --postgres) source_kind=postgres ;;
+  *) echo "usage: $0 [--postgres]" >&2; exit 2 ;;
+esac
 "$repo_root/deploy/local/up.sh"
 cd "$repo_root"
 echo "[demo] building tributary (the first build compiles RocksDB and librdkafka: ~15 min on 2 cores)"
 cargo build --quiet --bin tributary
 bin="$CARGO_TARGET_DIR/debug/tributary"
-sql() { mariadb --no-defaults --socket="$mariadb_dir/mysqld.sock" -uroot "$@"; }
-
-sql <<'SQL'
+server="demo$(date +%s)"
+if [ "$source_kind" = mysql ]; then
+  sql() { mariadb --no-defaults --socket="$mariadb_dir/mysqld.sock" -uroot "$@"; }
+  sql <<'SQL'
 DROP DATABASE IF EXISTS shop;
 CREATE DATABASE shop;
 CREATE TABLE shop.users (id INT PRIMARY KEY, name VARCHAR(50), email VARCHAR(100), tier ENUM('free','pro'));
 CREATE TABLE shop.products (sku VARCHAR(20) PRIMARY KEY, title VARCHAR(100), price DECIMAL(10,2));
 CREATE TABLE shop.orders (id INT PRIMARY KEY, user_id INT, sku VARCHAR(20), quantity INT);
 SQL
-
-demo_dir="$TRIBUTARY_STACK_DIR/demo"
-mkdir -p "$demo_dir"
-server="demo$(date +%s)"
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-cat >"$demo_dir/capture.yaml" <<YAML
-server_name: $server
-source:
+  source_block="source:
   host: 127.0.0.1
   port: $TRIBUTARY_MYSQL_PORT
   user: tributary
   password: \${TRIBUTARY_MYSQL_PASSWORD:-tributary}
   server_id: 4242
 include:
-  databases: [shop]
+  databases: [shop]"
+else
+  sql() { psql -q -v ON_ERROR_STOP=1 "$TRIBUTARY_PG_URL" "$@"; }
+  sql <<'SQL'
+DROP PUBLICATION IF EXISTS demo_shop;
+DROP SCHEMA IF EXISTS shop CASCADE;
+CREATE SCHEMA shop;
+CREATE TYPE shop.tier AS ENUM ('free', 'pro');
+CREATE TABLE shop.users (id INT PRIMARY KEY, name VARCHAR(50), email VARCHAR(100), tier shop.tier);
+CREATE TABLE shop.products (sku VARCHAR(20) PRIMARY KEY, title VARCHAR(100), price DECIMAL(10,2));
+CREATE TABLE shop.orders (id INT PRIMARY KEY, user_id INT, sku VARCHAR(20), quantity INT);
+GRANT USAGE ON SCHEMA shop TO tributary;
+GRANT SELECT ON ALL TABLES IN SCHEMA shop TO tributary;
+CREATE PUBLICATION demo_shop FOR TABLES IN SCHEMA shop;
+SQL
+  source_block="source:
+  kind: postgres
+  host: 127.0.0.1
+  port: $TRIBUTARY_PG_PORT
+  user: tributary
+  password: \${TRIBUTARY_PG_PASSWORD:-tributary}
+  database: postgres
+  slot.name: $server
+  slot.drop.on.stop: true
+  publication.name: demo_shop
+  publication.autocreate.mode: disabled
+include:
+  databases: [shop]"
+fi
+
+demo_dir="$TRIBUTARY_STACK_DIR/demo"
+mkdir -p "$demo_dir"
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+cat >"$demo_dir/capture.yaml" <<YAML
+server_name: $server
+$source_block
 kafka:
   brokers: $TRIBUTARY_KAFKA_BROKERS
 metrics:
