@@ -294,6 +294,8 @@ fn exported_samples() -> std::collections::BTreeSet<String> {
     t.ready.get_or_create(&partition).set(1);
     t.bad_records.get_or_create(&table).inc();
     t.misplaced_records.get_or_create(&partition).inc();
+    t.unavailable_values_filled.get_or_create(&table).inc();
+    t.unavailable_values_unfilled.get_or_create(&table).inc();
     t.superseded_records.get_or_create(&table).inc();
     t.get_seconds.get_or_create(&table).observe(0.1);
     t.remote_calls.get_or_create(&result).inc();
