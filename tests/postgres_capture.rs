@@ -596,13 +596,7 @@ async fn records_carry_debeziums_postgresql_connect_schemas_when_asked() -> Resu
     let key: Value = serde_json::from_slice(record.key.as_deref().expect("a key"))?;
     assert_eq!(key["schema"]["name"], format!("{prefix}.Key"), "{key}");
     assert_eq!(key["payload"], json!({ "id": 1 }));
-    let field = |block: &Value, name: &str| -> Value {
-        block["fields"]
-            .as_array()
-            .and_then(|f| f.iter().find(|f| f["field"] == name))
-            .cloned()
-            .unwrap_or_else(|| panic!("no field {name} in {block}"))
-    };
+    let field = schema_field;
     assert_eq!(
         field(schema, "source")["name"],
         "io.debezium.connector.postgresql.Source"
@@ -646,6 +640,96 @@ async fn records_carry_debeziums_postgresql_connect_schemas_when_asked() -> Resu
         .collect();
     assert_eq!(columns, declared);
     assert_eq!(value["payload"]["source"]["connector"], "postgresql");
+    let (clean, log) = capture.terminate(Duration::from_secs(30));
+    assert!(clean, "{log}");
+    pg.drop().await
+}
+
+/// The field `name` of a Connect struct schema.
+fn schema_field(block: &Value, name: &str) -> Value {
+    block["fields"]
+        .as_array()
+        .and_then(|f| f.iter().find(|f| f["field"] == name))
+        .cloned()
+        .unwrap_or_else(|| panic!("no field {name} in {block}"))
+}
+
+/// Column defaults in the Connect schemas, as Debezium's PostgreSQL
+/// connector declares them: a literal default is the value the server
+/// writes into a row that leaves its column out (read back from the row's
+/// own event); a function's value is Debezium's stand-in for the type (its
+/// zero, the epoch), as a row holding it is written.
+#[tokio::test]
+async fn connect_schemas_declare_column_defaults_as_debezium_does() -> Result<()> {
+    let literals = [
+        ("n", "int DEFAULT -5"),
+        ("big", "int8 DEFAULT 9223372036854775807"),
+        ("price", "numeric(10,2) DEFAULT 1.5"),
+        ("ratio", "float8 DEFAULT 0.25"),
+        ("name", "varchar(20) DEFAULT 'it''s'"),
+        ("flag", "bool DEFAULT true"),
+        ("day", "date DEFAULT '2024-02-29'"),
+        ("u", "uuid DEFAULT 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11'"),
+        ("doc", "jsonb DEFAULT '{\"k\": 1}'"),
+        ("tags", "text[] DEFAULT '{a,b}'"),
+    ];
+    // (column, definition, Debezium's stand-in for a function's value)
+    let generated = [
+        (
+            "at",
+            "timestamptz DEFAULT now()",
+            "'1970-01-01 00:00:00+00'",
+        ),
+        ("seq", "serial", "0"),
+        ("cost", "numeric(6,3) DEFAULT random()", "0"),
+    ];
+    let columns: Vec<String> = std::iter::once("id int PRIMARY KEY".to_owned())
+        .chain(literals.iter().map(|(n, d)| format!("{n} {d}")))
+        .chain(generated.iter().map(|(n, d, _)| format!("{n} {d}")))
+        .chain(["bare text".to_owned()])
+        .collect();
+    let mut pg = PgCapture::new(&columns.join(", ")).await?;
+    pg.extra = "compat: debezium\n".into();
+    let t = pg.table.clone();
+    // Row 1 takes every default; row 2 holds the stand-ins.
+    let (names, stand_ins): (Vec<&str>, Vec<&str>) =
+        generated.iter().map(|(n, _, v)| (*n, *v)).unzip();
+    pg.client
+        .batch_execute(&format!(
+            "INSERT INTO {t} (id) VALUES (1); INSERT INTO {t} (id, {}) VALUES (2, {})",
+            names.join(", "),
+            stand_ins.join(", ")
+        ))
+        .await?;
+    let capture = TributaryProcess::capture(&pg.yaml());
+    let records = read_raw(&pg.topic(), Duration::from_secs(30), |r| r.len() >= 2).await;
+    let after_of = |id: i64| -> Value {
+        records
+            .iter()
+            .map(|r| r.json())
+            .find(|v| v["payload"]["after"]["id"] == id)
+            .unwrap_or_else(|| panic!("no row {id}; log:\n{}", capture.log()))
+    };
+    let value = after_of(1);
+    let after = schema_field(&value["schema"], "after");
+    let defaults = &value["payload"]["after"];
+    for (column, _) in literals {
+        let declared = schema_field(&after, column);
+        assert_eq!(
+            declared["default"], defaults[column],
+            "{column}: {declared}"
+        );
+    }
+    let stand_ins = &after_of(2)["payload"]["after"];
+    for column in names {
+        let declared = schema_field(&after, column);
+        assert_eq!(
+            declared["default"], stand_ins[column],
+            "{column}: {declared}"
+        );
+    }
+    let bare = schema_field(&after, "bare");
+    assert!(bare.get("default").is_none(), "{bare}");
     let (clean, log) = capture.terminate(Duration::from_secs(30));
     assert!(clean, "{log}");
     pg.drop().await

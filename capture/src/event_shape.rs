@@ -121,9 +121,11 @@ impl EventShape {
         mut schema: TableSchema,
         info: Option<&[InfoColumn]>,
     ) -> Result<TableSchema, SchemaError> {
-        if self.decode.needs_defaults() {
+        // MySQL declares defaults in `information_schema`; a PostgreSQL
+        // table's schema comes with them (`postgres::pg_default`).
+        if let Some(info) = info.filter(|_| self.decode.needs_defaults()) {
             for column in &mut schema.columns {
-                let declared = info.and_then(|info| info.iter().find(|i| i.name == column.name));
+                let declared = info.iter().find(|i| i.name == column.name);
                 column.default = declared.and_then(|declared| {
                     declared
                         .default

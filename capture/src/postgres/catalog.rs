@@ -76,6 +76,9 @@ pub struct CatalogColumn {
     pub type_modifier: i32,
     /// The type as SQL declares it (`format_type`: `numeric(10,2)`).
     pub type_name: String,
+    /// Its `DEFAULT` expression as the server shows it (`pg_get_expr`); none
+    /// for a generated column.
+    pub default: Option<String>,
 }
 
 /// The live columns of the table with OID `relid`, in order.
@@ -86,9 +89,11 @@ pub async fn table_columns(
     let rows = client
         .query(
             "SELECT a.attname::text, a.attnotnull, array_position(i.indkey::int2[], a.attnum), \
-                    a.atttypid, a.atttypmod, format_type(a.atttypid, a.atttypmod) \
+                    a.atttypid, a.atttypmod, format_type(a.atttypid, a.atttypmod), \
+                    CASE WHEN a.attgenerated = '' THEN pg_get_expr(d.adbin, d.adrelid) END \
              FROM pg_attribute a \
              LEFT JOIN pg_index i ON i.indrelid = a.attrelid AND i.indisprimary \
+             LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum \
              WHERE a.attrelid = $1 AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum",
             &[&relid],
         )
@@ -104,6 +109,7 @@ pub async fn table_columns(
             type_oid: row.get(3),
             type_modifier: row.get(4),
             type_name: row.get(5),
+            default: row.get(6),
         })
         .collect())
 }
@@ -149,6 +155,7 @@ mod tests {
             type_oid: 0,
             type_modifier: -1,
             type_name: type_name.to_owned(),
+            default: None,
         };
         let columns = [
             column("b", "integer", true, Some(2)),

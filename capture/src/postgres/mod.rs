@@ -2,7 +2,8 @@
 //! plugin. The server and its sessions ([`server`]), its log positions
 //! ([`lsn`], [`wal_position`]), its messages ([`pgoutput`]), what is read from
 //! the catalog ([`catalog`]), column types ([`pg_type`]), values from their
-//! text form ([`text_value`]), tables with their rows decoded ([`pg_table`]);
+//! text form ([`text_value`]), column defaults ([`pg_default`]), tables with
+//! their rows decoded ([`pg_table`]);
 //! the initial snapshot ([`pg_snapshot`]), on-demand snapshot chunks
 //! ([`pg_chunks`]), both read under an [`exported_snapshot`] as
 //! [`table_read`] reads tables, and the stream ([`wal_stream`]).
@@ -11,6 +12,7 @@ pub mod catalog;
 pub(crate) mod exported_snapshot;
 pub mod lsn;
 pub(crate) mod pg_chunks;
+pub(crate) mod pg_default;
 pub(crate) mod pg_snapshot;
 pub mod pg_table;
 pub mod pg_type;

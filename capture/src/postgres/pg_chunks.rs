@@ -242,6 +242,7 @@ mod tests {
             type_oid: 0,
             type_modifier: -1,
             type_name: type_name.into(),
+            default: None,
         }
     }
 

@@ -14,6 +14,7 @@ use tributary_proto::unavailable::UNAVAILABLE_VALUE;
 
 use crate::event_shape::EventShape;
 use crate::postgres::catalog::{CatalogColumn, CatalogTypes};
+use crate::postgres::pg_default;
 use crate::postgres::pg_type::{PgType, UnknownType};
 use crate::postgres::pgoutput::{Datum, Relation, ReplicaIdentity};
 use crate::postgres::text_value::{self, TextValueError};
@@ -106,12 +107,17 @@ impl PgTable {
             if let Some(position) = catalog.and_then(|c| c.key_position) {
                 key.push((position, i));
             }
+            let kind = ty.column_kind();
+            let default = catalog
+                .and_then(|c| c.default.as_deref())
+                .filter(|_| shape.decode.needs_defaults())
+                .and_then(|expr| pg_default::value(expr, &ty, &kind, &shape.decode.modes));
             schema_columns.push(ColumnSchema {
                 name: column.name.clone(),
-                kind: ty.column_kind(),
+                kind,
                 nullable: !catalog.is_some_and(|c| c.not_null),
                 declared: ty.declared(),
-                default: None,
+                default,
             });
             pg_types.push(ty);
         }
@@ -230,6 +236,7 @@ mod tests {
             type_oid: 25,
             type_modifier: -1,
             type_name: "text".to_owned(),
+            default: None,
         };
         vec![
             column("note", false, None),
