@@ -249,7 +249,7 @@ fn import_debezium(
 async fn request_snapshot(path: PathBuf, tables: &[String]) -> anyhow::Result<()> {
     let config =
         CaptureConfig::load(&path).with_context(|| format!("loading {}", path.display()))?;
-    let id = tributary_capture::incremental::signal::request(&config, tables).await?;
+    let id = tributary_capture::signal_request::request(&config, tables).await?;
     println!(
         "snapshot of {} requested (signal {id}); capture sends the rows as op \"r\" with source.snapshot \"incremental\"",
         tables.join(", ")

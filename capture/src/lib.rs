@@ -50,6 +50,7 @@ pub mod row_decoder;
 pub mod row_image;
 pub mod schema;
 pub mod schema_change_record;
+pub mod signal_request;
 pub mod sink;
 pub mod snapshot;
 mod snapshot_progress;
