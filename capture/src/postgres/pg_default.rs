@@ -115,14 +115,36 @@ fn with_scale(text: String, scale: u32) -> String {
     format!("{text}{point}{}", "0".repeat(missing))
 }
 
-/// `expr` starts with a function call (`now()`, `nextval('s'::regclass)`),
-/// perhaps in parentheses.
+/// `expr` is a function call (`now()`, `nextval('s'::regclass)`), perhaps
+/// in parentheses, and nothing else (`now() + '1 day'` is not).
 fn is_call(expr: &str) -> bool {
-    let expr = expr.strip_prefix('(').unwrap_or(expr);
+    let expr = expr
+        .strip_prefix('(')
+        .and_then(|e| e.strip_suffix(')'))
+        .unwrap_or(expr);
     let name_len = expr
         .find(|c: char| !(c.is_alphanumeric() || c == '_' || c == '.'))
         .unwrap_or(expr.len());
-    name_len > 0 && expr[name_len..].starts_with('(')
+    let args = &expr[name_len..];
+    if name_len == 0 || !args.starts_with('(') {
+        return false;
+    }
+    // The parenthesis that closes the arguments ends the expression.
+    let (mut depth, mut quoted) = (0usize, false);
+    for (i, c) in args.char_indices() {
+        match c {
+            '\'' => quoted = !quoted,
+            '(' if !quoted => depth += 1,
+            ')' if !quoted => {
+                depth -= 1;
+                if depth == 0 {
+                    return i + 1 == args.len();
+                }
+            }
+            _ => {}
+        }
+    }
+    false
 }
 
 /// The text of a string literal whose opening quote is gone, and what
@@ -239,6 +261,9 @@ mod tests {
             "'a'::text || 'b'::text",
             "(1 + 2)",
             "'unclosed",
+            "now() + '1 day'::interval",
+            "(now() - '1 hour'::interval)",
+            "lower('A'::text) || 'b'::text",
             "- 1",
             "1.5.5",
         ] {
