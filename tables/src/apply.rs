@@ -165,6 +165,10 @@ impl Applier {
                     timestamp: record.timestamp_ms,
                 };
                 applied.superseded = !batch.apply_global(table, &encoded, owner, row.as_deref())?;
+                if applied.superseded {
+                    // Not written: its placeholders are not the table's.
+                    applied.unavailable = Filled::default();
+                }
             }
             Some(partitioning) => {
                 let expected =

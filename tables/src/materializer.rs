@@ -681,7 +681,7 @@ impl<C: ConsumerContext + 'static> Worker<C> {
                 .get_or_create(&label)
                 .inc_by(counts.unfilled.into());
             warn!(%table, topic = msg.topic(), partition = msg.partition(), offset = msg.offset(), values = counts.unfilled,
-                "a row keeps the placeholder of values the source did not send: the table holds no earlier value of the key to fill them from");
+                "a row keeps the placeholder of values the source did not send: the table holds no earlier value of the key to fill them from (its earlier changes were never applied here, or the update changed the key)");
         }
     }
 
