@@ -244,24 +244,11 @@ async fn on_demand_snapshot_under_kills(extra: &str) -> Result<()> {
         ))
         .await?;
     let mut capture = TributaryProcess::capture(&pg.yaml());
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while pg.confirmed().await?.is_none() {
-        assert!(
-            Instant::now() < deadline,
-            "no slot; log:\n{}",
-            capture.log()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_for_slot(&pg, &capture).await?;
     let mut seed = random_seed();
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let load = tokio::spawn(write_load(t.clone(), ON_DEMAND_ROWS, seed, stop.clone()));
-    let requested = std::process::Command::new(env!("CARGO_BIN_EXE_tributary"))
-        .args(["snapshot", "--config"])
-        .arg(common::write_config(&pg.yaml()))
-        .arg(format!("public.{t}"))
-        .output()?;
-    assert!(requested.status.success(), "{requested:?}");
+    request_snapshot(&pg);
     for _ in 0..6 {
         tokio::time::sleep(Duration::from_millis(800 + next_random(&mut seed) % 2000)).await;
         capture.kill();
@@ -271,6 +258,97 @@ async fn on_demand_snapshot_under_kills(extra: &str) -> Result<()> {
     load.await??;
     let exactly_once = extra.contains("exactly_once");
     let records = topic_ends_as_the_table(&pg, exactly_once, &capture).await?;
+    assert_on_demand_rows(&records);
+    let (clean, log) = capture.terminate(Duration::from_secs(30));
+    assert!(clean, "{log}");
+    pg.drop().await
+}
+
+/// A transaction left open keeps the server from exporting an on-demand
+/// chunk's snapshot until it ends: streaming goes on meanwhile (the chunk
+/// gives up after a moment, says why, and asks again later), and the
+/// snapshot completes once the transaction has ended.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_open_transaction_delays_an_on_demand_snapshot_but_not_the_stream() -> Result<()> {
+    const ROWS: i64 = 200;
+    let mut pg = PgCapture::new("id int PRIMARY KEY, v int").await?;
+    pg.snapshot = "mode: never, incremental_chunk_rows: 50".into();
+    pg.add_signal_table().await?;
+    let t = pg.table.clone();
+    pg.client
+        .batch_execute(&format!(
+            "INSERT INTO {t} SELECT g, 0 FROM generate_series(1, {ROWS}) g"
+        ))
+        .await?;
+    let capture = TributaryProcess::capture(&pg.yaml());
+    wait_for_slot(&pg, &capture).await?;
+    let blocker = pg_connect().await?;
+    blocker
+        .batch_execute(&format!(
+            "BEGIN; INSERT INTO {t} VALUES ({}, 0)",
+            ROWS + 1_000_000
+        ))
+        .await?;
+    request_snapshot(&pg);
+    let marker = ROWS + 1;
+    pg.client
+        .batch_execute(&format!("INSERT INTO {t} VALUES ({marker}, 1)"))
+        .await?;
+    let records = read_topic(&pg.topic(), Duration::from_secs(30), move |records| {
+        records.iter().any(|r| r.key["id"] == marker)
+    })
+    .await;
+    assert!(
+        records.iter().any(|r| r.key["id"] == marker),
+        "the stream stopped behind the open transaction; log:\n{}",
+        capture.log()
+    );
+    assert!(
+        capture.log().contains("waits for transactions still open"),
+        "{}",
+        capture.log()
+    );
+    blocker.batch_execute("COMMIT").await?;
+    // Writes move the stream on, past the chunk's next try.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let load = tokio::spawn(write_load(t.clone(), ROWS, random_seed(), stop.clone()));
+    tokio::time::sleep(Duration::from_secs(15)).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    load.await??;
+    let records = topic_ends_as_the_table(&pg, false, &capture).await?;
+    assert_on_demand_rows(&records);
+    let (clean, log) = capture.terminate(Duration::from_secs(30));
+    assert!(clean, "{log}");
+    pg.drop().await
+}
+
+/// Waits until capture has created its slot.
+async fn wait_for_slot(pg: &PgCapture, capture: &TributaryProcess) -> Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while pg.confirmed().await?.is_none() {
+        assert!(
+            Instant::now() < deadline,
+            "no slot; log:\n{}",
+            capture.log()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Ok(())
+}
+
+/// Asks for an on-demand snapshot of `pg`'s table (`tributary snapshot`).
+fn request_snapshot(pg: &PgCapture) {
+    let requested = std::process::Command::new(env!("CARGO_BIN_EXE_tributary"))
+        .args(["snapshot", "--config"])
+        .arg(common::write_config(&pg.yaml()))
+        .arg(format!("public.{}", pg.table))
+        .output()
+        .expect("tributary snapshot runs");
+    assert!(requested.status.success(), "{requested:?}");
+}
+
+/// The topic holds on-demand snapshot rows, marked as such.
+fn assert_on_demand_rows(records: &[Record]) {
     let on_demand = records
         .iter()
         .filter_map(|r| r.value.as_ref())
@@ -278,9 +356,6 @@ async fn on_demand_snapshot_under_kills(extra: &str) -> Result<()> {
         .inspect(|v| assert_eq!(v["source"]["snapshot"], "incremental", "{v}"))
         .count();
     assert!(on_demand > 0, "no on-demand snapshot rows");
-    let (clean, log) = capture.terminate(Duration::from_secs(30));
-    assert!(clean, "{log}");
-    pg.drop().await
 }
 
 /// Waits until `pg`'s topic (as a read_committed consumer sees it, with

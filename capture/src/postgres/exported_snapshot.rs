@@ -7,9 +7,11 @@
 //! a slot streaming from that point sends exactly those that commit after.
 
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
 
 use pgwire_replication::ReplicationClient;
 use tokio_postgres::Client;
+use tracing::warn;
 
 use crate::config::SourceConfig;
 use crate::error::CaptureError;
@@ -33,31 +35,53 @@ pub(crate) struct ExportedSnapshot {
 }
 
 impl ExportedSnapshot {
-    /// Exports a snapshot and starts `reader`'s read-only transaction under it.
+    /// Exports a snapshot and starts `reader`'s read-only transaction under
+    /// it. (The server exports a snapshot once every transaction running
+    /// when the slot is created has ended.)
     pub(crate) async fn begin(
         source: &SourceConfig,
         reader: &Client,
     ) -> Result<ExportedSnapshot, CaptureError> {
-        let mut exporter =
-            ReplicationClient::connect_gated(server::replication_config(source, Lsn(0))).await?;
         let slot = temporary_slot_name(source.slot_name(), std::process::id());
-        let rows = exporter
-            .simple_query(&format!(
-                "CREATE_REPLICATION_SLOT {slot} TEMPORARY LOGICAL pgoutput (SNAPSHOT 'export')"
-            ))
-            .await?;
-        let field = |i: usize| {
-            rows.first()
-                .and_then(|row| row.get(i).cloned().flatten())
-                .and_then(|b| String::from_utf8(b.to_vec()).ok())
-                .ok_or_else(|| {
-                    CaptureError::ServerSetup("CREATE_REPLICATION_SLOT returned no slot".into())
-                })
+        let (exporter, point, snapshot) = export(source, &slot).await?;
+        Self::read_under(reader, exporter, point, &snapshot).await
+    }
+
+    /// [`Self::begin`], or `None` when the server did not export the
+    /// snapshot within `wait` (a transaction left open keeps it waiting):
+    /// the waiting session is then cancelled, and the open transactions
+    /// named.
+    pub(crate) async fn begin_within(
+        source: &SourceConfig,
+        reader: &Client,
+        wait: Duration,
+    ) -> Result<Option<ExportedSnapshot>, CaptureError> {
+        let slot = temporary_slot_name(source.slot_name(), std::process::id());
+        let Ok(exported) = tokio::time::timeout(wait, export(source, &slot)).await else {
+            let open = open_transactions(reader).await?;
+            reader
+                .execute(
+                    "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE application_name = $1",
+                    &[&slot],
+                )
+                .await?;
+            warn!(%slot, waited_s = wait.as_secs_f64(), open_transactions = %open,
+                "an on-demand snapshot chunk waits for transactions still open (the server exports its snapshot once they end): streaming goes on, and the chunk is tried again later");
+            return Ok(None);
         };
-        let point: Lsn = field(1)?
-            .parse()
-            .map_err(|e| CaptureError::ServerSetup(format!("{e}")))?;
-        let snapshot = field(2)?;
+        let (exporter, point, snapshot) = exported?;
+        Self::read_under(reader, exporter, point, &snapshot)
+            .await
+            .map(Some)
+    }
+
+    /// Starts `reader`'s read-only transaction under `snapshot`.
+    async fn read_under(
+        reader: &Client,
+        exporter: ReplicationClient,
+        point: Lsn,
+        snapshot: &str,
+    ) -> Result<ExportedSnapshot, CaptureError> {
         reader
             .batch_execute(&format!(
                 "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY; SET TRANSACTION SNAPSHOT '{snapshot}'"
@@ -73,6 +97,57 @@ impl ExportedSnapshot {
         drop(self.exporter);
         Ok(())
     }
+}
+
+/// Connects to `source` and creates the temporary slot `slot`: the
+/// session (named after the slot, so that it can be found to be
+/// cancelled), the slot's consistent point and its exported snapshot's name.
+async fn export(
+    source: &SourceConfig,
+    slot: &str,
+) -> Result<(ReplicationClient, Lsn, String), CaptureError> {
+    let config = server::replication_config(source, Lsn(0)).with_application_name(slot);
+    let mut exporter = ReplicationClient::connect_gated(config).await?;
+    let rows = exporter
+        .simple_query(&format!(
+            "CREATE_REPLICATION_SLOT {slot} TEMPORARY LOGICAL pgoutput (SNAPSHOT 'export')"
+        ))
+        .await?;
+    let field = |i: usize| {
+        rows.first()
+            .and_then(|row| row.get(i).cloned().flatten())
+            .and_then(|b| String::from_utf8(b.to_vec()).ok())
+            .ok_or_else(|| {
+                CaptureError::ServerSetup(format!(
+                    "CREATE_REPLICATION_SLOT {slot} returned no consistent point and snapshot"
+                ))
+            })
+    };
+    let point: Lsn = field(1)?.parse().map_err(|e| {
+        CaptureError::ServerSetup(format!("temporary slot {slot}'s consistent point: {e}"))
+    })?;
+    Ok((exporter, point, field(2)?))
+}
+
+/// The sessions with a transaction open that holds a transaction id, and
+/// prepared transactions, as `pid (state since …)`, for a message.
+async fn open_transactions(reader: &Client) -> Result<String, CaptureError> {
+    let row = reader
+        .query_one(
+            "SELECT concat_ws(', ', \
+                (SELECT string_agg(format('pid %s (%s since %s)', pid, \
+                    coalesce(state, 'state not visible'), xact_start), ', ') \
+                 FROM pg_stat_activity WHERE backend_xid IS NOT NULL AND pid <> pg_backend_pid()), \
+                (SELECT string_agg(format('prepared transaction %L', gid), ', ') FROM pg_prepared_xacts))",
+            &[],
+        )
+        .await?;
+    let open: String = row.get(0);
+    Ok(if open.is_empty() {
+        "none visible to the capture user".into()
+    } else {
+        open
+    })
 }
 
 /// A temporary slot's name: capture's slot name, shortened if need be, and

@@ -4,6 +4,8 @@
 //! sent. Keys are kept as their text form and compared as the column's type
 //! (`(k1, k2) > ('…'::t1, '…'::t2)`), which orders as the `ORDER BY` does.
 
+use std::time::{Duration, Instant};
+
 use tokio_postgres::SimpleQueryMessage;
 use tracing::warn;
 use tributary_proto::SourceInfo;
@@ -31,7 +33,18 @@ pub(crate) struct PgChunks {
     open: Option<OpenedTable>,
     /// The snapshot of the read begun.
     read: Option<ExportedSnapshot>,
+    /// No snapshot is exported before then (the last one waited too long).
+    retry_at: Option<Instant>,
 }
+
+/// How long a chunk waits for its snapshot while the stream waits for it:
+/// the server exports one once the transactions running when it is asked
+/// for have ended.
+const EXPORT_WAIT: Duration = Duration::from_secs(2);
+
+/// How long the stream goes on before a chunk whose snapshot waited too
+/// long asks again.
+const EXPORT_RETRY: Duration = Duration::from_secs(10);
 
 impl PgChunks {
     /// Chunks of the tables `config` captures (a session is opened on first use).
@@ -43,6 +56,7 @@ impl PgChunks {
             session: None,
             open: None,
             read: None,
+            retry_at: None,
         }
     }
 
@@ -56,63 +70,10 @@ impl PgChunks {
     fn database(&self) -> &str {
         self.config.source.database.as_deref().unwrap_or_default()
     }
-}
 
-impl ChunkSource for PgChunks {
-    type Position = WalPosition;
-
-    async fn open(&mut self, name: &str) -> Result<Option<OpenedTable>, CaptureError> {
-        let (schema, table) = name.split_once('.').expect("checked when requested");
-        if !self.filter.captures(schema, table) {
-            warn!(table = %name, "snapshot requested for a table this capture does not capture; skipped");
-            return Ok(None);
-        }
-        let shape = self.shape.clone();
-        let client = &self.session().await?.client;
-        let Some(found) = CatalogTable::describe(client, schema, table, &shape, "now").await?
-        else {
-            warn!(table = %name, "on-demand snapshot of a table that does not exist; skipped");
-            return Ok(None);
-        };
-        let key: Vec<String> = found.primary_key().iter().map(|c| c.name.clone()).collect();
-        if key.is_empty() || *found.table.schema.key_names != *key {
-            warn!(table = %name, "a table without a primary key cannot be snapshotted while streaming, nor one whose events message_key_columns keys by other columns (its rows cannot be matched with the stream by a unique key); skipped");
-            return Ok(None);
-        }
-        let estimate: i64 = client
-            .query_one(
-                "SELECT greatest(c.reltuples, 0)::int8 FROM pg_class c \
-                 JOIN pg_namespace n ON n.oid = c.relnamespace \
-                 WHERE n.nspname = $1 AND c.relname = $2",
-                &[&schema, &table],
-            )
-            .await?
-            .get(0);
-        let opened = OpenedTable {
-            db: found.table.schema.db.clone(),
-            table: found.table.schema.table.clone(),
-            columns: found.table.schema.names.clone(),
-            key_columns: key.into(),
-            estimate: estimate as u64,
-        };
-        self.open = Some(opened.clone());
-        Ok(Some(opened))
-    }
-
-    async fn begin(&mut self) -> Result<Begun<WalPosition>, CaptureError> {
-        let source = self.config.source.clone();
-        let client = &self.session().await?.client;
-        let exported = ExportedSnapshot::begin(&source, client).await?;
-        let point = WalPosition {
-            lsn: exported.point,
-            tx_id: None,
-            ts_ms: now_ms(),
-        };
-        self.read = Some(exported);
-        Ok(Begun::At(point))
-    }
-
-    async fn read(
+    /// Reads the open table's chunk after `after` under the snapshot begun
+    /// (ended once read, or when the table is found dropped or changed).
+    async fn read_under_snapshot(
         &mut self,
         after: Option<&KeyCursor>,
         point: &WalPosition,
@@ -124,16 +85,12 @@ impl ChunkSource for PgChunks {
         let described =
             CatalogTable::describe(&session.client, &opened.db, &opened.table, &self.shape, &at)
                 .await;
-        let found = match described {
-            Ok(Some(found)) => found,
-            Ok(None) => {
+        let found = match described? {
+            Some(found) => found,
+            None => {
                 self.abort().await?;
                 warn!(table = %format!("{}.{}", opened.db, opened.table), "the table was dropped during its on-demand snapshot; skipped");
                 return Ok(ChunkRead::Dropped);
-            }
-            Err(e) => {
-                self.abort().await?;
-                return Err(e);
             }
         };
         let key = found.primary_key();
@@ -186,6 +143,82 @@ impl ChunkSource for PgChunks {
             last_key,
             complete: read < limit,
         })
+    }
+}
+
+impl ChunkSource for PgChunks {
+    type Position = WalPosition;
+
+    async fn open(&mut self, name: &str) -> Result<Option<OpenedTable>, CaptureError> {
+        let (schema, table) = name.split_once('.').expect("checked when requested");
+        if !self.filter.captures(schema, table) {
+            warn!(table = %name, "snapshot requested for a table this capture does not capture; skipped");
+            return Ok(None);
+        }
+        let shape = self.shape.clone();
+        let client = &self.session().await?.client;
+        let Some(found) = CatalogTable::describe(client, schema, table, &shape, "now").await?
+        else {
+            warn!(table = %name, "on-demand snapshot of a table that does not exist; skipped");
+            return Ok(None);
+        };
+        let key: Vec<String> = found.primary_key().iter().map(|c| c.name.clone()).collect();
+        if key.is_empty() || *found.table.schema.key_names != *key {
+            warn!(table = %name, "a table without a primary key cannot be snapshotted while streaming, nor one whose events message_key_columns keys by other columns (its rows cannot be matched with the stream by a unique key); skipped");
+            return Ok(None);
+        }
+        let estimate: i64 = client
+            .query_one(
+                "SELECT greatest(c.reltuples, 0)::int8 FROM pg_class c \
+                 JOIN pg_namespace n ON n.oid = c.relnamespace \
+                 WHERE n.nspname = $1 AND c.relname = $2",
+                &[&schema, &table],
+            )
+            .await?
+            .get(0);
+        let opened = OpenedTable {
+            db: found.table.schema.db.clone(),
+            table: found.table.schema.table.clone(),
+            columns: found.table.schema.names.clone(),
+            key_columns: key.into(),
+            estimate: estimate as u64,
+        };
+        self.open = Some(opened.clone());
+        Ok(Some(opened))
+    }
+
+    async fn begin(&mut self) -> Result<Begun<WalPosition>, CaptureError> {
+        if self.retry_at.is_some_and(|at| Instant::now() < at) {
+            return Ok(Begun::Retry);
+        }
+        let source = self.config.source.clone();
+        let client = &self.session().await?.client;
+        let Some(exported) = ExportedSnapshot::begin_within(&source, client, EXPORT_WAIT).await?
+        else {
+            self.retry_at = Some(Instant::now() + EXPORT_RETRY);
+            return Ok(Begun::Retry);
+        };
+        let point = WalPosition {
+            lsn: exported.point,
+            tx_id: None,
+            ts_ms: now_ms(),
+        };
+        self.read = Some(exported);
+        Ok(Begun::At(point))
+    }
+
+    async fn read(
+        &mut self,
+        after: Option<&KeyCursor>,
+        point: &WalPosition,
+        source: &SourceInfo,
+    ) -> Result<ChunkRead, CaptureError> {
+        let read = self.read_under_snapshot(after, point, source).await;
+        if read.is_err() {
+            // The error ends the run; the snapshot ends first.
+            self.abort().await?;
+        }
+        read
     }
 
     async fn abort(&mut self) -> Result<(), CaptureError> {
