@@ -81,6 +81,22 @@ pub struct CatalogColumn {
     pub default: Option<String>,
 }
 
+/// The OID of the table (plain or partitioned) `schema.table`, if there is one.
+pub async fn table_oid(
+    client: &Client,
+    schema: &str,
+    table: &str,
+) -> Result<Option<u32>, tokio_postgres::Error> {
+    Ok(client
+        .query_opt(
+            "SELECT c.oid FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
+             WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')",
+            &[&schema, &table],
+        )
+        .await?
+        .map(|row| row.get(0)))
+}
+
 /// The live columns of the table with OID `relid`, in order.
 pub async fn table_columns(
     client: &Client,

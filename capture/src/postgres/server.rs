@@ -15,6 +15,7 @@ use crate::config::{CaptureConfig, PublicationAutocreate, SourceConfig};
 use crate::error::CaptureError;
 use crate::filter::TableFilter;
 use crate::incremental::signal;
+use crate::postgres::catalog;
 use crate::postgres::lsn::Lsn;
 use crate::postgres::text_value::SESSION_SETTINGS;
 
@@ -189,14 +190,7 @@ pub async fn table_exists(
     schema: &str,
     table: &str,
 ) -> Result<bool, CaptureError> {
-    Ok(client
-        .query_opt(
-            "SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
-             WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')",
-            &[&schema, &table],
-        )
-        .await?
-        .is_some())
+    Ok(catalog::table_oid(client, schema, table).await?.is_some())
 }
 
 /// Checks that `snapshot.signal_table`, when set, exists and (with

@@ -36,17 +36,9 @@ impl CatalogTable {
         shape: &EventShape,
         at: &str,
     ) -> Result<Option<CatalogTable>, CaptureError> {
-        let Some(row) = client
-            .query_opt(
-                "SELECT c.oid FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
-                 WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')",
-                &[&schema, &name],
-            )
-            .await?
-        else {
+        let Some(oid) = catalog::table_oid(client, schema, name).await? else {
             return Ok(None);
         };
-        let oid: u32 = row.get(0);
         let columns = catalog::table_columns(client, oid).await?;
         let oids: Vec<u32> = columns.iter().map(|c| c.type_oid).collect();
         let types = CatalogTypes::read(client, &oids).await?;
