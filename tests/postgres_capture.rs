@@ -322,6 +322,85 @@ async fn an_open_transaction_delays_an_on_demand_snapshot_but_not_the_stream() -
     pg.drop().await
 }
 
+/// Rows of 2 MiB read by an on-demand snapshot: each chunk ends at the row
+/// that reaches `snapshot.chunk_max_mb`, so capture's resident memory stays
+/// within its byte bounds (the chunk, and the producer's queue,
+/// `max_pending_mb`) plus what handling 2 MiB rows costs whatever the bounds;
+/// every row arrives whole. Read as one chunk of `incremental_chunk_rows`,
+/// the table (80 MiB) and its events would be held at once.
+#[tokio::test(flavor = "multi_thread")]
+async fn large_rows_are_snapshotted_on_demand_within_the_byte_bounds() -> Result<()> {
+    const ROW_BYTES: usize = 2 << 20;
+    const ROWS: i64 = 40;
+    const BOUND_MB: u64 = 4;
+    /// What handling 2 MiB rows costs whatever the bounds.
+    const FIXED_MB: u64 = 64;
+    let mut pg = PgCapture::new("id int PRIMARY KEY, b text NOT NULL").await?;
+    pg.snapshot = format!("mode: never, incremental_chunk_rows: 1024, chunk_max_mb: {BOUND_MB}");
+    pg.extra = format!("max_pending_mb: {BOUND_MB}\n");
+    pg.add_signal_table().await?;
+    let t = pg.table.clone();
+    pg.client
+        .batch_execute(&format!(
+            "INSERT INTO {t} SELECT g, repeat(chr(65 + g % 26), {ROW_BYTES}) \
+             FROM generate_series(1, {ROWS}) g"
+        ))
+        .await?;
+    let yaml = pg.yaml().replace(
+        &format!("brokers: '{}'", common::brokers()),
+        &format!(
+            "brokers: '{}', producer: {{ message.max.bytes: '16777216' }}",
+            common::brokers()
+        ),
+    );
+    let capture = TributaryProcess::capture(&yaml);
+    wait_for_slot(&pg, &capture).await?;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let idle_kib = capture.memory_kib("VmRSS");
+    request_snapshot(&pg);
+
+    let expected: BTreeMap<i64, (usize, String)> = pg
+        .client
+        .query(
+            &format!("SELECT id::int8, length(b)::int8, right(b, 16) FROM {t}"),
+            &[],
+        )
+        .await?
+        .iter()
+        .map(|r| (r.get(0), (r.get::<_, i64>(1) as usize, r.get(2))))
+        .collect();
+    let records = read_topic(&pg.topic(), Duration::from_secs(120), |r| {
+        r.len() >= ROWS as usize
+    })
+    .await;
+    let seen: BTreeMap<i64, (usize, String)> = records
+        .iter()
+        .filter_map(|r| r.value.as_ref())
+        .map(|v| {
+            let b = v["after"]["b"].as_str().expect("text");
+            let tail = b[b.len().saturating_sub(16)..].to_owned();
+            (v["after"]["id"].as_i64().expect("id"), (b.len(), tail))
+        })
+        .collect();
+    assert_eq!(seen, expected, "log:\n{}", capture.log());
+    capture
+        .wait_for_log("table snapshot done", Duration::from_secs(60))
+        .await;
+    let grown_mib = capture.peak_growth_mib(idle_kib);
+    eprintln!(
+        "grew {grown_mib} MiB snapshotting {} MiB of rows",
+        (ROWS as usize * ROW_BYTES) >> 20
+    );
+    assert!(
+        grown_mib <= FIXED_MB + 8 * BOUND_MB,
+        "resident memory grew {grown_mib} MiB with max_pending_mb and chunk_max_mb {BOUND_MB}; log:\n{}",
+        capture.log()
+    );
+    let (clean, log) = capture.terminate(Duration::from_secs(30));
+    assert!(clean, "{log}");
+    pg.drop().await
+}
+
 /// Waits until capture has created its slot.
 async fn wait_for_slot(pg: &PgCapture, capture: &TributaryProcess) -> Result<()> {
     let deadline = Instant::now() + Duration::from_secs(30);

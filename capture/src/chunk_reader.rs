@@ -2,12 +2,10 @@
 //! into `op: r` change events. Shared by the initial snapshot and by on-demand
 //! (incremental) snapshots.
 //!
-//! A chunk is bounded by rows (`chunk_rows`) and by bytes (`chunk_max_mb`):
-//! rows are taken as the server sends them, and a chunk ends at the row that
-//! reaches the byte bound (the next starts after it). How many rows a query
-//! asks for starts small and follows the rows' size, so that a table of
-//! multi-megabyte rows is not sent whole only to be cut. A table without a
-//! primary key cannot be cut: it is one chunk, streamed row by row.
+//! A chunk is bounded as [`crate::chunk_size`] says: rows are taken as the
+//! server sends them, and a chunk ends at the row that reaches the byte
+//! bound. A table without a primary key cannot be cut: it is one chunk,
+//! streamed row by row.
 
 use std::sync::Arc;
 
@@ -18,6 +16,7 @@ use mysql_async::{BinaryProtocol, Conn, Params, ResultSetStream, Row as MySqlRow
 use tracing::warn;
 use tributary_proto::{ChangeEvent, Op, Row, SourceInfo, Value};
 
+use crate::chunk_size::{ChunkAsk, ChunkBounds, FIXED_VALUE_BYTES};
 use crate::config::UndecodableText;
 use crate::error::CaptureError;
 use crate::event_shape::DecodeOptions;
@@ -26,20 +25,6 @@ use crate::position::BinlogPosition;
 use crate::row_decoder::{ValueError, decode_value, text_value};
 use crate::schema::{Charset, ColumnKind, InfoColumn, TableSchema};
 use crate::source;
-
-/// Rows the first chunk of a table asks for; later chunks follow the rows' size.
-const FIRST_ASK: usize = 64;
-/// Bytes counted for a value that is not a byte string (numbers, dates, NULL).
-const FIXED_VALUE_BYTES: u64 = 8;
-
-/// How big a chunk may be.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct ChunkBounds {
-    /// Most rows (`chunk_rows`, `incremental_chunk_rows`).
-    pub rows: usize,
-    /// Most bytes (`chunk_max_mb`): the row that reaches it ends the chunk.
-    pub bytes: u64,
-}
 
 /// The queries and schema that read one table.
 pub(crate) struct ChunkReader {
@@ -55,9 +40,8 @@ pub(crate) struct ChunkReader {
     first: String,
     /// The chunk after a key; its parameters are the key, then the row limit.
     next: String,
-    bounds: ChunkBounds,
     /// Rows the next chunk asks for.
-    ask: usize,
+    ask: ChunkAsk,
     options: DecodeOptions,
 }
 
@@ -196,8 +180,7 @@ impl ChunkReader {
             all,
             first,
             next,
-            bounds,
-            ask: bounds.rows.min(FIRST_ASK),
+            ask: ChunkAsk::new(bounds),
             options: shape.decode,
         }))
     }
@@ -241,14 +224,14 @@ impl ChunkReader {
             );
         }
         let after = after.filter(|_| !legacy_cursor);
-        let ask = mysql_async::Value::from(self.ask);
+        let ask = mysql_async::Value::from(self.ask.rows());
         let (query, params, asked) = match after {
             None if !self.has_primary_key() => (&self.all, Params::Empty, usize::MAX),
-            None => (&self.first, Params::Positional(vec![ask]), self.ask),
+            None => (&self.first, Params::Positional(vec![ask]), self.ask.rows()),
             Some(values) => {
                 let mut params = values.to_vec();
                 params.push(ask);
-                (&self.next, Params::Positional(params), self.ask)
+                (&self.next, Params::Positional(params), self.ask.rows())
             }
         };
         let stream = conn.exec_stream(query.as_str(), params).await?;
@@ -366,16 +349,6 @@ impl ChunkReader {
     }
 }
 
-/// Rows the next chunk asks for, after one that asked for `ask` and read
-/// `read` rows of `bytes` (`cut`: it reached the byte bound): as many as fit
-/// at this chunk's bytes per row, and at most twice as many as it asked for.
-fn next_ask(ask: usize, read: usize, bytes: u64, cut: bool, bounds: ChunkBounds) -> usize {
-    let per_row = (bytes / read as u64).max(1);
-    let fit = usize::try_from(bounds.bytes / per_row).unwrap_or(usize::MAX);
-    let grown = if cut { read } else { ask.saturating_mul(2) };
-    grown.min(fit).clamp(1, bounds.rows)
-}
-
 /// The bytes a row holds, as the chunk bound counts them.
 fn row_bytes(row: &MySqlRow) -> u64 {
     (0..row.len())
@@ -415,7 +388,7 @@ impl ChunkRows<'_> {
     /// The rows read reached the byte bound (a table without a primary key
     /// cannot be cut: it is streamed whole).
     fn full(&self) -> bool {
-        self.reader.has_primary_key() && self.bytes >= self.reader.bounds.bytes
+        self.reader.has_primary_key() && self.reader.ask.full(self.bytes)
     }
 
     /// Where the chunk ended; sizes the next chunk from this one's rows. Rows
@@ -425,9 +398,7 @@ impl ChunkRows<'_> {
         let cut = self.full();
         let reader = self.reader;
         let complete = !reader.has_primary_key() || (self.ended && self.read < self.asked);
-        if self.read > 0 {
-            reader.ask = next_ask(reader.ask, self.read, self.bytes, cut, reader.bounds);
-        }
+        reader.ask.after(self.read, self.bytes, cut);
         if self.raw > 0 {
             warn!(
                 table = %format!("{}.{}", reader.schema.db, reader.schema.table),
@@ -439,32 +410,5 @@ impl ChunkRows<'_> {
             last_key: self.last_key,
             complete,
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    const MIB: u64 = 1 << 20;
-
-    #[test]
-    fn chunks_ask_for_as_many_rows_as_fit() {
-        let bounds = ChunkBounds {
-            rows: 10_000,
-            bytes: 8 * MIB,
-        };
-        // Small rows: the ask doubles up to `chunk_rows`.
-        assert_eq!(next_ask(64, 64, 64 * 100, false, bounds), 128);
-        assert_eq!(next_ask(8192, 8192, 8192 * 100, false, bounds), 10_000);
-        // 2 MiB rows: cut at the fourth; four fit.
-        assert_eq!(next_ask(64, 4, 8 * MIB, true, bounds), 4);
-        // Rows larger than the bound: one at a time.
-        assert_eq!(next_ask(4, 1, 20 * MIB, true, bounds), 1);
-        // Rows that shrink: the ask grows again, to what fits.
-        assert_eq!(next_ask(4, 4, 4 * MIB, false, bounds), 8);
-        assert_eq!(next_ask(8, 8, 8 * 1024, false, bounds), 16);
-        // A chunk that fits but whose rows are large: no more than fit.
-        assert_eq!(next_ask(6, 6, 6 * 1280 * 1024, false, bounds), 6);
     }
 }

@@ -22,6 +22,7 @@ pub mod change_stream;
 pub mod charset;
 pub mod charset_map;
 mod chunk_reader;
+mod chunk_size;
 pub mod chunk_source;
 pub mod column_default;
 pub mod column_rules;

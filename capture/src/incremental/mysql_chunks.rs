@@ -9,7 +9,8 @@ use mysql_async::prelude::Queryable;
 use tracing::{info, warn};
 use tributary_proto::SourceInfo;
 
-use crate::chunk_reader::{ChunkBounds, ChunkReader};
+use crate::chunk_reader::ChunkReader;
+use crate::chunk_size::ChunkBounds;
 use crate::chunk_source::{Begun, ChunkRead, ChunkSource, OpenedTable};
 use crate::config::CaptureConfig;
 use crate::error::CaptureError;

@@ -3,13 +3,17 @@
 //! chunk's exact place in the stream, by primary key after the last key
 //! sent. Keys are kept as their text form and compared as the column's type
 //! (`(k1, k2) > ('…'::t1, '…'::t2)`), which orders as the `ORDER BY` does.
+//! Chunks are bounded by rows and bytes as MySQL's are ([`ChunkAsk`]): rows
+//! are streamed, and the row that reaches `snapshot.chunk_max_mb` ends the
+//! chunk.
 
 use std::time::{Duration, Instant};
 
-use tokio_postgres::SimpleQueryMessage;
+use futures::TryStreamExt;
 use tracing::warn;
 use tributary_proto::SourceInfo;
 
+use crate::chunk_size::{ChunkAsk, ChunkBounds};
 use crate::chunk_source::{Begun, ChunkRead, ChunkSource, OpenedTable};
 use crate::config::CaptureConfig;
 use crate::error::CaptureError;
@@ -20,7 +24,7 @@ use crate::postgres::catalog::CatalogColumn;
 use crate::postgres::exported_snapshot::ExportedSnapshot;
 use crate::postgres::now_ms;
 use crate::postgres::server::{self, Session, quote};
-use crate::postgres::table_read::CatalogTable;
+use crate::postgres::table_read::{self, CatalogTable};
 use crate::postgres::wal_position::WalPosition;
 
 /// Chunks of the tables of one PostgreSQL database.
@@ -31,6 +35,8 @@ pub(crate) struct PgChunks {
     session: Option<Session>,
     /// The open table, as opened.
     open: Option<OpenedTable>,
+    /// Rows the open table's next chunk asks for.
+    ask: ChunkAsk,
     /// The snapshot of the read begun.
     read: Option<ExportedSnapshot>,
     /// No snapshot is exported before then (the last one waited too long).
@@ -55,6 +61,7 @@ impl PgChunks {
             shape,
             session: None,
             open: None,
+            ask: ChunkAsk::new(chunk_bounds(config)),
             read: None,
             retry_at: None,
         }
@@ -105,13 +112,12 @@ impl PgChunks {
             Some(cursor) => after_key(cursor, &key)?,
             None => String::new(),
         };
-        let limit = self.config.snapshot.incremental_chunk_rows;
+        let asked = self.ask.rows();
         let query = format!(
-            "{}{after}{} LIMIT {limit}",
+            "{}{after}{} LIMIT {asked}",
             found.select(),
             found.order_by_key()
         );
-        let messages = session.client.simple_query(&query).await?;
         let source = found.source(source, self.database());
         let key_at: Vec<usize> = key
             .iter()
@@ -120,28 +126,35 @@ impl PgChunks {
                 names.iter().position(|n| *n == c.name).expect("a column")
             })
             .collect();
-        let (mut rows, mut read, mut last_key) = (Vec::new(), 0, None);
-        for message in messages {
-            let SimpleQueryMessage::Row(row) = message else {
-                continue;
-            };
-            read += 1;
-            rows.extend(found.events(&row, &source, &self.shape, &at)?);
-            last_key = Some(KeyCursor {
-                columns: opened.key_columns.to_vec(),
-                values: key_at
-                    .iter()
-                    .map(|&i| CursorValue::Bytes(row.get(i).unwrap_or_default().into()))
-                    .collect(),
-            });
+        let (mut rows, mut read, mut bytes, mut last_key) = (Vec::new(), 0, 0, None);
+        {
+            // Dropped before the session's next query, which skips the rows left.
+            let mut selected = std::pin::pin!(table_read::rows(&session.client, &query).await?);
+            while !self.ask.full(bytes) {
+                let Some(row) = selected.try_next().await? else {
+                    break;
+                };
+                read += 1;
+                bytes += table_read::row_bytes(&row);
+                rows.extend(found.events(&row, &source, &self.shape, &at)?);
+                last_key = Some(KeyCursor {
+                    columns: opened.key_columns.to_vec(),
+                    values: key_at
+                        .iter()
+                        .map(|&i| CursorValue::Bytes(row.get(i).unwrap_or_default().into()))
+                        .collect(),
+                });
+            }
         }
+        let cut = self.ask.full(bytes);
+        self.ask.after(read, bytes, cut);
         if let Some(exported) = self.read.take() {
             exported.end(&session.client).await?;
         }
         Ok(ChunkRead::Chunk {
             rows,
             last_key,
-            complete: read < limit,
+            complete: !cut && read < asked,
         })
     }
 }
@@ -184,6 +197,7 @@ impl ChunkSource for PgChunks {
             estimate: estimate as u64,
         };
         self.open = Some(opened.clone());
+        self.ask = ChunkAsk::new(chunk_bounds(&self.config));
         Ok(Some(opened))
     }
 
@@ -230,6 +244,14 @@ impl ChunkSource for PgChunks {
 
     fn close_table(&mut self) {
         self.open = None;
+    }
+}
+
+/// On-demand chunks' bounds: `snapshot.incremental_chunk_rows` and `chunk_max_mb`.
+fn chunk_bounds(config: &CaptureConfig) -> ChunkBounds {
+    ChunkBounds {
+        rows: config.snapshot.incremental_chunk_rows,
+        bytes: config.snapshot.chunk_max_mb.saturating_mul(1 << 20),
     }
 }
 

@@ -4,9 +4,10 @@
 //! from capture's own slot (created before, so it holds the WAL after that
 //! point), and the server sends exactly the transactions that commit after
 //! it. Tables are read in primary-key order through a cursor,
-//! `snapshot.chunk_rows` rows at a time, as text ([`table_read`]).
+//! `snapshot.chunk_rows` rows a fetch, streamed as the server sends them
+//! (a fetch of large rows is never held whole), as text ([`table_read`]).
 
-use tokio_postgres::SimpleQueryMessage;
+use futures::TryStreamExt;
 use tributary_proto::SourceInfo;
 
 use crate::config::CaptureConfig;
@@ -15,7 +16,7 @@ use crate::event_shape::EventShape;
 use crate::postgres::exported_snapshot::ExportedSnapshot;
 use crate::postgres::now_ms;
 use crate::postgres::server::{self, Session};
-use crate::postgres::table_read::CatalogTable;
+use crate::postgres::table_read::{self, CatalogTable};
 use crate::postgres::wal_position::WalPosition;
 use crate::schema_change_record::DescribedChange;
 use crate::snapshot_source::{SnapshotRows, SnapshotSource, SnapshotTable, TableRead};
@@ -107,12 +108,9 @@ impl SnapshotSource for PgSnapshot<'_> {
         );
         let mut stopped = false;
         'chunks: loop {
-            let messages = client.simple_query(&fetch).await?;
+            let mut fetched_rows = std::pin::pin!(table_read::rows(client, &fetch).await?);
             let mut fetched = 0;
-            for message in messages {
-                let SimpleQueryMessage::Row(row) = message else {
-                    continue;
-                };
+            while let Some(row) = fetched_rows.try_next().await? {
                 fetched += 1;
                 for event in read.events(&row, &source, &self.shape, &at)? {
                     if rows.row(event).await?.is_break() {

@@ -1,14 +1,16 @@
 //! Reading a table's rows in a snapshot (the initial one and on-demand
 //! chunks alike): the table described from the catalog as a Relation
 //! message would describe it, its columns selected in their text form (what
-//! pgoutput sends, so both are decoded alike), each row made an `op: r`
-//! event.
+//! pgoutput sends, so both are decoded alike), the rows streamed as the
+//! server sends them ([`rows`]), each made an `op: r` event.
 
 use std::sync::Arc;
 
-use tokio_postgres::{Client, SimpleQueryRow};
+use futures::{Stream, TryStreamExt};
+use tokio_postgres::{Client, SimpleQueryMessage, SimpleQueryRow};
 use tributary_proto::{ChangeEvent, LogCoordinates, Op, SourceInfo};
 
+use crate::chunk_size::FIXED_VALUE_BYTES;
 use crate::error::CaptureError;
 use crate::event_shape::EventShape;
 use crate::postgres::catalog::{self, CatalogColumn, CatalogTypes};
@@ -153,4 +155,34 @@ impl CatalogTable {
                 key_change: None,
             }))
     }
+}
+
+/// The rows `query` selects, as the server sends them: held one message
+/// batch at a time (tokio-postgres's channel to the session is bounded), so
+/// a reader that stops early holds no more; the rest are skipped by the
+/// session before its next query.
+pub(crate) async fn rows(
+    client: &Client,
+    query: &str,
+) -> Result<impl Stream<Item = Result<SimpleQueryRow, CaptureError>>, CaptureError> {
+    let stream = client.simple_query_raw(query).await?;
+    Ok(stream
+        .map_err(CaptureError::from)
+        .try_filter_map(|message| async move {
+            Ok(match message {
+                SimpleQueryMessage::Row(row) => Some(row),
+                _ => None,
+            })
+        }))
+}
+
+/// The bytes a row holds, as the chunk bound counts them: each value's
+/// text, a NULL as a fixed value.
+pub(crate) fn row_bytes(row: &SimpleQueryRow) -> u64 {
+    (0..row.len())
+        .map(|i| {
+            row.get(i)
+                .map_or(FIXED_VALUE_BYTES, |text| text.len() as u64)
+        })
+        .sum()
 }

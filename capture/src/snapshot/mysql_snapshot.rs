@@ -14,7 +14,8 @@ use mysql_async::prelude::Queryable;
 use tracing::warn;
 use tributary_proto::SourceInfo;
 
-use crate::chunk_reader::{ChunkBounds, ChunkReader};
+use crate::chunk_reader::ChunkReader;
+use crate::chunk_size::ChunkBounds;
 use crate::config::CaptureConfig;
 use crate::error::CaptureError;
 use crate::event_shape::EventShape;
