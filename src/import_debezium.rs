@@ -196,6 +196,8 @@ struct Builder {
     heartbeat_prefix: Option<String>,
     /// `events.event.processing.failure.handling.mode`.
     failure_handling: Option<&'static str>,
+    /// `source.tls.verify`, from `database.ssl.mode`.
+    tls_verify: Option<&'static str>,
     /// Debezium's MariaDB connector: events say `source.connector: mariadb`.
     mariadb: bool,
     /// `columns:`, Debezium's `column.*` properties; a hash's salt is an
@@ -300,6 +302,7 @@ impl Builder {
             | "provide.transaction.metadata"
             | "include.schema.changes"
             | "extended.headers.enabled" => self.event_option(key, value)?,
+            "database.ssl.mode" => self.ssl_mode(value)?,
             "event.processing.failure.handling.mode" => {
                 self.failure_handling = Some(match value.trim() {
                     "fail" => "fail",
@@ -432,6 +435,37 @@ impl Builder {
         Ok(())
     }
 
+    /// `database.ssl.mode`: TLS to the database, as `source.tls.verify`.
+    fn ssl_mode(&mut self, mode: &str) -> anyhow::Result<()> {
+        self.tls_verify = match mode.trim() {
+            "disabled" => None,
+            "preferred" => {
+                self.note_not_reproduced(
+                    format!("database.ssl.mode={mode}"),
+                    "capture does not fall back between TLS and plain text: without source.tls it \
+                     connects in plain text; add source.tls (verify: none is what preferred checks) \
+                     if the server offers TLS",
+                );
+                None
+            }
+            "required" => Some("none"),
+            "verify_ca" => {
+                self.note_not_reproduced(
+                    format!("database.ssl.mode={mode}"),
+                    "the chain without the name is not offered (the replication clients refuse a \
+                     name mismatch): verify: full is written, checking the name too; set \
+                     source.tls.server_name to a name the server's certificate carries",
+                );
+                Some("full")
+            }
+            "verify_identity" => Some("full"),
+            other => bail!(
+                "`database.ssl.mode` is {other:?}, not disabled, preferred, required, verify_ca or verify_identity"
+            ),
+        };
+        Ok(())
+    }
+
     /// Properties with no mapping: not needed, or not reproduced.
     fn other(&mut self, key: &str, value: &str) -> anyhow::Result<()> {
         let with_value = shown(key, value);
@@ -442,7 +476,6 @@ impl Builder {
                 "MariaDB snapshots take no lock; on MySQL a global read lock is held only while \
                  the snapshot's transaction starts (Debezium's `minimal`)",
             ),
-            ("database.ssl.mode", "disabled") => None,
             ("signal.enabled.channels", "source") => None,
             ("skipped.operations", "t" | "none") => None,
             ("include.query", "false") | ("table.ignore.builtin", "true") => None,
@@ -502,7 +535,9 @@ impl Builder {
                 not_reproduced("transactions of every GTID source are captured")
             }
             (k, _) if k.starts_with("database.ssl.") => not_reproduced(
-                "TLS to the database is not supported yet: capture connects without it",
+                "Java key stores are not read: export them to PEM (keytool -exportcert -rfc for the \
+                 trust store's CA, openssl pkcs12 -nodes for the key store) and set source.tls's \
+                 ca_file, cert_file and key_file",
             ),
             _ => not_reproduced("not supported"),
         };
@@ -635,6 +670,11 @@ impl Builder {
         }
         if let Some(s) = self.heartbeat_s {
             line(format!("  heartbeat_s: {s}"));
+        }
+        if let Some(verify) = self.tls_verify {
+            line(format!(
+                "  tls: {{ verify: {verify} }}   # database.ssl.mode; add ca_file (PEM) unless the server's CA is a public one"
+            ));
         }
         for (section, databases, tables) in [
             ("include", &self.include_databases, &self.include_tables),
@@ -896,6 +936,49 @@ mod tests {
             .find(|n| n.property == "time.precision.mode=isostring")
             .expect("noted");
         assert!(note.reason.contains("connect"), "{}", note.reason);
+    }
+
+    #[test]
+    fn database_ssl_mode_becomes_source_tls() {
+        use tributary_capture::source_tls::TlsVerify;
+        let with_mode = |mode: &str| {
+            imported(&TUTORIAL.replace(
+                r#""tasks.max": "1","#,
+                &format!(r#""tasks.max": "1", "database.ssl.mode": "{mode}","#),
+            ))
+        };
+        for (mode, verify) in [
+            ("required", Some(TlsVerify::None)),
+            ("verify_ca", Some(TlsVerify::Full)),
+            ("verify_identity", Some(TlsVerify::Full)),
+            ("disabled", None),
+            ("preferred", None),
+        ] {
+            let out = with_mode(mode);
+            let config =
+                CaptureConfig::parse(&out.yaml.replace("${TRIBUTARY_MYSQL_PASSWORD}", "x"))
+                    .unwrap();
+            assert_eq!(
+                config.source.tls.as_ref().map(|t| t.verify),
+                verify,
+                "{mode}: {}",
+                out.yaml
+            );
+            let noted = properties(&out.not_reproduced)
+                .contains(&format!("database.ssl.mode={mode}").as_str());
+            assert_eq!(
+                noted,
+                ["preferred", "verify_ca"].contains(&mode),
+                "{mode}: {:?}",
+                out.not_reproduced
+            );
+        }
+        let text = TUTORIAL.replace(
+            r#""tasks.max": "1","#,
+            r#""tasks.max": "1", "database.ssl.mode": "sometimes","#,
+        );
+        let e = import(&parse_connector(&text).unwrap(), None, None).expect_err("unknown mode");
+        assert!(format!("{e:#}").contains("database.ssl.mode"), "{e:#}");
     }
 
     #[test]

@@ -32,6 +32,7 @@ use crate::error::CaptureError;
 use crate::message_key::MessageKeyColumns;
 use crate::position::StartPosition;
 use crate::restart_skip::StartSkip;
+use crate::source_tls::SourceTls;
 use crate::value_modes::{
     BigIntUnsignedMode, BinaryMode, DecimalMode, GeometryMode, TimePrecisionMode, ValueModes,
 };
@@ -167,6 +168,9 @@ pub struct SourceConfig {
     /// Seconds to wait for a TCP connection.
     #[serde(default = "default_connect_timeout_s")]
     pub connect_timeout_s: u64,
+    /// TLS to the server (see [`SourceTls`]); without it, plain TCP.
+    #[serde(default)]
+    pub tls: Option<SourceTls>,
     /// Heartbeat interval while idle, in seconds (0 disables): MySQL's server
     /// sends them; with PostgreSQL, capture writes them itself.
     #[serde(default = "default_heartbeat_s")]
@@ -246,6 +250,9 @@ impl SourceConfig {
         let bad = |field: &str, problem: &str| Err(ConfigError::new(field, problem));
         if self.host.is_empty() {
             return bad("source.host", "must not be empty");
+        }
+        if let Some(tls) = &self.tls {
+            tls.validate("source.tls")?;
         }
         match self.kind {
             SourceKind::Mysql => {

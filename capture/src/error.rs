@@ -77,6 +77,15 @@ pub enum CaptureError {
         /// How long capture waited.
         after: std::time::Duration,
     },
+    /// TLS to the source database failed: the server offers no TLS, or its
+    /// certificate (or capture's) was refused. Not retried.
+    #[error(
+        "TLS to the source database failed: {detail} (check source.tls: ca_file must hold the CA that signed the server's certificate, server_name the name it carries)"
+    )]
+    SourceTls {
+        /// The refusal (rustls's reason) or what could not be read.
+        detail: String,
+    },
     /// A database connection or query failed (retried when transient).
     #[error("database: {0}")]
     Database(#[from] mysql_async::Error),
@@ -126,9 +135,12 @@ impl From<tokio_postgres::Error> for CaptureError {
 
 impl From<pgwire_replication::PgWireError> for CaptureError {
     fn from(e: pgwire_replication::PgWireError) -> Self {
-        CaptureError::Postgres {
-            transient: e.is_transient(),
-            detail: format!("replication: {e}"),
+        match e {
+            pgwire_replication::PgWireError::Tls(detail) => CaptureError::SourceTls { detail },
+            e => CaptureError::Postgres {
+                transient: e.is_transient(),
+                detail: format!("replication: {e}"),
+            },
         }
     }
 }

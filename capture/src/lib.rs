@@ -59,6 +59,7 @@ pub mod snapshot_source;
 pub mod source;
 pub mod source_check;
 pub mod source_position;
+pub mod source_tls;
 mod streaming;
 pub mod table_definition;
 mod transaction_topic;

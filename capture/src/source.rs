@@ -12,6 +12,7 @@ use crate::config::SourceConfig;
 use crate::error::CaptureError;
 use crate::position::BinlogPosition;
 use crate::schema::InfoColumn;
+use crate::source_tls::{SourceTls, tls_refusal};
 
 /// What preflight learned about the server.
 #[derive(Debug, Clone)]
@@ -38,6 +39,7 @@ pub fn opts(cfg: &SourceConfig) -> Opts {
         .pass(Some(cfg.password.clone()))
         .prefer_socket(false)
         .wait_timeout(Some(28_800))
+        .ssl_opts(cfg.tls.as_ref().map(SourceTls::mysql))
         .into()
 }
 
@@ -50,9 +52,25 @@ pub async fn connect(cfg: &SourceConfig) -> Result<Conn, CaptureError> {
     };
     match tokio::time::timeout(timeout, Conn::new(opts(cfg))).await {
         Ok(Ok(conn)) => Ok(conn),
-        Ok(Err(mysql_async::Error::Io(e))) => Err(unreachable(e.to_string())),
-        Ok(Err(e)) => Err(e.into()),
+        Ok(Err(e)) => match cfg.tls.as_ref().and_then(|_| tls_failure(&e)) {
+            Some(detail) => Err(CaptureError::SourceTls { detail }),
+            None => match e {
+                mysql_async::Error::Io(e) => Err(unreachable(e.to_string())),
+                e => Err(e.into()),
+            },
+        },
         Err(_) => Err(unreachable(format!("no connection within {timeout:?}"))),
+    }
+}
+
+/// Why a connection under `source.tls` failed, if TLS is the reason: the
+/// handshake was refused, or the server offers no TLS.
+fn tls_failure(e: &mysql_async::Error) -> Option<String> {
+    match e {
+        mysql_async::Error::Driver(mysql_async::DriverError::NoClientSslFlagFromServer) => {
+            Some("the server does not offer TLS (start it with ssl_cert and ssl_key)".to_owned())
+        }
+        e => tls_refusal(e),
     }
 }
 

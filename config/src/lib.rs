@@ -4,6 +4,8 @@
 use regex::Regex;
 use serde::de::DeserializeOwned;
 
+pub mod pem;
+
 /// A configuration problem, located by the path of its field.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("config: {field}: {problem}")]

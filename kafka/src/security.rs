@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 use tributary_config::ConfigError;
+use tributary_config::pem::check_tls_files;
 
 use crate::error::ClientError;
 
@@ -233,28 +234,12 @@ impl SecurityConfig {
 
 impl TlsConfig {
     fn validate(&self, field: &str) -> Result<(), ConfigError> {
-        if let Some(ca) = &self.ca_file {
-            check_pem(&format!("{field}.ca_file"), ca, "CERTIFICATE")?;
-        }
-        match (&self.cert_file, &self.key_file) {
-            (Some(cert), Some(key)) => {
-                check_pem(&format!("{field}.cert_file"), cert, "CERTIFICATE")?;
-                check_pem(&format!("{field}.key_file"), key, "PRIVATE KEY")?;
-            }
-            (Some(_), None) => {
-                return Err(ConfigError::new(
-                    format!("{field}.key_file"),
-                    "missing: cert_file needs its private key",
-                ));
-            }
-            (None, Some(_)) => {
-                return Err(ConfigError::new(
-                    format!("{field}.cert_file"),
-                    "missing: key_file needs its certificate",
-                ));
-            }
-            (None, None) => {}
-        }
+        check_tls_files(
+            field,
+            self.ca_file.as_ref(),
+            self.cert_file.as_ref(),
+            self.key_file.as_ref(),
+        )?;
         check_one_source(
             field,
             "key_password",
@@ -361,23 +346,6 @@ impl SecretSource<'_> {
             });
         }
         Ok(Secret(value))
-    }
-}
-
-/// A readable PEM file holding a `kind` block (`CERTIFICATE`, `PRIVATE KEY`).
-fn check_pem(field: &str, path: &Path, kind: &str) -> Result<(), ConfigError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| ConfigError::new(field, format!("cannot read {}: {e}", path.display())))?;
-    let found = text
-        .lines()
-        .any(|l| l.starts_with("-----BEGIN ") && l.contains(kind));
-    if found {
-        Ok(())
-    } else {
-        Err(ConfigError::new(
-            field,
-            format!("{} holds no PEM {kind}", path.display()),
-        ))
     }
 }
 

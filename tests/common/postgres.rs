@@ -1,6 +1,7 @@
 //! The stack's private PostgreSQL (`deploy/local/up.sh`: port 5433,
 //! `wal_level=logical`): its address, a superuser session, and a table
-//! with what capturing it takes ([`PgCapture`]).
+//! with what capturing it takes ([`PgCapture`]); and a test's own server
+//! for settings the stack must not change ([`PrivatePostgres`]).
 
 use anyhow::{Context, Result};
 use tokio_postgres::{Client, NoTls};
@@ -137,5 +138,116 @@ impl PgCapture {
             ))
             .await?;
         Ok(())
+    }
+}
+
+/// A throw-away PostgreSQL of the test's own (`wal_level=logical`), for server
+/// settings the shared stack must not change (TLS, `pg_hba.conf` rules).
+/// Stopped and deleted on drop.
+pub struct PrivatePostgres {
+    dir: std::path::PathBuf,
+    bin: std::path::PathBuf,
+    pub port: u16,
+}
+
+impl PrivatePostgres {
+    /// Initialises and starts a server whose `pg_hba.conf` is `hba` (the
+    /// superuser `postgres` is always trusted from 127.0.0.1, last), with
+    /// `files` copied into its data directory (certificates, keys: readable
+    /// by the server only) and `settings` (`-c name=value`) on its command line.
+    pub fn start(hba: &[&str], files: &[&std::path::Path], settings: &[&str]) -> Self {
+        use std::process::Command;
+        let bin = std::fs::read_dir("/usr/lib/postgresql")
+            .expect("PostgreSQL's binaries (deploy/local/up.sh installs them)")
+            .filter_map(|e| e.ok().map(|e| e.path().join("bin")))
+            .max()
+            .expect("a PostgreSQL version");
+        let dir = std::env::temp_dir().join(unique("tributary-pg"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let as_postgres = |args: &[&str]| {
+            let out = Command::new("runuser")
+                .args(["-u", "postgres", "--"])
+                .args(args)
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        let data = dir.join("data");
+        Command::new("chown")
+            .args(["postgres:", &dir.display().to_string()])
+            .status()
+            .unwrap();
+        as_postgres(&[
+            &bin.join("initdb").display().to_string(),
+            "-D",
+            &data.display().to_string(),
+            "-U",
+            "postgres",
+            "--auth=trust",
+        ]);
+        let mut rules: Vec<&str> = hba.to_vec();
+        rules.push("host all postgres 127.0.0.1/32 trust");
+        std::fs::write(data.join("pg_hba.conf"), rules.join("\n") + "\n").unwrap();
+        for file in files {
+            let copy = data.join(file.file_name().unwrap());
+            std::fs::copy(file, &copy).unwrap();
+            Command::new("chown")
+                .args(["postgres:", &copy.display().to_string()])
+                .status()
+                .unwrap();
+            std::fs::set_permissions(&copy, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+                .unwrap();
+        }
+        let port = free_port();
+        let mut options = format!(
+            "-p {port} -k {} -c listen_addresses=127.0.0.1 -c wal_level=logical \
+             -c max_replication_slots=10 -c max_wal_senders=10 -c fsync=off",
+            dir.display()
+        );
+        for setting in settings {
+            options.push_str(&format!(" -c {setting}"));
+        }
+        as_postgres(&[
+            &bin.join("pg_ctl").display().to_string(),
+            "-D",
+            &data.display().to_string(),
+            "-l",
+            &dir.join("postgres.log").display().to_string(),
+            "-w",
+            "-t",
+            "60",
+            "start",
+            "-o",
+            &options,
+        ]);
+        PrivatePostgres { dir, bin, port }
+    }
+
+    /// A superuser session on this server.
+    pub async fn connect(&self) -> Result<Client> {
+        let url = format!("postgres://postgres@127.0.0.1:{}/postgres", self.port);
+        let (client, connection) = tokio_postgres::connect(&url, NoTls)
+            .await
+            .context("connect to the private PostgreSQL")?;
+        tokio::spawn(connection);
+        Ok(client)
+    }
+}
+
+impl Drop for PrivatePostgres {
+    fn drop(&mut self) {
+        std::process::Command::new("runuser")
+            .args(["-u", "postgres", "--"])
+            .arg(self.bin.join("pg_ctl"))
+            .arg("-D")
+            .arg(self.dir.join("data"))
+            .args(["-m", "immediate", "stop"])
+            .output()
+            .ok();
+        std::fs::remove_dir_all(&self.dir).ok();
     }
 }

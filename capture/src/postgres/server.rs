@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use pgwire_replication::ReplicationConfig;
 use tokio::task::JoinHandle;
+use tokio_postgres::config::SslMode;
 use tokio_postgres::{Client, NoTls};
 use tracing::{info, warn};
 
@@ -18,6 +19,7 @@ use crate::incremental::signal;
 use crate::postgres::catalog;
 use crate::postgres::lsn::Lsn;
 use crate::postgres::text_value::SESSION_SETTINGS;
+use crate::source_tls::tls_refusal;
 
 /// How long `slot.drop.on.stop` waits for the server to release the slot.
 const SLOT_RELEASE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -55,9 +57,25 @@ pub async fn connect(cfg: &SourceConfig) -> Result<Session, CaptureError> {
         .application_name("tributary")
         .options(options())
         .connect_timeout(Duration::from_secs(cfg.connect_timeout_s.max(1)));
-    let (client, connection) = pg.connect(NoTls).await.map_err(|e| {
-        let unreachable = e.as_db_error().is_none();
-        if unreachable {
+    let connected = match &cfg.tls {
+        Some(tls) => {
+            pg.ssl_mode(SslMode::Require);
+            pg.connect(tls.postgres()?)
+                .await
+                .map(|(client, connection)| (client, tokio::spawn(run_connection(connection))))
+        }
+        None => pg
+            .connect(NoTls)
+            .await
+            .map(|(client, connection)| (client, tokio::spawn(run_connection(connection)))),
+    };
+    let (client, connection) = connected.map_err(|e| {
+        if cfg.tls.is_some()
+            && let Some(detail) = tls_failure(&e)
+        {
+            return CaptureError::SourceTls { detail };
+        }
+        if e.as_db_error().is_none() {
             CaptureError::Unreachable {
                 endpoint: format!("database {}:{}", cfg.host, cfg.port()),
                 detail: e.to_string(),
@@ -66,12 +84,28 @@ pub async fn connect(cfg: &SourceConfig) -> Result<Session, CaptureError> {
             e.into()
         }
     })?;
-    let connection = tokio::spawn(async move {
-        if let Err(e) = connection.await {
-            warn!(error = %e, "PostgreSQL session ended");
-        }
-    });
     Ok(Session { client, connection })
+}
+
+/// Runs a session's connection until it ends, logging how it ended.
+async fn run_connection<F>(connection: F)
+where
+    F: std::future::Future<Output = Result<(), tokio_postgres::Error>>,
+{
+    if let Err(e) = connection.await {
+        warn!(error = %e, "PostgreSQL session ended");
+    }
+}
+
+/// Why a session under `source.tls` could not open, if TLS is the reason:
+/// the handshake was refused, or the server offers no TLS.
+fn tls_failure(e: &tokio_postgres::Error) -> Option<String> {
+    tls_refusal(e).or_else(|| {
+        // tokio-postgres's own words for a server that answers SSLRequest with 'N'.
+        let text = e.to_string();
+        text.contains("server does not support TLS")
+            .then(|| "the server does not offer TLS (start it with ssl=on)".to_owned())
+    })
 }
 
 /// The replication session's settings, streaming from `start` (0: the
@@ -89,6 +123,12 @@ pub fn replication_config(cfg: &SourceConfig, start: Lsn) -> ReplicationConfig {
     .with_start_lsn(pgwire_replication::Lsn::from_u64(start.0))
     .with_options(options())
     .with_application_name("tributary")
+    .with_tls(
+        cfg.tls
+            .as_ref()
+            .map(|tls| tls.pgwire(&cfg.host))
+            .unwrap_or_else(pgwire_replication::TlsConfig::disabled),
+    )
 }
 
 /// Checks that the server writes logical WAL and that the role may read it.
