@@ -117,6 +117,7 @@ async fn main() -> anyhow::Result<()> {
         // Colours only on a terminal: log files and collectors get plain text.
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
+    tributary_proto::crypto_provider::install();
     match Cli::parse().command {
         Command::Capture { config } => capture(config).await,
         Command::Snapshot { config, tables } => request_snapshot(config, &tables).await,

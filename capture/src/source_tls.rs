@@ -124,7 +124,7 @@ impl SourceTls {
 
     /// mysql_async's settings for this block.
     pub(crate) fn mysql(&self) -> mysql_async::SslOpts {
-        install_crypto_provider();
+        tributary_proto::crypto_provider::install();
         let identity = self
             .cert_file
             .clone()
@@ -156,7 +156,7 @@ impl SourceTls {
 
     /// A tokio-postgres connector for ordinary sessions.
     pub(crate) fn postgres(&self) -> Result<PgTlsConnect, CaptureError> {
-        install_crypto_provider();
+        tributary_proto::crypto_provider::install();
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let unreadable =
             |what: &str, path: &PathBuf, e: &dyn std::fmt::Display| CaptureError::SourceTls {
@@ -212,13 +212,6 @@ impl SourceTls {
             server_name: self.server_name.clone(),
         })
     }
-}
-
-/// mysql_async builds its rustls configuration with the process's default
-/// provider, which must be chosen when more than one is compiled in.
-fn install_crypto_provider() {
-    // An error means one is installed already.
-    let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
 /// The refusal of a TLS handshake in `err`'s chain (rustls's reason), if

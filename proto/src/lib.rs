@@ -9,6 +9,7 @@
 //! - [`unavailable`]: Debezium's placeholder for values the source did not send.
 //! - [`grpc`]: the gRPC lookup API `tributary.v1` (generated) and its JSON mapping.
 
+pub mod crypto_provider;
 pub mod debezium_json;
 pub mod envelope;
 pub mod error;

@@ -205,6 +205,7 @@ async fn set_health(health: &tonic_health::server::HealthReporter, serving: bool
 fn tls_config(
     tls: &crate::config::grpc::TlsConfig,
 ) -> Result<(ServerTlsConfig, ClientTlsConfig), TableError> {
+    tributary_proto::crypto_provider::install();
     let read = |path: &std::path::PathBuf, field: &str| {
         std::fs::read(path).map_err(|e| {
             TableError::Api(format!(

@@ -29,6 +29,7 @@ impl LookupApiBackend {
         let mut endpoint = Endpoint::from_shared(config.endpoint.clone())
             .map_err(|e| permanent("endpoint", &e))?;
         if config.endpoint.starts_with("https://") {
+            tributary_proto::crypto_provider::install();
             let mut tls = ClientTlsConfig::new();
             if let Some(ca) = &config.ca {
                 let pem =

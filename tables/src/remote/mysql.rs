@@ -26,6 +26,8 @@ pub struct MySqlBackend {
 impl MySqlBackend {
     /// A backend over `config.url` (the pool connects lazily).
     pub fn new(config: &MySqlBackendConfig) -> Result<Self, BackendError> {
+        // The URL may ask for TLS (require_ssl=true), built with the process's provider.
+        tributary_proto::crypto_provider::install();
         let opts = mysql_async::Opts::from_url(&config.url)
             .map_err(|e| BackendError::permanent(format!("url: {e}")))?;
         // Always the network path the URL names (the driver would switch a
