@@ -533,23 +533,6 @@ async fn write_load(
     Ok(())
 }
 
-/// `tributary validate --connect` on a capture config: success, and the
-/// lines it prints, or failure and its stderr.
-fn validate_connect(yaml: &str) -> (bool, String) {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tributary"))
-        .arg("validate")
-        .arg("--connect")
-        .arg(common::write_config(yaml))
-        .output()
-        .expect("tributary runs");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
-}
-
 /// What a PostgreSQL source lacks is named with its fix: a missing
 /// publication capture may not create, a signal table outside the
 /// publication, a role without REPLICATION, and a
@@ -558,7 +541,7 @@ fn validate_connect(yaml: &str) -> (bool, String) {
 #[tokio::test]
 async fn validate_names_the_fix_for_what_a_postgres_source_lacks() -> Result<()> {
     let pg = PgCapture::new("id int PRIMARY KEY").await?;
-    let (ok, out) = validate_connect(&pg.yaml());
+    let (ok, out) = common::validate_connect(&pg.yaml());
     assert!(ok, "{out}");
     assert!(
         out.contains(&format!("publication {} exists", pg.publication)),
@@ -575,7 +558,7 @@ async fn validate_names_the_fix_for_what_a_postgres_source_lacks() -> Result<()>
         "chunk_rows: 3",
         &format!("chunk_rows: 3, signal_table: public.{signals}"),
     );
-    let (ok, out) = validate_connect(&with_signals);
+    let (ok, out) = common::validate_connect(&with_signals);
     assert!(!ok, "{out}");
     assert!(
         out.contains(&format!(
@@ -586,7 +569,7 @@ async fn validate_names_the_fix_for_what_a_postgres_source_lacks() -> Result<()>
     );
 
     let missing = unique("pgc_missing");
-    let (ok, out) = validate_connect(&pg.yaml().replace(&pg.publication, &missing));
+    let (ok, out) = common::validate_connect(&pg.yaml().replace(&pg.publication, &missing));
     assert!(!ok, "{out}");
     assert!(
         out.contains(&format!("CREATE PUBLICATION {missing} FOR TABLE")),
@@ -597,7 +580,7 @@ async fn validate_names_the_fix_for_what_a_postgres_source_lacks() -> Result<()>
     pg.client
         .batch_execute(&format!("CREATE ROLE {role} LOGIN PASSWORD 'secret-pw'"))
         .await?;
-    let (ok, out) = validate_connect(
+    let (ok, out) = common::validate_connect(
         &pg.yaml()
             .replace("user: tributary", &format!("user: {role}"))
             .replace("password: tributary", "password: secret-pw"),
@@ -633,7 +616,7 @@ async fn validate_names_the_fix_for_what_a_postgres_source_lacks() -> Result<()>
         system_ok,
         "the machine's PostgreSQL on 5432 runs with wal_level {system_level}: this check needs it at its default"
     );
-    let (ok, out) = validate_connect(&system);
+    let (ok, out) = common::validate_connect(&system);
     assert!(!ok, "{out}");
     assert!(
         out.contains(&format!(

@@ -39,22 +39,6 @@ fn materialize(records: &[Record]) -> BTreeMap<i64, Value> {
     rows
 }
 
-/// `tributary validate --connect`: success, and what it printed.
-fn validate_connect(yaml: &str) -> (bool, String) {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tributary"))
-        .arg("validate")
-        .arg("--connect")
-        .arg(common::write_config(yaml))
-        .output()
-        .expect("tributary runs");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
-}
-
 /// `source.tls` presenting the client certificate, checking the server's
 /// against `ca` (a file of the test PKI), plus `extra` fields.
 fn tls_block(pki: &Pki, ca: &str, extra: &str) -> String {
@@ -101,7 +85,7 @@ async fn mariadb_is_captured_over_mutual_tls_and_a_refused_certificate_stops_cap
 
     // The user exists only for TLS with a client certificate: without
     // source.tls the server refuses it.
-    let (ok, text) = validate_connect(&config(""));
+    let (ok, text) = common::validate_connect(&config(""));
     assert!(!ok && text.contains("Access denied"), "{text}");
 
     let capture = TributaryProcess::capture(&config(&tls_block(&pki, "ca.pem", "")));
@@ -134,13 +118,13 @@ async fn mariadb_is_captured_over_mutual_tls_and_a_refused_certificate_stops_cap
 
     // The certificate names 127.0.0.1 and localhost: a server_name it
     // carries is accepted, another refused.
-    let (ok, text) = validate_connect(&config(&tls_block(
+    let (ok, text) = common::validate_connect(&config(&tls_block(
         &pki,
         "ca.pem",
         ", server_name: localhost",
     )));
     assert!(ok, "{text}");
-    let (ok, text) = validate_connect(&config(&tls_block(
+    let (ok, text) = common::validate_connect(&config(&tls_block(
         &pki,
         "ca.pem",
         ", server_name: db.example.com",
@@ -200,9 +184,9 @@ async fn postgresql_is_captured_over_mutual_tls_replication_included() -> Result
     };
 
     // pg_hba.conf refuses the role without TLS.
-    let (ok, text) = validate_connect(&config(""));
+    let (ok, text) = common::validate_connect(&config(""));
     assert!(!ok && text.contains("pg_hba.conf"), "{text}");
-    let (ok, text) = validate_connect(&config(&format!(
+    let (ok, text) = common::validate_connect(&config(&format!(
         ", {}",
         tls_block(&pki, "other-ca.pem", "")
     )));
@@ -211,7 +195,7 @@ async fn postgresql_is_captured_over_mutual_tls_replication_included() -> Result
         "{text}"
     );
 
-    let (ok, text) = validate_connect(&config(&format!(
+    let (ok, text) = common::validate_connect(&config(&format!(
         ", {}",
         tls_block(&pki, "ca.pem", ", server_name: db.example.com")
     )));

@@ -201,6 +201,23 @@ impl CaptureSetup {
     }
 }
 
+/// `tributary validate --connect` on a config: success, and the lines it
+/// printed, or failure and its error.
+pub fn validate_connect(yaml: &str) -> (bool, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_tributary"))
+        .arg("validate")
+        .arg("--connect")
+        .arg(write_config(yaml))
+        .output()
+        .expect("tributary runs");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
 /// Writes `text` to a fresh file and returns its path.
 pub fn write_config(text: &str) -> PathBuf {
     let dir = std::env::temp_dir().join("tributary-tests");
