@@ -39,6 +39,16 @@ fn materialize(records: &[Record]) -> BTreeMap<i64, Value> {
     rows
 }
 
+/// `source.tls` presenting the client certificate, `verify: none`: the
+/// server's certificate is not checked.
+fn unverified_block(pki: &Pki) -> String {
+    format!(
+        "tls: {{ verify: none, cert_file: '{}', key_file: '{}' }}",
+        pki.path("client.pem"),
+        pki.path("client.key")
+    )
+}
+
 /// `source.tls` presenting the client certificate, checking the server's
 /// against `ca` (a file of the test PKI), plus `extra` fields.
 fn tls_block(pki: &Pki, ca: &str, extra: &str) -> String {
@@ -133,6 +143,9 @@ async fn mariadb_is_captured_over_mutual_tls_and_a_refused_certificate_stops_cap
         !ok && text.contains("not valid for name \"db.example.com\""),
         "{text}"
     );
+    // verify: none encrypts without checking the server's certificate.
+    let (ok, text) = common::validate_connect(&config(&unverified_block(&pki)));
+    assert!(ok, "{text}");
     Ok(())
 }
 
@@ -203,6 +216,8 @@ async fn postgresql_is_captured_over_mutual_tls_replication_included() -> Result
         !ok && text.contains("not valid for name \"db.example.com\""),
         "{text}"
     );
+    let (ok, text) = common::validate_connect(&config(&format!(", {}", unverified_block(&pki))));
+    assert!(ok, "verify: none accepts any server certificate: {text}");
     // By a name the certificate carries (not the address connected to):
     // checked by both clients, the session's and the replication stream's.
     let capture = TributaryProcess::capture(&config(&format!(

@@ -156,7 +156,6 @@ impl SourceTls {
 
     /// A tokio-postgres connector for ordinary sessions.
     pub(crate) fn postgres(&self) -> Result<PgTlsConnect, CaptureError> {
-        tributary_proto::crypto_provider::install();
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let unreadable =
             |what: &str, path: &PathBuf, e: &dyn std::fmt::Display| CaptureError::SourceTls {
