@@ -146,6 +146,17 @@ async fn mariadb_is_captured_over_mutual_tls_and_a_refused_certificate_stops_cap
     // verify: none encrypts without checking the server's certificate.
     let (ok, text) = common::validate_connect(&config(&unverified_block(&pki)));
     assert!(ok, "{text}");
+
+    // The stack's MariaDB offers no TLS: refused, saying so, never plain text.
+    let plain_server = setup.yaml().replace(
+        &format!("server_id: {}", setup.server_id),
+        &format!("server_id: {}, {}", setup.server_id, unverified_block(&pki)),
+    );
+    let (ok, text) = common::validate_connect(&plain_server);
+    assert!(
+        !ok && text.contains("the server does not offer TLS"),
+        "{text}"
+    );
     Ok(())
 }
 
@@ -218,6 +229,16 @@ async fn postgresql_is_captured_over_mutual_tls_replication_included() -> Result
     );
     let (ok, text) = common::validate_connect(&config(&format!(", {}", unverified_block(&pki))));
     assert!(ok, "verify: none accepts any server certificate: {text}");
+    // The stack's PostgreSQL offers no TLS: refused, saying so, never plain text.
+    let plain_server = config(&format!(", {}", unverified_block(&pki))).replace(
+        &format!("port: {}", server.port),
+        &format!("port: {}", common::postgres::pg_port()),
+    );
+    let (ok, text) = common::validate_connect(&plain_server);
+    assert!(
+        !ok && text.contains("the server does not offer TLS"),
+        "{text}"
+    );
     // By a name the certificate carries (not the address connected to):
     // checked by both clients, the session's and the replication stream's.
     let capture = TributaryProcess::capture(&config(&format!(

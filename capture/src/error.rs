@@ -79,9 +79,7 @@ pub enum CaptureError {
     },
     /// TLS to the source database failed: the server offers no TLS, or its
     /// certificate (or capture's) was refused. Not retried.
-    #[error(
-        "TLS to the source database failed: {detail} (check source.tls: ca_file must hold the CA that signed the server's certificate, server_name the name it carries)"
-    )]
+    #[error("TLS to the source database failed: {detail}")]
     SourceTls {
         /// The refusal (rustls's reason) or what could not be read.
         detail: String,

@@ -213,20 +213,22 @@ impl SourceTls {
     }
 }
 
-/// The refusal of a TLS handshake in `err`'s chain (rustls's reason), if
-/// there is one: a certificate problem does not go away by retrying.
+/// The refusal of a TLS handshake in `err`'s chain (rustls's reason, and
+/// what to check), if there is one: a certificate problem does not go away
+/// by retrying.
 pub(crate) fn tls_refusal(err: &(dyn std::error::Error + 'static)) -> Option<String> {
     let mut next = Some(err);
     while let Some(e) = next {
-        if let Some(refusal) = e.downcast_ref::<rustls::Error>() {
-            return Some(refusal.to_string());
-        }
-        if let Some(refusal) = e
-            .downcast_ref::<std::io::Error>()
-            .and_then(std::io::Error::get_ref)
-            .and_then(|inner| inner.downcast_ref::<rustls::Error>())
-        {
-            return Some(refusal.to_string());
+        let refusal = e.downcast_ref::<rustls::Error>().or_else(|| {
+            e.downcast_ref::<std::io::Error>()
+                .and_then(std::io::Error::get_ref)
+                .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+        });
+        if let Some(refusal) = refusal {
+            return Some(format!(
+                "{refusal} (check source.tls: ca_file must hold the CA that signed the server's \
+                 certificate, server_name a name it carries, cert_file a certificate the server accepts)"
+            ));
         }
         next = e.source();
     }

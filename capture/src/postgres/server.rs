@@ -101,9 +101,10 @@ where
 /// the handshake was refused, or the server offers no TLS.
 fn tls_failure(e: &tokio_postgres::Error) -> Option<String> {
     tls_refusal(e).or_else(|| {
-        // tokio-postgres's own words for a server that answers SSLRequest with 'N'.
-        let text = e.to_string();
-        text.contains("server does not support TLS")
+        // tokio-postgres's own words (the error's cause, not in its text) for
+        // a server that answers SSLRequest with 'N'.
+        std::error::Error::source(e)
+            .is_some_and(|cause| cause.to_string() == "server does not support TLS")
             .then(|| "the server does not offer TLS (start it with ssl=on)".to_owned())
     })
 }
