@@ -46,8 +46,16 @@ pub(crate) struct LookupArgs {
     timeout_ms: u64,
     /// Read your write: wait until the table has applied this GTID (MariaDB
     /// `domain-server-sequence` or MySQL `source_uuid:transaction`).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "lsn")]
     gtid: Option<String>,
+    /// Read your write to PostgreSQL: wait until the table has applied a change
+    /// written at or after this LSN (the writer's `pg_current_wal_lsn()` after
+    /// its commit) or, with --xid, that transaction.
+    #[arg(long)]
+    lsn: Option<String>,
+    /// With --lsn: the writer's transaction (`pg_current_xact_id()` inside it).
+    #[arg(long, requires = "lsn")]
+    xid: Option<u64>,
     /// Table name.
     #[arg(required_unless_present = "list")]
     table: Option<String>,
@@ -79,9 +87,15 @@ pub(crate) struct LookupArgs {
 pub(crate) async fn run(args: LookupArgs) -> anyhow::Result<()> {
     let mut client = LookupClient::new(connect(&args)?);
     let table = args.table.clone().unwrap_or_default();
-    let min_position = args.gtid.clone().map(|g| v1::Position {
-        kind: Some(v1::position::Kind::Gtid(g)),
-    });
+    let min_position = match (&args.gtid, &args.lsn) {
+        (Some(gtid), _) => Some(v1::position::Kind::Gtid(gtid.clone())),
+        (None, Some(lsn)) => Some(v1::position::Kind::Wal(v1::WalPosition {
+            lsn: lsn.clone(),
+            xid: args.xid,
+        })),
+        (None, None) => None,
+    }
+    .map(|kind| v1::Position { kind: Some(kind) });
     if args.list {
         let tables = client
             .list_tables(request(&args, v1::ListTablesRequest {})?)
@@ -223,6 +237,7 @@ fn table_json(info: &v1::TableInfo) -> Json {
                 "rows_estimate": p.rows_estimate,
                 "lag": p.lag,
                 "applied_gtids": p.applied_gtids,
+                "applied_lsn": p.applied_lsn,
                 "misplaced_records": p.misplaced_records,
             })
         })

@@ -64,7 +64,7 @@ enum Command {
         config: PathBuf,
     },
     /// Query a lookup server: get, batch get, scan, describe, list (prints JSON).
-    Lookup(lookup_cmd::LookupArgs),
+    Lookup(Box<lookup_cmd::LookupArgs>),
     /// Local tables materialized from change topics.
     Tables {
         #[command(subcommand)]
@@ -123,7 +123,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Snapshot { config, tables } => request_snapshot(config, &tables).await,
         Command::Tables { command } => tables_cmd::run(command).await,
         Command::Serve { config } => tables_cmd::materialize(config, true).await,
-        Command::Lookup(args) => lookup_cmd::run(args).await,
+        Command::Lookup(args) => lookup_cmd::run(*args).await,
         Command::Enrich(args) => enrich_cmd::run(args).await,
         Command::Validate { file, connect } => validate(&file, connect).await,
         Command::Tail(args) => tail::run(args).await,

@@ -16,9 +16,9 @@ use common::{
     Record, TributaryProcess, committed, next_random, random_seed, read_raw, read_topic, unique,
 };
 use serde_json::{Value, json};
-use tributary_capture::postgres::lsn::Lsn;
 use tributary_proto::grpc::v1::{self, lookup_client::LookupClient};
 use tributary_proto::grpc::{from_json, to_json};
+use tributary_proto::lsn::Lsn;
 
 /// The table as the server reads it: `id` → `{id, name, price}`.
 async fn rows(pg: &PgCapture) -> Result<BTreeMap<i64, Value>> {
@@ -982,6 +982,189 @@ async fn a_table_that_asks_fills_unchanged_toast_values_from_the_row_it_holds() 
         common::metric_sum(&body, "tributary_table_unavailable_values_filled_total"),
         6.0,
         "{body}"
+    );
+    for process in [tables, capture] {
+        let (clean, log) = process.terminate(Duration::from_secs(30));
+        assert!(clean, "{log}");
+    }
+    pg.drop().await
+}
+
+/// Read your own write on PostgreSQL: a row updated just before is seen by a
+/// lookup that names the writer's transaction (`pg_current_xact_id()`) and
+/// the WAL position after its commit (`pg_current_wal_lsn()`), while other
+/// rows are written all the time (the position alone suffices) and when the
+/// table is quiet (only the transaction id can show it); a position nothing
+/// reached waits until the deadline and says how far the partition got.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_lookup_waits_for_the_writers_postgresql_transaction() -> Result<()> {
+    let mut pg = PgCapture::new("id int PRIMARY KEY, qty int").await?;
+    pg.extra = "topics: { partitions: 3 }\n".into();
+    let t = pg.table.clone();
+    pg.client
+        .batch_execute(&format!(
+            "INSERT INTO {t} SELECT i, 0 FROM generate_series(1, 400) i"
+        ))
+        .await?;
+    let capture = TributaryProcess::capture(&pg.yaml());
+    let data = tempfile::tempdir()?;
+    let grpc = common::free_port();
+    let yaml = format!(
+        "data_dir: '{}'\nkafka: {{ brokers: '{}' }}\n\
+         grpc: {{ listen: '127.0.0.1:{grpc}' }}\n\
+         tables:\n  - {{ name: items, topic: '{topic}' }}\n",
+        data.path().display(),
+        common::brokers(),
+        topic = pg.topic()
+    );
+    let tables = TributaryProcess::start(&["tables", "run"], &common::write_config(&yaml), &[]);
+    let channel =
+        tonic::transport::Endpoint::from_shared(format!("http://127.0.0.1:{grpc}"))?.connect_lazy();
+    let mut client = LookupClient::new(channel);
+    let get = |id: i64, position: Option<v1::WalPosition>| {
+        let mut request = tonic::Request::new(v1::GetRequest {
+            table: "items".into(),
+            key: Some(from_json(&json!(id))),
+            min_position: position.map(|wal| v1::Position {
+                kind: Some(v1::position::Kind::Wal(wal)),
+            }),
+        });
+        request.set_timeout(Duration::from_secs(10));
+        request
+    };
+    let qty_of = |response: v1::GetResponse| {
+        response
+            .row
+            .map(|r| to_json(&r).expect("a row")["qty"].clone())
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while client
+        .get(get(400, None))
+        .await
+        .ok()
+        .and_then(|r| qty_of(r.into_inner()))
+        != Some(json!(0))
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the snapshot never arrived: {}",
+            tables.log()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // Another writer keeps every partition busy with rows 301..=400.
+    let stop = tokio_util::sync::CancellationToken::new();
+    let busy = {
+        let (stop, t) = (stop.clone(), t.clone());
+        let other = pg_connect().await?;
+        tokio::spawn(async move {
+            let mut id = 300;
+            while !stop.is_cancelled() {
+                id = if id == 400 { 301 } else { id + 1 };
+                other
+                    .execute(
+                        &format!("UPDATE {t} SET qty = qty + 1 WHERE id = {id}"),
+                        &[],
+                    )
+                    .await?;
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+            anyhow::Ok(())
+        })
+    };
+    let mut write = async |id: i64, qty: i64| -> Result<v1::WalPosition> {
+        let txn = pg.client.transaction().await?;
+        txn.execute(&format!("UPDATE {t} SET qty = {qty} WHERE id = {id}"), &[])
+            .await?;
+        let xid: String = txn
+            .query_one("SELECT pg_current_xact_id()::text", &[])
+            .await?
+            .get(0);
+        txn.commit().await?;
+        let lsn: String = pg
+            .client
+            .query_one("SELECT pg_current_wal_lsn()::text", &[])
+            .await?
+            .get(0);
+        Ok(v1::WalPosition {
+            lsn,
+            xid: Some(xid.parse()?),
+        })
+    };
+    let mut stale_without_position = 0;
+    for i in 0..20i64 {
+        let (id, qty) = (1 + i * 13, 1000 + i);
+        let mut position = write(id, qty).await?;
+        if i % 2 == 1 {
+            // Later changes of the busy writer show it.
+            position.xid = None;
+        }
+        let plain = qty_of(client.get(get(id, None)).await?.into_inner());
+        stale_without_position += i32::from(plain != Some(json!(qty)));
+        let read = client
+            .get(get(id, Some(position.clone())))
+            .await?
+            .into_inner();
+        assert_eq!(
+            qty_of(read),
+            Some(json!(qty)),
+            "the read after {position:?} saw the old row"
+        );
+    }
+    println!(
+        "reads without a position that missed the write just made: {stale_without_position}/20"
+    );
+    stop.cancel();
+    busy.await??;
+    // Quiet: nothing will follow this write, only its transaction id shows it.
+    let position = write(7, 7777).await?;
+    let read = client
+        .get(get(7, Some(position.clone())))
+        .await?
+        .into_inner();
+    assert_eq!(
+        qty_of(read),
+        Some(json!(7777)),
+        "the read after {position:?} saw the old row"
+    );
+    // A position nothing reached waits until the deadline and says how far it got.
+    let mut request = get(
+        7,
+        Some(v1::WalPosition {
+            lsn: "FFFFFFFF/0".into(),
+            xid: None,
+        }),
+    );
+    request.set_timeout(Duration::from_millis(300));
+    let err = client.get(request).await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::DeadlineExceeded, "{err:?}");
+    let message = err.message();
+    assert!(
+        message.contains("not yet a change at LSN FFFFFFFF/0"),
+        "{message}"
+    );
+    let described = client
+        .describe_table(v1::DescribeTableRequest {
+            table: "items".into(),
+        })
+        .await?
+        .into_inner();
+    let applied: Vec<Lsn> = described
+        .partitions
+        .iter()
+        .map(|p| p.applied_lsn.parse())
+        .collect::<Result<_, _>>()?;
+    let last: Lsn = position.lsn.parse()?;
+    assert!(applied.iter().all(|lsn| *lsn > Lsn(0)), "{applied:?}");
+    assert!(
+        applied
+            .iter()
+            .any(|lsn| message.contains(&format!("(LSN {lsn})"))),
+        "{message}"
+    );
+    assert!(
+        applied.iter().all(|lsn| *lsn < last),
+        "{applied:?} vs {last}"
     );
     for process in [tables, capture] {
         let (clean, log) = process.terminate(Duration::from_secs(30));

@@ -10,8 +10,8 @@ mod common;
 use anyhow::{Context, Result};
 use common::postgres::pg_connect as connect;
 use tokio_postgres::Client;
-use tributary_capture::postgres::lsn::Lsn;
 use tributary_capture::postgres::pgoutput::{self, Datum, Message, ReplicaIdentity};
+use tributary_proto::lsn::Lsn;
 
 /// A table, its publication and a `pgoutput` slot; dropped at the end.
 struct Fixture {

@@ -380,6 +380,14 @@ fn row_from_json(json: &serde_json::Value, field: &str) -> Result<Option<Row>, C
     }
 }
 
+/// The commit LSN of the transaction sent before a PostgreSQL change: the
+/// first of its `source.sequence` (`["<last commit LSN>","<LSN>"]`).
+pub fn last_commit_lsn(source: &serde_json::Value) -> Option<u64> {
+    let text = source.get("sequence")?.as_str()?;
+    let [last_commit, _] = serde_json::from_str::<[Option<String>; 2]>(text).ok()?;
+    last_commit?.parse().ok()
+}
+
 fn source_from_json(json: &serde_json::Value) -> Result<SourceInfo, CodecError> {
     if !json.is_object() {
         return Err(CodecError::field("source", "missing or not a JSON object"));
@@ -394,11 +402,7 @@ fn source_from_json(json: &serde_json::Value) -> Result<SourceInfo, CodecError> 
             schema: str_field(json, "source.schema", "schema")?.into(),
             tx_id: number("txId"),
             lsn: number("lsn"),
-            last_commit_lsn: json
-                .get("sequence")
-                .and_then(|v| v.as_str())
-                .and_then(|text| serde_json::from_str::<[Option<String>; 2]>(text).ok())
-                .and_then(|[last_commit, _]| last_commit?.parse().ok()),
+            last_commit_lsn: last_commit_lsn(json),
             xmin: number("xmin"),
         }))
     } else {

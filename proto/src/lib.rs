@@ -16,6 +16,7 @@ pub mod error;
 pub mod grpc;
 pub mod gtid;
 pub mod json_number;
+pub mod lsn;
 pub mod partition;
 pub mod unavailable;
 pub mod value;

@@ -37,6 +37,9 @@ pub struct PartitionState {
     pub latest_end: Option<i64>,
     /// The newest source GTID applied per replication domain.
     pub applied_gtids: Vec<String>,
+    /// PostgreSQL sources: the newest WAL position a streamed change proved
+    /// passed (`16/B374D848`).
+    pub applied_lsn: Option<String>,
 }
 
 /// What a table is and how far it has got.

@@ -14,10 +14,11 @@ use std::sync::Arc;
 
 use serde_json::Value;
 use tributary_proto::debezium_json;
-use tributary_proto::gtid::Gtid;
+use tributary_proto::lsn::Lsn;
 use tributary_proto::unavailable::may_hold_unavailable;
 use tributary_table_api::key_codec;
 
+use crate::applied_log::{Mark, WalChange};
 use crate::error::TableError;
 use crate::global_rows::Owner;
 use crate::local_table::{Partitioning, SharedShape};
@@ -41,8 +42,8 @@ pub(crate) struct Layout {
 /// What applying one record did.
 #[derive(Debug, Default)]
 pub(crate) struct Applied {
-    /// The GTID of the source transaction, if the record names one.
-    pub(crate) gtid: Option<Gtid>,
+    /// The source position the record names (GTID, streamed WAL change).
+    pub(crate) mark: Option<Mark>,
     /// The partition the table's partitioner gives the key, when not the record's.
     pub(crate) misplaced: Option<i32>,
     /// A global table kept a newer version of the key from another partition.
@@ -139,7 +140,7 @@ impl Applier {
             None => None, // a tombstone
             Some(payload) => match row_of(payload) {
                 Ok(change) => {
-                    applied.gtid = change.gtid;
+                    applied.mark = change.mark;
                     change.row
                 }
                 Err(reason) => return Ok(Err(reason)),
@@ -194,11 +195,11 @@ impl Applier {
 struct RowChange {
     /// The row JSON to store; `None` deletes.
     row: Option<Vec<u8>>,
-    /// The GTID of the source transaction (change events of MariaDB sources).
-    gtid: Option<Gtid>,
+    /// The source position of a change event.
+    mark: Option<Mark>,
 }
 
-/// The row a record value stores and the GTID it comes from.
+/// The row a record value stores and the source position it comes from.
 fn row_of(payload: &[u8]) -> Result<RowChange, Unapplicable> {
     let value: Value = serde_json::from_slice(payload)?;
     // Neither a change event nor one wrapped with its schema.
@@ -206,14 +207,11 @@ fn row_of(payload: &[u8]) -> Result<RowChange, Unapplicable> {
         let wrapped = m.contains_key("schema") && m.contains_key("payload");
         !(m.contains_key("op") || wrapped)
     });
-    let gtid = if plain {
+    let mark = if plain {
         None
     } else {
         let event = value.get("payload").unwrap_or(&value);
-        event
-            .pointer("/source/gtid")
-            .and_then(Value::as_str)
-            .and_then(|g| g.parse().ok())
+        event.get("source").and_then(mark_of)
     };
     let row = match debezium_json::row_after(value)? {
         // A plain row is stored as it came.
@@ -221,7 +219,27 @@ fn row_of(payload: &[u8]) -> Result<RowChange, Unapplicable> {
         Some(row) => Some(serde_json::to_vec(&row).expect("JSON serializes")),
         None => None,
     };
-    Ok(RowChange { row, gtid })
+    Ok(RowChange { row, mark })
+}
+
+/// The position a change event's `source` block names: a MariaDB/MySQL
+/// GTID, or a streamed PostgreSQL change (snapshot rows, read at the
+/// snapshot's point in any order, name none).
+fn mark_of(source: &Value) -> Option<Mark> {
+    if let Some(gtid) = source.get("gtid").and_then(Value::as_str) {
+        return gtid.parse().ok().map(Mark::Gtid);
+    }
+    let lsn = source.get("lsn")?.as_u64()?;
+    if source.get("snapshot").and_then(Value::as_str) != Some("false") {
+        return None;
+    }
+    let xid = source.get("txId")?.as_u64()?;
+    let last_commit = debezium_json::last_commit_lsn(source).unwrap_or(0);
+    Some(Mark::Wal(WalChange {
+        lsn: Lsn(lsn.max(last_commit)),
+        // pgoutput sends 32 bits; a writer's pg_current_xact_id() has the epoch above.
+        xid: xid as u32,
+    }))
 }
 
 #[cfg(test)]
@@ -271,7 +289,10 @@ mod tests {
 
     #[test]
     fn change_events_carry_their_source_gtid() {
-        let gtid = |s: &str| row_of(s.as_bytes()).unwrap().gtid.map(|g| g.to_string());
+        let gtid = |s: &str| match row_of(s.as_bytes()).unwrap().mark {
+            Some(Mark::Gtid(g)) => Some(g.to_string()),
+            _ => None,
+        };
         assert_eq!(
             gtid(r#"{"op":"c","after":{"id":1},"source":{"gtid":"0-1-42"}}"#).as_deref(),
             Some("0-1-42")
@@ -295,5 +316,35 @@ mod tests {
             None,
             "a plain row"
         );
+    }
+
+    #[test]
+    fn streamed_postgresql_changes_carry_their_wal_position() {
+        let mark = |source: &str| {
+            row_of(format!(r#"{{"op":"u","after":{{"id":1}},"source":{source}}}"#).as_bytes())
+                .unwrap()
+                .mark
+        };
+        let wal = |lsn, xid| Some(Mark::Wal(WalChange { lsn: Lsn(lsn), xid }));
+        assert_eq!(
+            mark(
+                r#"{"connector":"postgresql","snapshot":"false","txId":751,"lsn":900,"sequence":"[\"880\",\"900\"]"}"#
+            ),
+            wal(900, 751)
+        );
+        // A change written before the previous transaction committed.
+        assert_eq!(
+            mark(r#"{"snapshot":"false","txId":752,"lsn":850,"sequence":"[\"950\",\"850\"]"}"#),
+            wal(950, 752)
+        );
+        assert_eq!(
+            mark(r#"{"snapshot":"false","txId":4294967297,"lsn":10,"sequence":"[null,\"10\"]"}"#),
+            wal(10, 1),
+            "an xid with its epoch"
+        );
+        for snapshot in ["true", "first", "last", "incremental"] {
+            let source = format!(r#"{{"snapshot":"{snapshot}","txId":7,"lsn":10}}"#);
+            assert_eq!(mark(&source), None, "{snapshot}");
+        }
     }
 }

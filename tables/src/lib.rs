@@ -14,7 +14,8 @@
 //!   `apply` is what one change record does to the store.
 //! - [`follower`]: partitions of partitioned tables chosen by an owner (an enricher job).
 //! - [`job_tables`]: [`JobTables`], the tables enricher jobs join, started together.
-//! - [`progress`]: held partitions and readiness.
+//! - [`progress`]: held partitions and readiness; [`applied_log`]: how far
+//!   each has applied its source's log (GTIDs, PostgreSQL WAL positions).
 //! - [`local_table`]: [`LocalTable`], a [`Table`] over the store.
 //! - [`checkpoint`]: consistent, incremental checkpoints and restore.
 //! - [`config`], [`error`], [`metrics`].
@@ -25,6 +26,7 @@
 //!   lookup API) behind a cache, batching, a rate limit, timeouts, retries and
 //!   a circuit breaker, with CDC invalidation.
 
+pub mod applied_log;
 mod apply;
 pub mod checkpoint;
 pub mod config;

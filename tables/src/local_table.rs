@@ -375,7 +375,8 @@ impl Table for LocalTable {
                 misplaced_records: p.misplaced,
                 lag: p.lag(),
                 latest_end: p.latest_end.or(p.end_at_assignment),
-                applied_gtids: p.gtids.to_strings(),
+                applied_gtids: p.log.gtids.to_strings(),
+                applied_lsn: p.log.wal.lsn().map(|lsn| lsn.to_string()),
             })
             .collect();
         TableDescription {

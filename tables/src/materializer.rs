@@ -32,8 +32,8 @@ use rdkafka::{ClientContext, Message, Offset, TopicPartitionList};
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 use tributary_kafka::ClientBuilder;
-use tributary_proto::gtid::AppliedGtids;
 
+use crate::applied_log::{LogOfBatch, Mark};
 use crate::apply::{Applier, Layout, Record};
 use crate::config::{TableMode, TablesConfig};
 use crate::error::TableError;
@@ -386,8 +386,8 @@ fn resume_positions(
         let next = stored.map_or(0, |o| o + 1);
         let offset = stored.map_or(Offset::Beginning, |o| Offset::Offset(o + 1));
         positions.add_partition_offset(topic, partition, offset)?;
-        let gtids = shared.store.stored_gtids(table, partition)?;
-        shared.progress.assign(table, partition, next, gtids);
+        let log = shared.store.stored_log(table, partition)?;
+        shared.progress.assign(table, partition, next, log);
         info!(%table, partition, next_offset = next, "partition assigned; resuming from the stored offset");
     }
     Ok(positions)
@@ -455,6 +455,7 @@ fn spawn_worker<C: ConsumerContext + 'static>(
         limits,
         follow,
         applier: Applier::default(),
+        open_transactions: HashMap::new(),
     };
     std::thread::Builder::new()
         .name(name.to_owned())
@@ -479,6 +480,9 @@ struct Worker<C: ConsumerContext + 'static> {
     follow: Option<Follow>,
     /// Key shapes already recorded per table and partition.
     applier: Applier,
+    /// The transaction a batch cut by its limits ended inside, per table and
+    /// partition: not yet whole for reads that wait for it.
+    open_transactions: HashMap<(String, i32), Mark>,
 }
 
 impl<C: ConsumerContext + 'static> Worker<C> {
@@ -554,9 +558,14 @@ impl<C: ConsumerContext + 'static> Worker<C> {
         let mut last: BTreeMap<(&str, i32), BatchOfPartition> = BTreeMap::new();
         let mut timeout = Duration::from_millis(100);
         let (mut records, mut bytes) = (0, 0);
+        // Whether the batch took everything the consumer had fetched.
+        let mut drained = false;
         while !self.limits.full(records, bytes) {
             let msg = match self.consumer.poll(timeout) {
-                None => break,
+                None => {
+                    drained = true;
+                    break;
+                }
                 Some(Err(e)) => {
                     warn!(error = %e, "consumer error");
                     break;
@@ -580,13 +589,20 @@ impl<C: ConsumerContext + 'static> Worker<C> {
             let applied = self
                 .applier
                 .apply(shape, &mut batch, table, layout, record)?;
-            let entry = last.entry((table.as_str(), msg.partition())).or_default();
+            let entry = last
+                .entry((table.as_str(), msg.partition()))
+                .or_insert_with(|| {
+                    let open = self
+                        .open_transactions
+                        .remove(&(table.clone(), msg.partition()));
+                    BatchOfPartition::continuing(open)
+                });
             entry.last_offset = msg.offset();
             entry.records += 1;
             match applied {
                 Ok(applied) => {
-                    if let Some(gtid) = applied.gtid {
-                        entry.gtids.apply(&gtid);
+                    if let Some(mark) = applied.mark {
+                        entry.log.record(mark);
                     }
                     if applied.superseded {
                         self.shared
@@ -615,22 +631,47 @@ impl<C: ConsumerContext + 'static> Worker<C> {
                 }
             }
         }
+        if drained {
+            // Transactions left open in partitions this batch did not touch are whole.
+            for ((table, partition), open) in self.open_transactions.drain() {
+                let held = routes
+                    .topic_of_table
+                    .get_key_value(&table)
+                    .and_then(|(name, _)| {
+                        let progress = self.shared.progress.of_partition(name, partition)?;
+                        Some((name.as_str(), progress.next_offset))
+                    });
+                if let Some((name, next_offset)) = held {
+                    last.insert(
+                        (name, partition),
+                        BatchOfPartition {
+                            last_offset: next_offset - 1,
+                            ..BatchOfPartition::continuing(Some(open))
+                        },
+                    );
+                }
+            }
+        }
         if last.is_empty() {
             return Ok(());
         }
         for ((table, partition), applied) in &mut last {
             batch.offset(table, *partition, applied.last_offset)?;
-            if !applied.gtids.is_empty() {
-                // Domains this batch did not touch keep their newest GTID.
+            if let Some(open) = applied.log.finish(drained) {
+                self.open_transactions
+                    .insert(((*table).to_owned(), *partition), open);
+            }
+            if !applied.log.applied.is_empty() {
+                // Domains and transactions this batch did not touch are kept.
                 let mut all = self
                     .shared
                     .progress
                     .of_partition(table, *partition)
-                    .map(|p| p.gtids)
+                    .map(|p| p.log)
                     .unwrap_or_default();
-                all.merge(&applied.gtids);
-                batch.gtids(table, *partition, &all)?;
-                applied.gtids = all;
+                all.merge(&applied.log.applied);
+                batch.log(table, *partition, &all)?;
+                applied.log.applied = all;
             }
         }
         batch.commit()?;
@@ -640,19 +681,19 @@ impl<C: ConsumerContext + 'static> Worker<C> {
                     .progress
                     .misplaced(table, partition, applied.misplaced);
             }
-            // A batch without GTIDs (plain rows, snapshots) keeps the partition's.
-            let gtids = if applied.gtids.is_empty() {
+            // A batch that names no position (plain rows, snapshots) keeps the partition's.
+            let log = if applied.log.applied.is_empty() {
                 self.shared
                     .progress
                     .of_partition(table, partition)
-                    .map(|p| p.gtids)
+                    .map(|p| p.log)
                     .unwrap_or_default()
             } else {
-                applied.gtids
+                applied.log.applied
             };
             self.shared
                 .progress
-                .applied(table, partition, applied.last_offset + 1, gtids);
+                .applied(table, partition, applied.last_offset + 1, log);
             self.shared
                 .metrics
                 .applied
@@ -766,12 +807,23 @@ impl BatchLimits {
 }
 
 /// What one batch applies to one partition.
-#[derive(Default)]
 struct BatchOfPartition {
     last_offset: i64,
     records: u64,
     misplaced: u64,
-    gtids: AppliedGtids,
+    log: LogOfBatch,
+}
+
+impl BatchOfPartition {
+    /// Continues the transaction a previous batch left `open`, if any.
+    fn continuing(open: Option<Mark>) -> Self {
+        BatchOfPartition {
+            last_offset: 0,
+            records: 0,
+            misplaced: 0,
+            log: LogOfBatch::continuing(open),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -1,5 +1,5 @@
 //! Which partitions an instance holds and how far each has got: offsets,
-//! readiness, the newest source GTIDs applied, and a notification on every
+//! readiness, how far the source's log is applied, and a notification on every
 //! applied batch (for reads that wait for a position).
 
 use std::collections::BTreeMap;
@@ -7,7 +7,8 @@ use std::sync::RwLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use tokio::sync::Notify;
-use tributary_proto::gtid::AppliedGtids;
+
+use crate::applied_log::AppliedLog;
 
 /// Progress of one held partition.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,8 +21,8 @@ pub struct PartitionProgress {
     pub latest_end: Option<i64>,
     /// Caught up once with `end_at_assignment`; stays true until revoked.
     pub ready: bool,
-    /// The newest source GTID applied per replication domain.
-    pub gtids: AppliedGtids,
+    /// How far the source's log is applied (GTIDs, WAL positions).
+    pub log: AppliedLog,
     /// Records on another partition than the table's partitioner gives their
     /// key: the partition is not ready while any were seen.
     pub misplaced: u64,
@@ -67,14 +68,14 @@ impl Progress {
     }
 
     /// A partition was assigned; applying resumes at `next_offset`, after the
-    /// changes of `gtids`.
-    pub fn assign(&self, table: &str, partition: i32, next_offset: i64, gtids: AppliedGtids) {
+    /// changes of `log`.
+    pub fn assign(&self, table: &str, partition: i32, next_offset: i64, log: AppliedLog) {
         let fresh = PartitionProgress {
             next_offset,
             end_at_assignment: None,
             latest_end: None,
             ready: false,
-            gtids,
+            log,
             misplaced: 0,
         };
         self.with(|held| {
@@ -108,11 +109,11 @@ impl Progress {
         });
     }
 
-    /// Records that everything before `next_offset` is applied, up to `gtids`.
-    pub fn applied(&self, table: &str, partition: i32, next_offset: i64, gtids: AppliedGtids) {
+    /// Records that everything before `next_offset` is applied, up to `log`.
+    pub fn applied(&self, table: &str, partition: i32, next_offset: i64, log: AppliedLog) {
         self.update(table, partition, |p| {
             p.next_offset = next_offset;
-            p.gtids = gtids;
+            p.log = log;
         });
         self.applied.notify_waiters();
     }
@@ -205,19 +206,19 @@ mod tests {
     fn ready_once_caught_up_with_the_end_at_assignment() {
         let p = Progress::default();
         assert!(!p.serving(), "nothing held yet");
-        p.assign("t", 0, 10, AppliedGtids::default());
+        p.assign("t", 0, 10, AppliedLog::default());
         assert!(!p.of_table("t").iter().all(|(_, s)| s.ready));
         p.set_end("t", 0, 20);
-        p.applied("t", 0, 15, AppliedGtids::default());
+        p.applied("t", 0, 15, AppliedLog::default());
         assert!(!p.of_table("t").iter().all(|(_, s)| s.ready));
-        p.applied("t", 0, 25, AppliedGtids::default()); // past an under-reported end
+        p.applied("t", 0, 25, AppliedLog::default()); // past an under-reported end
         assert!(p.of_table("t").iter().all(|(_, s)| s.ready));
         assert!(p.serving());
         p.await_group();
         assert!(!p.serving(), "a group assignment is pending");
         p.group_assigned();
         assert!(p.serving());
-        p.assign("t", 1, 0, AppliedGtids::default());
+        p.assign("t", 1, 0, AppliedLog::default());
         p.set_end("t", 1, 0); // empty partition: ready at once
         assert!(p.of_table("t").iter().all(|(_, s)| s.ready));
         p.revoke("t", 0);

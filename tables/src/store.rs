@@ -24,6 +24,7 @@ use rocksdb::{
 
 use tributary_proto::gtid::AppliedGtids;
 
+use crate::applied_log::AppliedLog;
 use crate::config::{Compression, RocksDbConfig};
 use crate::error::TableError;
 use crate::global_rows::{self, Owner};
@@ -38,6 +39,8 @@ const OFFSET_KEY: &[u8] = b"\x00offset";
 const KEY_SHAPE_KEY: &[u8] = b"\x00key_columns";
 /// Meta key: the newest source GTID applied per domain (JSON array of strings).
 const GTIDS_KEY: &[u8] = b"\x00gtids";
+/// Meta key: how far the partition has applied a PostgreSQL source (JSON).
+const WAL_KEY: &[u8] = b"\x00wal";
 
 /// The database of one instance.
 pub struct Store {
@@ -277,21 +280,27 @@ impl Store {
             .map(i64::from_be_bytes))
     }
 
-    /// The newest source GTIDs applied to a partition (empty if none recorded).
-    pub fn stored_gtids(&self, table: &str, partition: i32) -> Result<AppliedGtids, TableError> {
-        let corrupt = |problem: String| TableError::Corrupt {
+    /// How far a partition has applied its source's log (empty if nothing recorded).
+    pub fn stored_log(&self, table: &str, partition: i32) -> Result<AppliedLog, TableError> {
+        let corrupt = |what: &str, problem: String| TableError::Corrupt {
             table: table.to_owned(),
-            problem: format!("stored GTIDs: {problem}"),
+            problem: format!("stored {what}: {problem}"),
         };
+        let mut log = AppliedLog::default();
         let Some(cf) = self.cf(table, partition) else {
-            return Ok(AppliedGtids::default());
+            return Ok(log);
         };
-        let Some(raw) = self.db.get_pinned_cf(&cf, GTIDS_KEY)? else {
-            return Ok(AppliedGtids::default());
-        };
-        let texts: Vec<String> =
-            serde_json::from_slice(&raw).map_err(|e| corrupt(e.to_string()))?;
-        AppliedGtids::from_strings(&texts).map_err(|e| corrupt(e.to_string()))
+        if let Some(raw) = self.db.get_pinned_cf(&cf, GTIDS_KEY)? {
+            let texts: Vec<String> =
+                serde_json::from_slice(&raw).map_err(|e| corrupt("GTIDs", e.to_string()))?;
+            log.gtids =
+                AppliedGtids::from_strings(&texts).map_err(|e| corrupt("GTIDs", e.to_string()))?;
+        }
+        if let Some(raw) = self.db.get_pinned_cf(&cf, WAL_KEY)? {
+            log.wal =
+                serde_json::from_slice(&raw).map_err(|e| corrupt("WAL progress", e.to_string()))?;
+        }
+        Ok(log)
     }
 
     /// How the table's keys are written, as recorded by the materializer.
@@ -523,16 +532,17 @@ impl<'a> ApplyBatch<'a> {
         Ok(())
     }
 
-    /// Records the newest source GTIDs applied to a partition, with its offset.
-    pub fn gtids(
-        &mut self,
-        table: &str,
-        partition: i32,
-        gtids: &AppliedGtids,
-    ) -> Result<(), TableError> {
+    /// Records how far a partition has applied its source's log, with its offset.
+    pub fn log(&mut self, table: &str, partition: i32, log: &AppliedLog) -> Result<(), TableError> {
         let cf = self.cf(table, partition)?;
-        let texts = serde_json::to_vec(&gtids.to_strings()).expect("strings serialize");
-        self.batch.put_cf(&cf, GTIDS_KEY, texts);
+        if !log.gtids.is_empty() {
+            let texts = serde_json::to_vec(&log.gtids.to_strings()).expect("strings serialize");
+            self.batch.put_cf(&cf, GTIDS_KEY, texts);
+        }
+        if !log.wal.is_empty() {
+            let json = serde_json::to_vec(&log.wal).expect("WAL progress serializes");
+            self.batch.put_cf(&cf, WAL_KEY, json);
+        }
         Ok(())
     }
 
@@ -657,19 +667,21 @@ mod tests {
             let mut batch = store.batch();
             batch.delete("users", 2, b"\x06k1\x00\x01").unwrap();
             batch.offset("users", 2, 42).unwrap();
-            let gtids = AppliedGtids::from_strings(&["0-1-9"]).unwrap();
-            batch.gtids("users", 2, &gtids).unwrap();
+            let log = AppliedLog {
+                gtids: AppliedGtids::from_strings(&["0-1-9"]).unwrap(),
+                wal: serde_json::from_str(r#"{"lsn":77,"xids":[5,6]}"#).unwrap(),
+            };
+            batch.log("users", 2, &log).unwrap();
             batch.commit().unwrap();
         }
         let store = Store::open(dir.path(), &RocksDbConfig::default()).unwrap();
         assert_eq!(store.partitions("users"), [2]);
         assert_eq!(store.stored_offset("users", 2).unwrap(), Some(42));
         assert_eq!(store.stored_offset("users", 1).unwrap(), None);
-        assert_eq!(
-            store.stored_gtids("users", 2).unwrap().to_strings(),
-            ["0-1-9"]
-        );
-        assert!(store.stored_gtids("users", 1).unwrap().is_empty());
+        let log = store.stored_log("users", 2).unwrap();
+        assert_eq!(log.gtids.to_strings(), ["0-1-9"]);
+        assert_eq!(log.wal.lsn(), Some(tributary_proto::lsn::Lsn(77)));
+        assert!(store.stored_log("users", 1).unwrap().is_empty());
         assert_eq!(store.get("users", 2, b"\x06k1\x00\x01").unwrap(), None);
         assert_eq!(
             store.get("users", 2, b"\x06k2\x00\x01").unwrap().unwrap(),

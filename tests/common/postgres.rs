@@ -5,7 +5,7 @@
 
 use anyhow::{Context, Result};
 use tokio_postgres::{Client, NoTls};
-use tributary_capture::postgres::lsn::Lsn;
+use tributary_proto::lsn::Lsn;
 
 use super::{brokers, free_port, unique};
 

@@ -12,10 +12,10 @@ use std::time::Duration;
 use pgwire_replication::ReplicationClient;
 use tokio_postgres::Client;
 use tracing::warn;
+use tributary_proto::lsn::Lsn;
 
 use crate::config::SourceConfig;
 use crate::error::CaptureError;
-use crate::postgres::lsn::Lsn;
 use crate::postgres::server;
 
 /// The longest slot name PostgreSQL accepts (`NAMEDATALEN - 1`).

@@ -1,6 +1,6 @@
 //! PostgreSQL as a capture source: logical replication with the `pgoutput`
 //! plugin. The server and its sessions ([`server`]), its log positions
-//! ([`lsn`], [`wal_position`]), its messages ([`pgoutput`]), what is read from
+//! ([`wal_position`], over [`tributary_proto::lsn`]), its messages ([`pgoutput`]), what is read from
 //! the catalog ([`catalog`]), column types ([`pg_type`]), values from their
 //! text form ([`text_value`]), column defaults ([`pg_default`]), tables with
 //! their rows decoded ([`pg_table`]);
@@ -10,7 +10,6 @@
 
 pub mod catalog;
 pub(crate) mod exported_snapshot;
-pub mod lsn;
 pub(crate) mod pg_chunks;
 pub(crate) mod pg_default;
 pub(crate) mod pg_snapshot;

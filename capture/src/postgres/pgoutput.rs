@@ -9,7 +9,7 @@
 //! here: turning it into a value is the type mapping's business). Hand
 //! written, as the binlog decoder is: it is the core of capture.
 
-use super::lsn::Lsn;
+use tributary_proto::lsn::Lsn;
 
 /// One decoded message.
 #[derive(Debug, Clone, PartialEq, Eq)]

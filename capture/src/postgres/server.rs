@@ -11,13 +11,13 @@ use tokio::task::JoinHandle;
 use tokio_postgres::config::SslMode;
 use tokio_postgres::{Client, NoTls};
 use tracing::{info, warn};
+use tributary_proto::lsn::Lsn;
 
 use crate::config::{CaptureConfig, PublicationAutocreate, SourceConfig};
 use crate::error::CaptureError;
 use crate::filter::TableFilter;
 use crate::incremental::signal;
 use crate::postgres::catalog;
-use crate::postgres::lsn::Lsn;
 use crate::postgres::text_value::SESSION_SETTINGS;
 use crate::source_tls::tls_refusal;
 

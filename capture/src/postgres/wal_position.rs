@@ -10,9 +10,9 @@
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
+use tributary_proto::lsn::Lsn;
 use tributary_proto::{LogCoordinates, SourceInfo, WalCoordinates};
 
-use crate::postgres::lsn::Lsn;
 use crate::source_position::SourcePosition;
 
 /// A position in a PostgreSQL database's change stream.
@@ -87,7 +87,7 @@ impl fmt::Display for WalPosition {
 mod lsn_text {
     use serde::{Deserialize, Deserializer, Serializer};
 
-    use crate::postgres::lsn::Lsn;
+    use tributary_proto::lsn::Lsn;
 
     pub(super) fn serialize<S: Serializer>(lsn: &Lsn, s: S) -> Result<S::Ok, S::Error> {
         s.collect_str(lsn)

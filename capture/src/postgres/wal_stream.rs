@@ -19,6 +19,7 @@ use std::time::Duration;
 use pgwire_replication::{PgWireError, ReplicationClient, ReplicationEvent};
 use tokio::sync::watch;
 use tracing::debug;
+use tributary_proto::lsn::Lsn;
 use tributary_proto::{
     ChangeEvent, LogCoordinates, Op, SnapshotMarker, SourceInfo, TransactionInfo, WalCoordinates,
 };
@@ -30,7 +31,6 @@ use crate::event_shape::EventShape;
 use crate::filter::TableFilter;
 use crate::position_store::offsets_topic;
 use crate::postgres::catalog::{self, CatalogTypes};
-use crate::postgres::lsn::Lsn;
 use crate::postgres::now_ms;
 use crate::postgres::pg_table::PgTable;
 use crate::postgres::pgoutput::{self, Message, Relation};

@@ -446,9 +446,13 @@ impl LookupService {
             }
             Served::Local(table) => table,
         };
-        if let Some(MinPosition::Gtid(_)) = position {
+        if position
+            .as_ref()
+            .is_some_and(MinPosition::names_a_transaction)
+        {
             return Err(Status::invalid_argument(
-                "min_position.gtid applies to the keys its transaction wrote; pass offsets to scan",
+                "min_position.gtid and min_position.wal apply to the keys their transaction \
+                 wrote; pass offsets to scan",
             ));
         }
         let held: Vec<i32> = self
@@ -644,6 +648,7 @@ fn table_info(d: TableDescription) -> TableInfo {
             rows_estimate: p.rows_estimate,
             lag: p.lag,
             applied_gtids: p.applied_gtids.clone(),
+            applied_lsn: p.applied_lsn.clone().unwrap_or_default(),
             misplaced_records: p.misplaced_records,
         })
         .collect();
