@@ -47,7 +47,12 @@ impl Series {
 /// CPU seconds this process has used so far, all threads (user + system), from
 /// `/proc/self/stat`, whose clock ticks are USER_HZ = 100 on Linux.
 pub(crate) fn process_cpu_seconds() -> anyhow::Result<f64> {
-    let stat = std::fs::read_to_string("/proc/self/stat")?;
+    cpu_seconds_of("self")
+}
+
+/// CPU seconds process `pid` (or `self`) has used so far, as [`process_cpu_seconds`].
+pub(crate) fn cpu_seconds_of(pid: &str) -> anyhow::Result<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
     // Fields after the command name, which is in parentheses and may hold spaces.
     let fields: Vec<&str> = stat
         .rsplit_once(')')
@@ -56,7 +61,7 @@ pub(crate) fn process_cpu_seconds() -> anyhow::Result<f64> {
     let ticks = |i: usize| -> anyhow::Result<f64> {
         Ok(fields
             .get(i)
-            .ok_or_else(|| anyhow::anyhow!("/proc/self/stat is too short"))?
+            .ok_or_else(|| anyhow::anyhow!("/proc/{pid}/stat is too short"))?
             .parse::<f64>()?)
     };
     // utime and stime: fields 14 and 15 of stat(5), 12 and 13 after the name.

@@ -4,7 +4,9 @@
 //! options to /dev/null, with Tributary's decoding alone (replication stream →
 //! change events, nothing produced), and with the broker's ceiling for the
 //! same records. Each reader has a slot of its own, created before the rows
-//! are written, so all read the same changes.
+//! are written, so all read the same changes. The server's WAL sender for each
+//! reader is measured too (its CPU time from `/proc`, the stack's server being
+//! on this machine): at 100% of the wall time, the server is what limits.
 
 use std::time::Duration;
 
@@ -19,6 +21,7 @@ use tributary_capture::postgres::wal_position::WalPosition;
 use tributary_capture::postgres::wal_stream::WalStream;
 use tributary_capture::{CaptureConfig, CaptureMetrics};
 
+use crate::measure::cpu_seconds_of;
 use crate::series::{Measured, Stopwatch, ceiling_run, print_rows_table, sample_records};
 
 /// Arguments of `tributary-bench postgres`.
@@ -98,6 +101,7 @@ pub(crate) async fn run(args: PostgresBenchArgs) -> anyhow::Result<()> {
     };
 
     eprintln!("[bench] capture: WAL → broker");
+    let sender = WalSender::watch(&args.stack.pg_url, slot("e2e")).await?;
     let metrics = CaptureMetrics::register(&mut Registry::default());
     let stop = CancellationToken::new();
     let started = Stopwatch::start()?;
@@ -116,11 +120,15 @@ pub(crate) async fn run(args: PostgresBenchArgs) -> anyhow::Result<()> {
     stop.cancel(); // drains: every event acknowledged
     capture.await??;
     let streamed = started.own()?;
+    let e2e_sender = sender.stop().await?;
 
     eprintln!("[bench] Tributary decode only: the same changes read and decoded, not produced");
+    let sender = WalSender::watch(&args.stack.pg_url, slot("decode")).await?;
     let decoded = decode_only(&yaml("decode"), n).await?;
+    let decode_sender = sender.stop().await?;
 
     eprintln!("[bench] pg_recvlogical reading the same changes to /dev/null");
+    let sender = WalSender::watch(&args.stack.pg_url, slot("recv")).await?;
     let started = Stopwatch::start()?;
     let status = tokio::process::Command::new("pg_recvlogical")
         .args([
@@ -143,6 +151,7 @@ pub(crate) async fn run(args: PostgresBenchArgs) -> anyhow::Result<()> {
         .await?;
     let recvlogical = started.children()?;
     anyhow::ensure!(status.success(), "pg_recvlogical failed: {status}");
+    let recv_sender = sender.stop().await?;
 
     eprintln!("[bench] broker ceiling: the captured records again, from a plain producer");
     let samples = sample_records(&args.stack.brokers, &format!("{server}.public.{name}")).await?;
@@ -191,9 +200,69 @@ pub(crate) async fn run(args: PostgresBenchArgs) -> anyhow::Result<()> {
     );
     println!(
         "\nCPU seconds: user + system time of this process (Tributary, the plain producer) or of the \
-         child (pg_recvlogical), not the server's or the broker's."
+         child (pg_recvlogical), not the server's or the broker's.\n\n\
+         The server's WAL sender for each reader (CPU seconds, and as a share of the reader's wall time):\n\n\
+         | reader | WAL sender CPU seconds | busy |\n|---|---:|---:|"
     );
+    for (reader, measured, cpu) in [
+        ("Tributary: WAL → broker", &streamed, e2e_sender),
+        ("Tributary: decode only", &decoded, decode_sender),
+        ("pg_recvlogical", &recvlogical, recv_sender),
+    ] {
+        let busy = cpu / measured.wall.as_secs_f64();
+        println!("| {reader} | {cpu:.2} | {:.0}% |", busy * 100.0);
+    }
     Ok(())
+}
+
+/// Follows the CPU time of the server process sending a slot's changes (its
+/// WAL sender, `pg_replication_slots.active_pid`) while a reader reads it.
+struct WalSender {
+    stop: CancellationToken,
+    task: tokio::task::JoinHandle<anyhow::Result<f64>>,
+}
+
+impl WalSender {
+    async fn watch(pg_url: &str, slot: String) -> anyhow::Result<Self> {
+        let (client, connection) = tokio_postgres::connect(pg_url, NoTls).await?;
+        let stop = CancellationToken::new();
+        let task = tokio::spawn({
+            let stop = stop.clone();
+            async move {
+                let connection = tokio::spawn(connection);
+                // The newest reading of each WAL sender the slot had (a reader may reconnect).
+                let mut seen: std::collections::BTreeMap<i32, f64> = Default::default();
+                while !stop.is_cancelled() {
+                    let pid: Option<i32> = client
+                        .query_one(
+                            "SELECT active_pid FROM pg_replication_slots WHERE slot_name = $1",
+                            &[&slot],
+                        )
+                        .await?
+                        .get(0);
+                    if let Some(pid) = pid
+                        && let Ok(cpu) = cpu_seconds_of(&pid.to_string())
+                    {
+                        seen.insert(pid, cpu);
+                    }
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                connection.abort();
+                anyhow::ensure!(
+                    !seen.is_empty(),
+                    "no WAL sender of slot {slot} was seen in /proc (is the server on this machine?)"
+                );
+                Ok(seen.values().sum())
+            }
+        });
+        Ok(WalSender { stop, task })
+    }
+
+    /// The WAL sender's CPU seconds while the slot was read.
+    async fn stop(self) -> anyhow::Result<f64> {
+        self.stop.cancel();
+        self.task.await?
+    }
 }
 
 /// Streams from the slot `yaml` names with capture's reader until `rows`
