@@ -19,9 +19,9 @@ use serde::{Deserialize, Serialize};
 use tributary_proto::gtid::{AppliedGtids, Gtid};
 use tributary_proto::lsn::Lsn;
 
-/// PostgreSQL transactions remembered per partition. A read naming a
-/// transaction that many others in the partition have followed is answered
-/// by its WAL position instead (those later changes passed it).
+/// PostgreSQL transactions remembered per partition. A read naming one that
+/// this many others in the partition followed waits, as a read without a
+/// transaction id does, for a change written after its LSN.
 const RECENT_TRANSACTIONS: usize = 256;
 
 /// The source position one change record names.
