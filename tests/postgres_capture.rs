@@ -1127,6 +1127,21 @@ async fn a_lookup_waits_for_the_writers_postgresql_transaction() -> Result<()> {
         Some(json!(7777)),
         "the read after {position:?} saw the old row"
     );
+    // The same through the command line.
+    let write_again = write(7, 7778).await?;
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tributary"))
+        .args(["lookup", "--endpoint", &format!("http://127.0.0.1:{grpc}")])
+        .args(["--lsn", &write_again.lsn])
+        .args(["--xid", &write_again.xid.expect("an xid").to_string()])
+        .args(["items", "7"])
+        .output()?;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let printed: Value = serde_json::from_slice(&out.stdout)?;
+    assert_eq!(printed["qty"], 7778, "{printed}");
     // A position nothing reached waits until the deadline and says how far it got.
     let mut request = get(
         7,
@@ -1154,7 +1169,7 @@ async fn a_lookup_waits_for_the_writers_postgresql_transaction() -> Result<()> {
         .iter()
         .map(|p| p.applied_lsn.parse())
         .collect::<Result<_, _>>()?;
-    let last: Lsn = position.lsn.parse()?;
+    let last: Lsn = write_again.lsn.parse()?;
     assert!(applied.iter().all(|lsn| *lsn > Lsn(0)), "{applied:?}");
     assert!(
         applied
