@@ -592,9 +592,13 @@ impl<C: ConsumerContext + 'static> Worker<C> {
             let entry = last
                 .entry((table.as_str(), msg.partition()))
                 .or_insert_with(|| {
-                    let open = self
-                        .open_transactions
-                        .remove(&(table.clone(), msg.partition()));
+                    // Usually none is open: no key to build then.
+                    let open = (!self.open_transactions.is_empty())
+                        .then(|| {
+                            self.open_transactions
+                                .remove(&(table.clone(), msg.partition()))
+                        })
+                        .flatten();
                     BatchOfPartition::continuing(open)
                 });
             entry.last_offset = msg.offset();
