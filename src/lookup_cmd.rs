@@ -3,6 +3,7 @@
 //! ```sh
 //! tributary lookup --endpoint http://127.0.0.1:50051 users 7            # Get
 //! tributary lookup --endpoint http://127.0.0.1:50051 users 7 8 '{"id":9}' # BatchGet
+//! tributary lookup --endpoint http://127.0.0.1:50051 users 7 --as-of 2026-12-01T09:30:00Z
 //! tributary lookup --endpoint http://127.0.0.1:50051 users --scan --prefix 7 --limit 10
 //! tributary lookup --endpoint http://127.0.0.1:50051 users --describe
 //! tributary lookup --endpoint http://127.0.0.1:50051 --list
@@ -15,6 +16,7 @@ use anyhow::{Context as _, bail};
 use clap::Args;
 use serde_json::{Value as Json, json};
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
+use tributary_proto::event_time::{TimeUnit, format_micros, micros_of};
 use tributary_proto::grpc::v1::lookup_client::LookupClient;
 use tributary_proto::grpc::v1::{self, scan_request::Range};
 use tributary_proto::grpc::{from_json, to_json};
@@ -56,6 +58,10 @@ pub(crate) struct LookupArgs {
     /// With --lsn: the writer's transaction (`pg_current_xact_id()` inside it).
     #[arg(long, requires = "lsn")]
     xid: Option<u64>,
+    /// Read the rows as they were at this time (a versioned table): an RFC
+    /// 3339 time in UTC (`2026-12-01T09:30:00Z`) or epoch milliseconds.
+    #[arg(long, value_parser = as_of_micros)]
+    as_of: Option<i64>,
     /// Table name.
     #[arg(required_unless_present = "list")]
     table: Option<String>,
@@ -148,12 +154,16 @@ pub(crate) async fn run(args: LookupArgs) -> anyhow::Result<()> {
                     table,
                     key: Some(from_json(key)),
                     min_position,
+                    as_of_us: args.as_of,
                 };
                 let answer = client
                     .get(request(&args, get)?)
                     .await
                     .map_err(failed)?
                     .into_inner();
+                if answer.beyond_history {
+                    bail!("{}", beyond_history(&answer));
+                }
                 println!("{}", json_of(answer.row)?);
             }
             keys => {
@@ -161,6 +171,7 @@ pub(crate) async fn run(args: LookupArgs) -> anyhow::Result<()> {
                     table,
                     keys: keys.iter().map(from_json).collect(),
                     min_position,
+                    as_of_us: args.as_of,
                 };
                 let answer = client
                     .batch_get(request(&args, batch)?)
@@ -168,7 +179,14 @@ pub(crate) async fn run(args: LookupArgs) -> anyhow::Result<()> {
                     .map_err(failed)?
                     .into_inner();
                 for (key, result) in keys.iter().zip(answer.results) {
-                    println!("{}", json!({ "key": key, "row": json_of(result.row)? }));
+                    if result.beyond_history {
+                        println!(
+                            "{}",
+                            json!({ "key": key, "error": beyond_history(&result) })
+                        );
+                    } else {
+                        println!("{}", json!({ "key": key, "row": json_of(result.row)? }));
+                    }
                 }
             }
         }
@@ -206,6 +224,22 @@ fn request<T>(args: &LookupArgs, message: T) -> anyhow::Result<tonic::Request<T>
         request.metadata_mut().insert("authorization", value);
     }
     Ok(request)
+}
+
+/// `--as-of`: an RFC 3339 UTC time or epoch milliseconds, as µs since the epoch.
+fn as_of_micros(text: &str) -> Result<i64, String> {
+    let value = text
+        .parse::<i64>()
+        .map_or_else(|_| Json::String(text.to_owned()), Json::from);
+    micros_of(&value, TimeUnit::Ms).map_err(|e| e.to_string())
+}
+
+/// What a read older than the table's history is told.
+fn beyond_history(answer: &v1::GetResponse) -> String {
+    format!(
+        "beyond history: the table answers as-of reads of this key from {} on",
+        format_micros(answer.history_horizon_us)
+    )
 }
 
 /// A key argument: JSON when it parses, else the text as a string.

@@ -305,6 +305,8 @@ fn exported_samples() -> std::collections::BTreeSet<String> {
     t.remote_breaker_open.get_or_create(&table).set(0);
     t.remote_get_seconds.get_or_create(&table).observe(0.1);
     t.remote_invalidations.get_or_create(&table).inc();
+    t.history_bytes.get_or_create(&table).set(0);
+    t.versions_removed.get_or_create(&table).inc();
     t.grpc_requests
         .get_or_create(&tables::GrpcLabel {
             method: "Get",

@@ -111,6 +111,7 @@ fn get(key_json: Json) -> v1::GetRequest {
         table: "items".into(),
         key: key(key_json),
         min_position: None,
+        as_of_us: None,
     }
 }
 
@@ -274,6 +275,7 @@ async fn lookups_equal_the_database_health_follows_readiness_and_reads_see_their
         table: "items".into(),
         keys: ids.iter().map(|id| from_json(&json!(id))).collect(),
         min_position: None,
+        as_of_us: None,
     };
     let results = client.batch_get(batch).await.unwrap().into_inner().results;
     assert_eq!(results.len(), ids.len());
@@ -485,6 +487,7 @@ async fn malformed_and_oversized_requests_are_refused_cleanly() {
         table: "items".into(),
         keys: (1..=n).map(|id| from_json(&json!(id))).collect(),
         min_position: None,
+        as_of_us: None,
     };
     let status = client.batch_get(batch(11)).await.unwrap_err();
     assert_eq!(status.code(), Code::InvalidArgument);
@@ -620,6 +623,7 @@ async fn requests_for_partitions_held_elsewhere_are_forwarded_or_name_the_owner(
             table: "items".into(),
             keys: chunk.iter().map(|id| from_json(&json!(id))).collect(),
             min_position: None,
+            as_of_us: None,
         };
         let results = client_a
             .batch_get(batch)
@@ -887,4 +891,321 @@ async fn a_remote_table_reads_another_instances_tables_through_the_api() {
     assert!(err.to_string().contains("NotFound"), "{err}");
     shutdown.cancel();
     server.stop().await;
+}
+
+/// The `users` row of `id`, as the database shows it now.
+async fn user_row(conn: &mut mysql_async::Conn, db: &str, id: i64) -> Option<Json> {
+    let query = format!("SELECT id, tier FROM `{db}`.users WHERE id = {id}");
+    let row: Option<(i64, String)> = conn.query_first(query).await.unwrap();
+    row.map(|(id, tier)| json!({ "id": id, "tier": tier }))
+}
+
+/// The server's clock, µs since the epoch.
+async fn server_now_us(conn: &mut mysql_async::Conn) -> i64 {
+    let now: Option<i64> = conn
+        .query_first("SELECT CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED)")
+        .await
+        .unwrap();
+    now.unwrap()
+}
+
+/// Versioned tables on the real stack. `users` is dated by the binlog's
+/// commit times (whole seconds, so changes run ≥ 1.2 s apart): each change's
+/// row, as the database's own SELECT showed it right after the change, is
+/// what a read as of the time after the change answers, and the row before
+/// it what a read just before the change's second answers (a snapshot row
+/// from the epoch on; a key not inserted yet: absent). `prices` is dated by
+/// a DATETIME(6) column written out of order: reads answer the version with
+/// the newest valid-from at or before their time, computed here from the
+/// writes; a later version moves the horizon and retention removes exactly
+/// the versions behind it. A restart (no replay) and a replica restored from
+/// a checkpoint answer the same.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_versioned_table_answers_as_of_a_time_what_the_database_held_then() {
+    let mut conn = root_conn().await;
+    let db = create_db(&mut conn, "asof").await;
+    for ddl in [
+        "CREATE TABLE `{db}`.users (id BIGINT PRIMARY KEY, tier VARCHAR(20))",
+        "CREATE TABLE `{db}`.prices (sku VARCHAR(10) PRIMARY KEY, price INT, valid_from DATETIME(6))",
+        "INSERT INTO `{db}`.users VALUES (1, 'free')",
+        "INSERT INTO `{db}`.prices VALUES ('Z', 0, '2026-01-01 00:00:00')",
+    ] {
+        conn.query_drop(ddl.replace("{db}", &db)).await.unwrap();
+    }
+    let setup = CaptureSetup::new(&db, "").with_snapshot(100);
+    let _capture = TributaryProcess::capture(&setup.yaml());
+    let yaml = |dir: &std::path::Path, group: &str, port: u16| {
+        format!(
+            "data_dir: '{}'\ngroup_id: '{group}'\nkafka: {{ brokers: '{}' }}\ntables:\n  \
+             - {{ name: users, topic: '{}', versioned: {{ history: 30d }} }}\n  \
+             - {{ name: prices, topic: '{}', versioned: {{ history: 60s, column: valid_from, unit: us }} }}\n\
+             grpc: {{ listen: '127.0.0.1:{port}' }}\n",
+            dir.display(),
+            brokers(),
+            setup.topic("users"),
+            setup.topic("prices"),
+        )
+    };
+    let data = tempfile::tempdir().unwrap();
+    let (group, port) = (unique("asof"), free_port());
+    let instance = Instance::start(&yaml(data.path(), &group, port)).await;
+    wait_serving(&instance).await;
+    let mut client = instance.client().await;
+    let latest = |table: &str, key: Json| v1::GetRequest {
+        table: table.into(),
+        key: Some(from_json(&key)),
+        ..Default::default()
+    };
+    // The snapshot row is in before the changes start.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while row_of(
+        client
+            .get(latest("users", json!(1)))
+            .await
+            .unwrap()
+            .into_inner(),
+    )
+    .is_none()
+    {
+        assert!(Instant::now() < deadline, "the snapshot row never arrived");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // users: each change, with the server's clock around it and the row after it.
+    let steps = [
+        (1, "UPDATE `{db}`.users SET tier = 'pro' WHERE id = 1"),
+        (2, "INSERT INTO `{db}`.users VALUES (2, 'new')"),
+        (1, "UPDATE `{db}`.users SET tier = 'plus' WHERE id = 1"),
+        (1, "DELETE FROM `{db}`.users WHERE id = 1"),
+        (1, "INSERT INTO `{db}`.users VALUES (1, 'back')"),
+        (2, "UPDATE `{db}`.users SET tier = 'newer' WHERE id = 2"),
+    ];
+    // (id, server time before, after, the row after); id 1's snapshot row and
+    // id 2's absence are their states before their first change.
+    let mut log: Vec<(i64, i64, i64, Option<Json>)> = Vec::new();
+    let mut before_first: BTreeMap<i64, Option<Json>> = BTreeMap::new();
+    for (id, statement) in steps {
+        if let std::collections::btree_map::Entry::Vacant(first) = before_first.entry(id) {
+            first.insert(user_row(&mut conn, &db, id).await);
+        }
+        let before = server_now_us(&mut conn).await;
+        conn.query_drop(statement.replace("{db}", &db))
+            .await
+            .unwrap();
+        let after = server_now_us(&mut conn).await;
+        let row = user_row(&mut conn, &db, id).await;
+        log.push((id, before, after, row));
+        tokio::time::sleep(Duration::from_millis(1200)).await;
+    }
+    // Every change applied: the latest rows equal the database's.
+    for id in [1, 2] {
+        let expected = user_row(&mut conn, &db, id).await;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while row_of(
+            client
+                .get(latest("users", json!(id)))
+                .await
+                .unwrap()
+                .into_inner(),
+        ) != expected
+        {
+            assert!(Instant::now() < deadline, "user {id} never caught up");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    let as_of = |table: &str, key: Json, t: i64| v1::GetRequest {
+        as_of_us: Some(t),
+        ..latest(table, key)
+    };
+    let second = 1_000_000;
+    let mut reads: Vec<(v1::GetRequest, Option<Json>)> = Vec::new();
+    for (i, (id, before, after, row)) in log.iter().enumerate() {
+        // The binlog dates a change by its statement's start, in whole seconds.
+        let previous = log[..i]
+            .iter()
+            .rev()
+            .find(|(other, ..)| other == id)
+            .map_or_else(|| before_first[id].clone(), |(.., row)| row.clone());
+        let just_before = before - before.rem_euclid(second) - 1;
+        reads.push((as_of("users", json!(id), just_before), previous));
+        reads.push((as_of("users", json!(id), *after), row.clone()));
+    }
+    reads.push((as_of("users", json!(3), log[0].2), None));
+    for (request, expected) in &reads {
+        let answer = client.get(request.clone()).await.unwrap().into_inner();
+        assert!(!answer.beyond_history, "{request:?}");
+        assert_eq!(&row_of(answer), expected, "{request:?}");
+    }
+    // The same keys in one BatchGet as of one time.
+    let t = log[2].2; // after id 1 became 'plus', id 2 'new'
+    let batch = client
+        .batch_get(v1::BatchGetRequest {
+            table: "users".into(),
+            keys: vec![from_json(&json!(1)), from_json(&json!(2))],
+            as_of_us: Some(t),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let rows: Vec<Option<Json>> = batch.results.into_iter().map(row_of).collect();
+    assert_eq!(rows, [log[2].3.clone(), log[1].3.clone()]);
+    // And through the command line (epoch milliseconds).
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tributary"))
+        .args(["lookup", "--endpoint", &instance.url(), "users", "1"])
+        .args(["--as-of", &(log[0].2 / 1000).to_string()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let printed: Json = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(Some(printed), log[0].3, "the CLI's as-of read");
+
+    // prices: versions dated by their column, written out of order.
+    let base = 1_767_225_600 * second; // 2026-01-01T00:00:00Z
+    let mut versions: Vec<(i64, i64)> = Vec::new(); // (valid_from µs, price)
+    let write_price = |offset_us: i64, price: i64, insert: bool| {
+        let at = format!("TIMESTAMPADD(MICROSECOND, {offset_us}, '2026-01-01 00:00:00')");
+        if insert {
+            format!("INSERT INTO `{db}`.prices VALUES ('A', {price}, {at})")
+        } else {
+            format!("UPDATE `{db}`.prices SET price = {price}, valid_from = {at} WHERE sku = 'A'")
+        }
+    };
+    for (offset, price, insert) in [
+        (0, 1, true),
+        (20 * second, 2, false),
+        (10 * second, 3, false),
+    ] {
+        conn.query_drop(write_price(offset, price, insert))
+            .await
+            .unwrap();
+        versions.push((base + offset, price));
+    }
+    // The version valid at `t`: the newest valid-from at or before it.
+    let valid_at = |versions: &[(i64, i64)], t: i64| {
+        versions
+            .iter()
+            .filter(|(from, _)| *from <= t)
+            .max_by_key(|(from, _)| *from)
+            .map(|(_, price)| *price)
+    };
+    let price_reads = |versions: &[(i64, i64)]| {
+        let times = [
+            -1,
+            0,
+            10 * second - 1,
+            10 * second,
+            20 * second,
+            30 * second,
+        ];
+        times.map(|offset| (base + offset, valid_at(versions, base + offset)))
+    };
+    let price_of =
+        |answer: v1::GetResponse| row_of(answer).map(|row| row["price"].as_i64().unwrap());
+    let wait_price = |client: &mut LookupClient<Channel>, price: i64| {
+        let mut client = client.clone();
+        async move {
+            let deadline = Instant::now() + Duration::from_secs(60);
+            loop {
+                let answer = client.get(latest("prices", json!("A"))).await.unwrap();
+                if price_of(answer.into_inner()) == Some(price) {
+                    break;
+                }
+                assert!(Instant::now() < deadline, "price {price} never arrived");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    };
+    wait_price(&mut client, 3).await;
+    for (t, expected) in price_reads(&versions) {
+        let answer = client.get(as_of("prices", json!("A"), t)).await.unwrap();
+        assert_eq!(price_of(answer.into_inner()), expected, "price as of {t}");
+    }
+    // A version 100 s on: the horizon moves to 40 s, the versions of 0 s and
+    // 10 s go (20 s stays: it answers reads at the horizon).
+    conn.query_drop(write_price(100 * second, 4, false))
+        .await
+        .unwrap();
+    versions.push((base + 100 * second, 4));
+    wait_price(&mut client, 4).await;
+    let horizon = base + 40 * second;
+    let beyond = client
+        .get(as_of("prices", json!("A"), horizon - 1))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(beyond.beyond_history && !beyond.found, "{beyond:?}");
+    assert_eq!(beyond.history_horizon_us, horizon);
+    for offset in [40, 99, 100, 1000] {
+        let t = base + offset * second;
+        let answer = client.get(as_of("prices", json!("A"), t)).await.unwrap();
+        assert_eq!(
+            price_of(answer.into_inner()),
+            valid_at(&versions, t),
+            "price as of {t}"
+        );
+    }
+    assert_eq!(
+        instance.metric("tributary_table_versions_removed_total"),
+        2.0,
+        "retention removed the versions of 0 s and 10 s"
+    );
+
+    // Every read, kept to compare after a restart and on a restored replica.
+    let mut all: Vec<v1::GetRequest> = reads.iter().map(|(r, _)| r.clone()).collect();
+    all.extend([39, 40, 100].map(|s| as_of("prices", json!("A"), base + s * second)));
+    all.push(as_of("prices", json!("Z"), base));
+    let answers = |url: String, all: Vec<v1::GetRequest>| async move {
+        let mut client = LookupClient::connect(url).await.unwrap();
+        let mut answers = Vec::new();
+        for request in all {
+            answers.push(client.get(request).await.unwrap().into_inner());
+        }
+        answers
+    };
+    let first = answers(instance.url(), all.clone()).await;
+    assert_eq!(
+        price_of(first.last().unwrap().clone()),
+        Some(0),
+        "Z's snapshot row"
+    );
+    let checkpoints = tempfile::tempdir().unwrap();
+    tributary_tables::checkpoint::create(
+        &instance.materializer.store(),
+        data.path(),
+        checkpoints.path(),
+        1,
+    )
+    .unwrap();
+    instance.stop().await;
+
+    let restarted = Instance::start(&yaml(data.path(), &group, port)).await;
+    wait_serving(&restarted).await;
+    assert_eq!(
+        answers(restarted.url(), all.clone()).await,
+        first,
+        "after a restart"
+    );
+    assert_eq!(
+        restarted.metric("tributary_table_applied_records_total"),
+        0.0,
+        "a restart replays nothing"
+    );
+    restarted.stop().await;
+
+    let replica = tempfile::tempdir().unwrap();
+    let restored = replica.path().join("db");
+    tributary_tables::checkpoint::restore(checkpoints.path(), None, &restored).unwrap();
+    let replica = Instance::start(&yaml(&restored, &unique("asof"), free_port())).await;
+    wait_serving(&replica).await;
+    assert_eq!(
+        answers(replica.url(), all).await,
+        first,
+        "a restored replica"
+    );
+    replica.stop().await;
 }

@@ -466,6 +466,7 @@ async fn a_partitioned_table_with_the_wrong_partitioner_fails_loudly_and_works_o
             .map(|id| from_json(&json!({ "id": id })))
             .collect(),
         min_position: None,
+        as_of_us: None,
     };
     let answers = api.batch_get(batch).await.unwrap().into_inner().results;
     for (id, answer) in ids.iter().zip(answers) {
@@ -512,6 +513,7 @@ async fn a_partitioned_table_with_the_wrong_partitioner_fails_loudly_and_works_o
         table: "users".into(),
         key: Some(from_json(&json!({ "id": id }))),
         min_position: None,
+        as_of_us: None,
     };
     let described = api
         .describe_table(v1::DescribeTableRequest {

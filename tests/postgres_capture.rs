@@ -936,6 +936,7 @@ async fn a_table_that_asks_fills_unchanged_toast_values_from_the_row_it_holds() 
                 table: table.into(),
                 key: Some(from_json(&json!(id))),
                 min_position: None,
+                as_of_us: None,
             })
             .await
             .ok()?
@@ -1031,6 +1032,7 @@ async fn a_lookup_waits_for_the_writers_postgresql_transaction() -> Result<()> {
             min_position: position.map(|wal| v1::Position {
                 kind: Some(v1::position::Kind::Wal(wal)),
             }),
+            as_of_us: None,
         });
         request.set_timeout(Duration::from_secs(10));
         request

@@ -69,6 +69,7 @@ async fn lookup(client: &mut LookupClient<tonic::transport::Channel>, id: i64) -
             table: "items".into(),
             key: Some(from_json(&json!(id))),
             min_position: None,
+            as_of_us: None,
         })
         .await
         .ok()?

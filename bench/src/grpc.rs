@@ -156,6 +156,7 @@ async fn gets(
                         table: "kv".into(),
                         key: Some(from_json(&json!(keys.next(rows)))),
                         min_position: None,
+                        as_of_us: None,
                     };
                     let t0 = Instant::now();
                     let found = client.get(request).await?.into_inner().found;
@@ -194,6 +195,7 @@ async fn batch_gets(url: &str, rows: u64, batches: usize) -> anyhow::Result<Seri
                 .map(|_| from_json(&json!(keys.next(rows))))
                 .collect(),
             min_position: None,
+            as_of_us: None,
         };
         let t0 = Instant::now();
         let results = client.batch_get(request).await?.into_inner().results;

@@ -14,7 +14,9 @@
 //!
 //! A table that does not scan (a remote table answers point lookups only)
 //! says so in [`Fixture::scans`]; its scan cases then check that a scan is
-//! refused with [`LookupError::Unsupported`].
+//! refused with [`LookupError::Unsupported`]. A table that keeps no history
+//! builds no [`Fixture::versioned_table`]; its as-of case then checks that an
+//! as-of read is refused the same way.
 
 use std::sync::Arc;
 
@@ -22,7 +24,7 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 
 use crate::error::LookupError;
-use crate::table::{KeyRange, Table};
+use crate::table::{AsOf, KeyRange, Table};
 
 /// One change a fixture applies to the table it builds.
 #[derive(Debug, Clone, PartialEq)]
@@ -44,6 +46,20 @@ pub trait Fixture: Send + Sync {
     /// what `changes` leave, applied in order.
     async fn table(&self, name: &str, key_columns: &[&str], changes: Vec<Change>)
     -> Arc<dyn Table>;
+
+    /// A table that keeps its history for `history_us` µs, holding what
+    /// `changes` leave, applied in order, each valid from its time (µs since
+    /// the epoch, whole milliseconds); `None` for a kind of table that keeps
+    /// no history.
+    async fn versioned_table(
+        &self,
+        _name: &str,
+        _key_columns: &[&str],
+        _changes: Vec<(i64, Change)>,
+        _history_us: i64,
+    ) -> Option<Arc<dyn Table>> {
+        None
+    }
 }
 
 /// Generates one `#[tokio::test]` per conformance case, each run against the
@@ -64,6 +80,7 @@ macro_rules! table_conformance {
             scans_between_bounds,
             scans_stop_at_the_limit,
             describe_names_the_table_and_its_key,
+            as_of_reads_answer_the_version_valid_then,
         );
     };
     (@cases $fixture:expr; $($case:ident),* $(,)?) => {
@@ -431,4 +448,76 @@ pub async fn describe_names_the_table_and_its_key(fixture: &impl Fixture) {
     assert_eq!(description.name, "stock");
     assert_eq!(table.name(), "stock");
     assert_eq!(description.key_columns, ["region", "sku"]);
+}
+
+/// An as-of read answers the version valid at its time: versions arriving out
+/// of time order, two valid from the same time (the later change wins), a
+/// delete and a re-insert, a key not written yet, and times older than the
+/// history kept (the newest version of the key's partition minus the
+/// history: the suite checks it on the key that holds the newest version).
+pub async fn as_of_reads_answer_the_version_valid_then(fixture: &impl Fixture) {
+    const S: i64 = 1_000_000; // µs
+    let user = |tier: &str| Change::Upsert(json!({"id": 1, "tier": tier}));
+    let changes = vec![
+        (S, user("free")),
+        (3 * S, user("pro")),
+        (2 * S, user("plus")),  // arrives after a later version
+        (3 * S, user("pro-2")), // same time as "pro", later: wins
+        (5 * S, Change::Delete(json!({"id": 1}))),
+        (7 * S, user("back")),
+        (2 * S, Change::Upsert(json!({"id": 2, "tier": "x"}))),
+        (50 * S, Change::Upsert(json!({"id": 3, "tier": "y"}))),
+        (100 * S, user("last")),
+    ];
+    // The newest version is valid from 100 s: reads of key 1 answer from 2 s on.
+    let Some(table) = fixture
+        .versioned_table("users", &["id"], changes, 98 * S)
+        .await
+    else {
+        let table = fixture.table("users", &["id"], upserts(&users(1))).await;
+        assert!(
+            matches!(
+                table.get_as_of(&json!(1), 0).await,
+                Err(LookupError::Unsupported { .. })
+            ),
+            "a table without history refuses as-of reads"
+        );
+        return;
+    };
+    let expected: [(i64, i64, Option<&str>); 14] = [
+        (1, 2 * S, Some("plus")),
+        (1, 3 * S - 1, Some("plus")),
+        (1, 3 * S, Some("pro-2")),
+        (1, 5 * S - 1, Some("pro-2")),
+        (1, 5 * S, None),
+        (1, 7 * S - 1, None),
+        (1, 7 * S, Some("back")),
+        (1, 100 * S - 1, Some("back")),
+        (1, 100 * S, Some("last")),
+        (1, i64::MAX, Some("last")),
+        (2, 20 * S, Some("x")),
+        (3, 50 * S - 1, None),
+        (3, 50 * S, Some("y")),
+        (4, 50 * S, None),
+    ];
+    for (id, t, tier) in expected {
+        let found = match table.get_as_of(&json!(id), t).await {
+            Ok(AsOf::Row(row)) => Some(row["tier"].as_str().expect("a tier").to_owned()),
+            Ok(AsOf::Absent) => None,
+            other => panic!("{}: id {id} as of {t}: {other:?}", table.name()),
+        };
+        assert_eq!(found.as_deref(), tier, "id {id} as of {t} µs");
+    }
+    for t in [2 * S - 1, S, 0] {
+        assert_eq!(
+            table.get_as_of(&json!(1), t).await.expect("an answer"),
+            AsOf::BeyondHistory { horizon: 2 * S },
+            "id 1 as of {t} µs is older than the history kept"
+        );
+    }
+    assert_eq!(
+        get(table.as_ref(), json!(1)).await,
+        Some(json!({"id": 1, "tier": "last"})),
+        "the latest row is the last change"
+    );
 }

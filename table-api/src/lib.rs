@@ -1,8 +1,8 @@
 //! Tributary's table interface: what jobs and the lookup API read rows
 //! through, free of any store (no RocksDB, Kafka or gRPC here).
 //!
-//! - [`table`]: the [`Table`] trait (get, multi-get, column projection, scans
-//!   by prefix and range, describe) and the types it speaks.
+//! - [`table`]: the [`Table`] trait (get, multi-get, column projection, as-of
+//!   reads of versioned tables, scans by prefix and range, describe) and the types it speaks.
 //! - [`error`]: [`LookupError`], what a lookup can fail with.
 //! - [`key_values`]: how a lookup key names the key columns' values.
 //! - [`key_codec`]: the order-preserving key encoding scans are ordered by.
@@ -26,7 +26,7 @@ pub use error::LookupError;
 pub use join_tables::JoinTables;
 pub use memory::{Fault, MemoryTable};
 pub use partitions::{HeldPartitions, MemoryPartitions};
-pub use table::{Columns, KeyRange, PartitionState, Table, TableDescription};
+pub use table::{AsOf, Columns, KeyRange, PartitionState, Table, TableDescription};
 
 #[cfg(test)]
 mod memory_conformance {
@@ -57,6 +57,24 @@ mod memory_conformance {
                 .expect("the suite's changes fit the key");
             }
             Arc::new(table)
+        }
+
+        async fn versioned_table(
+            &self,
+            name: &str,
+            key: &[&str],
+            changes: Vec<(i64, Change)>,
+            history_us: i64,
+        ) -> Option<Arc<dyn Table>> {
+            let table = MemoryTable::versioned(name, key, history_us);
+            for (valid_from, change) in changes {
+                match change {
+                    Change::Upsert(row) => table.upsert_at(valid_from, row),
+                    Change::Delete(key) => table.delete_at(valid_from, &key),
+                }
+                .expect("the suite's changes fit the key");
+            }
+            Some(Arc::new(table))
         }
     }
 

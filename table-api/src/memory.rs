@@ -1,6 +1,8 @@
 //! [`MemoryTable`]: a [`Table`] held in a sorted map. It stands in for local and
 //! remote tables in the tests of what reads tables (jobs, the lookup API), and
-//! passes the same [conformance suite](crate::conformance) they do.
+//! passes the same [conformance suite](crate::conformance) they do. A
+//! [`versioned`](MemoryTable::versioned) one keeps every version written with
+//! a time, for as-of reads.
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -12,7 +14,7 @@ use serde_json::{Map, Value};
 use crate::error::LookupError;
 use crate::key_codec;
 use crate::key_values::{Expect, key_values};
-use crate::table::{KeyRange, Table, TableDescription};
+use crate::table::{AsOf, KeyRange, Table, TableDescription};
 
 /// A failure every lookup of a [`MemoryTable`] answers with, while set.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,6 +31,20 @@ pub enum Fault {
 /// Rows by encoded key: the key's values and the row.
 type Rows = BTreeMap<Vec<u8>, (Vec<Value>, Value)>;
 
+/// Versions by encoded key: (valid from, order written, row or `None` for absent).
+type Versions = BTreeMap<Vec<u8>, Vec<(i64, u64, Option<Value>)>>;
+
+/// The history of a versioned memory table.
+#[derive(Debug, Default)]
+struct History {
+    /// How far back reads answer, µs.
+    keep_us: i64,
+    /// The newest time a version became valid.
+    newest: Option<i64>,
+    versions: Versions,
+    written: u64,
+}
+
 /// A table in memory, ordered by the encoding of its keys as local tables are.
 #[derive(Debug)]
 pub struct MemoryTable {
@@ -36,6 +52,8 @@ pub struct MemoryTable {
     key_columns: Vec<String>,
     rows: RwLock<Rows>,
     fault: RwLock<Option<Fault>>,
+    /// `None`: the table keeps no history.
+    history: Option<RwLock<History>>,
 }
 
 impl MemoryTable {
@@ -46,21 +64,73 @@ impl MemoryTable {
             key_columns: key_columns.iter().map(|c| (*c).to_owned()).collect(),
             rows: RwLock::default(),
             fault: RwLock::default(),
+            history: None,
         }
+    }
+
+    /// An empty table that keeps each key's versions, answering reads as of
+    /// times no older than `history_us` µs before its newest version.
+    pub fn versioned(name: &str, key_columns: &[&str], history_us: i64) -> Self {
+        MemoryTable {
+            history: Some(RwLock::new(History {
+                keep_us: history_us,
+                ..History::default()
+            })),
+            ..Self::new(name, key_columns)
+        }
+    }
+
+    /// Stores `row` as [`upsert`](Self::upsert) does, as the version valid
+    /// from `valid_from` (µs since the epoch) in a versioned table.
+    pub fn upsert_at(&self, valid_from: i64, row: Value) -> Result<(), LookupError> {
+        self.upsert(row.clone())?;
+        let key = self.key_of(&row);
+        self.record_version(valid_from, &key, Some(row))
+    }
+
+    /// Removes the row of `key` as [`delete`](Self::delete) does, as the
+    /// version valid from `valid_from` in a versioned table.
+    pub fn delete_at(&self, valid_from: i64, key: &Value) -> Result<(), LookupError> {
+        self.delete(key)?;
+        self.record_version(valid_from, key, None)
+    }
+
+    fn record_version(
+        &self,
+        valid_from: i64,
+        key: &Value,
+        row: Option<Value>,
+    ) -> Result<(), LookupError> {
+        let Some(history) = &self.history else {
+            return Ok(());
+        };
+        let (encoded, _) = self.encode(key, Expect::Full)?;
+        let mut history = history.write().expect("history lock");
+        history.written += 1;
+        let written = history.written;
+        history.newest = Some(history.newest.map_or(valid_from, |t| t.max(valid_from)));
+        let versions = history.versions.entry(encoded).or_default();
+        versions.push((valid_from, written, row));
+        Ok(())
+    }
+
+    /// The key object of `row`: its key columns.
+    fn key_of(&self, row: &Value) -> Value {
+        let key: Map<String, Value> = self
+            .key_columns
+            .iter()
+            .filter_map(|c| Some((c.clone(), row.get(c)?.clone())))
+            .collect();
+        Value::Object(key)
     }
 
     /// Stores `row` (an object holding every key column), replacing the row
     /// with the same key.
     pub fn upsert(&self, row: Value) -> Result<(), LookupError> {
-        let Some(object) = row.as_object() else {
+        if !row.is_object() {
             return Err(self.bad_key("a row must be an object of its columns".into()));
-        };
-        let key: Map<String, Value> = self
-            .key_columns
-            .iter()
-            .filter_map(|c| object.get(c).map(|v| (c.clone(), v.clone())))
-            .collect();
-        let (encoded, values) = self.encode(&Value::Object(key), Expect::Full)?;
+        }
+        let (encoded, values) = self.encode(&self.key_of(&row), Expect::Full)?;
         self.rows
             .write()
             .expect("rows lock")
@@ -116,6 +186,34 @@ impl Table for MemoryTable {
         let (encoded, _) = self.encode(key, Expect::Full)?;
         let rows = self.rows.read().expect("rows lock");
         Ok(rows.get(&encoded).map(|(_, row)| row.clone()))
+    }
+
+    async fn get_as_of(&self, key: &Value, as_of: i64) -> Result<AsOf, LookupError> {
+        self.check_fault()?;
+        let Some(history) = &self.history else {
+            return Err(LookupError::Unsupported {
+                table: self.name.clone(),
+                operation: "an as-of lookup (the table keeps no history)",
+            });
+        };
+        let (encoded, _) = self.encode(key, Expect::Full)?;
+        let history = history.read().expect("history lock");
+        if let Some(horizon) = history.newest.map(|t| t.saturating_sub(history.keep_us))
+            && as_of < horizon
+        {
+            return Ok(AsOf::BeyondHistory { horizon });
+        }
+        let valid = history
+            .versions
+            .get(&encoded)
+            .into_iter()
+            .flatten()
+            .filter(|(from, _, _)| *from <= as_of)
+            .max_by_key(|(from, written, _)| (*from, *written));
+        Ok(match valid {
+            Some((_, _, Some(row))) => AsOf::Row(row.clone()),
+            _ => AsOf::Absent,
+        })
     }
 
     async fn scan(

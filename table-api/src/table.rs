@@ -120,6 +120,16 @@ pub trait Table: Send + Sync {
         Ok(rows)
     }
 
+    /// The row this key had at `as_of` (microseconds since the Unix epoch):
+    /// the version valid then, in a table that keeps its history (a
+    /// `versioned` local table). Other tables refuse.
+    async fn get_as_of(&self, _key: &Value, _as_of: i64) -> Result<AsOf, LookupError> {
+        Err(LookupError::Unsupported {
+            table: self.name().to_owned(),
+            operation: "an as-of lookup (the table keeps no history: declare it `versioned`)",
+        })
+    }
+
     /// Up to `limit` `(key, row)` pairs within `range`, in key order.
     async fn scan(
         &self,
@@ -129,6 +139,22 @@ pub trait Table: Send + Sync {
 
     /// What the table holds and how far it has got.
     async fn describe(&self) -> TableDescription;
+}
+
+/// What a versioned table answers for a key as of a time (`R`: the row,
+/// decoded or as its stored bytes).
+#[derive(Debug, Clone, PartialEq)]
+pub enum AsOf<R = Value> {
+    /// The row valid at that time.
+    Row(R),
+    /// No row then: the key was deleted, or not written yet.
+    Absent,
+    /// The time is older than the history the table keeps: versions before
+    /// `horizon` (microseconds since the Unix epoch) may have been removed.
+    BeyondHistory {
+        /// The oldest time the table answers for now.
+        horizon: i64,
+    },
 }
 
 /// The selected columns of a row, as [`Table::get_columns`] finds them.

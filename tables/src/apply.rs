@@ -21,6 +21,7 @@ use tributary_table_api::key_codec;
 use crate::applied_log::{Mark, WalChange};
 use crate::error::TableError;
 use crate::global_rows::Owner;
+use crate::history::{ChangeTime, Stamp, VersionRule, VersionTimeError};
 use crate::local_table::{Partitioning, SharedShape};
 use crate::partition_check;
 use crate::record_key::{self, KeyShape};
@@ -28,7 +29,7 @@ use crate::store::{ApplyBatch, Keyspace};
 use crate::unavailable_fill::{self, Filled};
 
 /// How a table keeps its rows.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) struct Layout {
     /// `None`: a global table (one keyspace); otherwise where keys belong.
     pub(crate) partitioning: Option<Partitioning>,
@@ -37,6 +38,8 @@ pub(crate) struct Layout {
     /// Placeholders of values the source did not send are filled from the
     /// held row ([`unavailable_fill`]).
     pub(crate) fill_unavailable: bool,
+    /// A versioned table keeps each key's versions ([`history`](crate::history)).
+    pub(crate) versioned: Option<VersionRule>,
 }
 
 /// What applying one record did.
@@ -50,6 +53,8 @@ pub(crate) struct Applied {
     pub(crate) superseded: bool,
     /// Placeholders of values the source did not send, filled or left.
     pub(crate) unavailable: Filled,
+    /// Versions of the key that retention removed.
+    pub(crate) versions_removed: usize,
 }
 
 /// Why a record cannot be applied (it is skipped and counted).
@@ -73,6 +78,9 @@ pub(crate) enum Unapplicable {
     /// JSON that is neither a change event nor a row.
     #[error(transparent)]
     Value(#[from] tributary_proto::CodecError),
+    /// A versioned table cannot tell when the version became valid.
+    #[error(transparent)]
+    VersionTime(#[from] VersionTimeError),
 }
 
 /// A change record, as the materializer hands it over.
@@ -86,6 +94,8 @@ pub(crate) struct Record<'a> {
     pub(crate) payload: Option<&'a [u8]>,
     /// Its timestamp (ms), which orders a global table's versions of a key.
     pub(crate) timestamp_ms: i64,
+    /// Its offset, which orders a versioned table's versions of one time.
+    pub(crate) offset: i64,
 }
 
 /// Applies records to batches, remembering how each table partition's keys
@@ -93,18 +103,23 @@ pub(crate) struct Record<'a> {
 #[derive(Debug, Default)]
 pub(crate) struct Applier {
     known_shapes: HashMap<String, HashMap<i32, KeyShape>>,
+    /// Versioned tables: the key a partition's last record deleted by a change
+    /// event (the tombstone that follows it makes no version).
+    deleted: HashMap<String, HashMap<i32, Vec<u8>>>,
 }
 
 impl Applier {
     /// Adds one record of `table` to the batch. The outer error is a storage
     /// failure (fatal); the inner one a record that cannot be applied (skipped).
+    /// A versioned table's version advances `stream_time`, its partition's.
     pub(crate) fn apply(
         &mut self,
         shared_shape: &SharedShape,
         batch: &mut ApplyBatch<'_>,
         table: &str,
-        layout: Layout,
+        layout: &Layout,
         record: Record<'_>,
+        stream_time: &mut Option<i64>,
     ) -> Result<Result<Applied, Unapplicable>, TableError> {
         let partition = record.partition;
         let Some(raw_key) = record.key else {
@@ -136,11 +151,17 @@ impl Applier {
             Err(e) => return Ok(Err(e.into())),
         };
         let mut applied = Applied::default();
+        let mut time = ChangeTime {
+            record_ms: record.timestamp_ms,
+            ..ChangeTime::default()
+        };
         let row = match record.payload {
             None => None, // a tombstone
             Some(payload) => match row_of(payload) {
                 Ok(change) => {
                     applied.mark = change.mark;
+                    time.snapshot = change.snapshot;
+                    time.source_us = change.source_us;
                     change.row
                 }
                 Err(reason) => return Ok(Err(reason)),
@@ -158,6 +179,24 @@ impl Applier {
                 Some(row)
             }
             row => row,
+        };
+        let valid_from = match &layout.versioned {
+            Some(rule) => {
+                let tombstone = record.payload.is_none();
+                let version = VersionOf {
+                    table,
+                    partition,
+                    key: &encoded,
+                    time,
+                    row: row.as_deref(),
+                    tombstone,
+                };
+                match self.valid_from(batch, rule, version)? {
+                    Ok(t) => t.map(|t| (rule, t)),
+                    Err(reason) => return Ok(Err(reason.into())),
+                }
+            }
+            None => None,
         };
         match layout.partitioning {
             None => {
@@ -181,12 +220,74 @@ impl Applier {
                     Some(row) => batch.upsert(table, partition, &encoded, row)?,
                     None => batch.delete(table, partition, &encoded)?,
                 }
+                if let Some((rule, valid_from)) = valid_from {
+                    let newest = stream_time.map_or(valid_from, |t| t.max(valid_from));
+                    *stream_time = Some(newest);
+                    if let Some(horizon) = rule.horizon(Some(newest)) {
+                        // Before the put: a version put again (a replay) stays.
+                        applied.versions_removed =
+                            batch.trim_versions(table, partition, &encoded, horizon)?;
+                    }
+                    let stamp = Stamp {
+                        valid_from,
+                        offset: record.offset,
+                    };
+                    batch.put_version(table, partition, &encoded, stamp, row.as_deref())?;
+                }
             }
         }
         if layout.fill_unavailable && !applied.superseded {
             batch.remember(table, keyspace, &encoded, row);
         }
         Ok(Ok(applied))
+    }
+}
+
+/// A record of a versioned table, as its version is dated.
+struct VersionOf<'r> {
+    table: &'r str,
+    partition: i32,
+    key: &'r [u8],
+    time: ChangeTime,
+    row: Option<&'r [u8]>,
+    tombstone: bool,
+}
+
+impl Applier {
+    /// When the version a record makes became valid; `None` when it makes
+    /// none: the tombstone after a change event's delete of the key says
+    /// nothing new (and is dated by when it was produced, not committed).
+    fn valid_from(
+        &mut self,
+        batch: &mut ApplyBatch<'_>,
+        rule: &VersionRule,
+        record: VersionOf<'_>,
+    ) -> Result<Result<Option<i64>, VersionTimeError>, TableError> {
+        let VersionOf {
+            table,
+            partition,
+            key,
+            ..
+        } = record;
+        let last_deleted = self
+            .deleted
+            .get_mut(table)
+            .and_then(|p| p.remove(&partition));
+        if record.tombstone {
+            if last_deleted.as_deref() == Some(key)
+                || batch.newest_version(table, partition, key)? == Some(false)
+            {
+                return Ok(Ok(None));
+            }
+        } else if record.row.is_none() {
+            self.deleted
+                .entry(table.to_owned())
+                .or_default()
+                .insert(partition, key.to_vec());
+        }
+        // A snapshot's row of a key with history is not from the epoch.
+        let dated = record.time.snapshot && batch.newest_version(table, partition, key)?.is_some();
+        Ok(rule.valid_from(record.time, record.row, dated).map(Some))
     }
 }
 
@@ -197,6 +298,10 @@ struct RowChange {
     row: Option<Vec<u8>>,
     /// The source position of a change event.
     mark: Option<Mark>,
+    /// A row read by a snapshot (`op: r`).
+    snapshot: bool,
+    /// The change's commit time in the source, µs.
+    source_us: Option<i64>,
 }
 
 /// The row a record value stores and the source position it comes from.
@@ -207,19 +312,27 @@ fn row_of(payload: &[u8]) -> Result<RowChange, Unapplicable> {
         let wrapped = m.contains_key("schema") && m.contains_key("payload");
         !(m.contains_key("op") || wrapped)
     });
-    let mark = if plain {
-        None
-    } else {
+    let (mut mark, mut snapshot, mut source_us) = (None, false, None);
+    if !plain {
         let event = value.get("payload").unwrap_or(&value);
-        event.get("source").and_then(mark_of)
-    };
+        snapshot = event.get("op").and_then(Value::as_str) == Some("r");
+        if let Some(source) = event.get("source") {
+            mark = mark_of(source);
+            source_us = ChangeTime::of_source(source);
+        }
+    }
     let row = match debezium_json::row_after(value)? {
         // A plain row is stored as it came.
         Some(_) if plain => Some(payload.to_vec()),
         Some(row) => Some(serde_json::to_vec(&row).expect("JSON serializes")),
         None => None,
     };
-    Ok(RowChange { row, mark })
+    Ok(RowChange {
+        row,
+        mark,
+        snapshot,
+        source_us,
+    })
 }
 
 /// The position a change event's `source` block names: a MariaDB/MySQL
@@ -285,6 +398,132 @@ mod tests {
         assert!(row(r#"{"op":"c","after":null}"#).is_err());
         assert!(row("[1]").is_err());
         assert!(matches!(row("{oops"), Err(Unapplicable::NotJson(_))));
+    }
+
+    /// Applies `records` (value, Kafka timestamp ms) of key `{"id":1}`, from
+    /// `first_offset` on, to a table versioned by commit time, in one batch
+    /// (a fresh `applier` is one after a restart).
+    fn apply_versioned(
+        store: &crate::store::Store,
+        applier: &mut Applier,
+        stream_time: &mut Option<i64>,
+        records: &[(Option<&str>, i64)],
+        first_offset: i64,
+    ) {
+        let config = crate::TablesConfig::parse(
+            "data_dir: /x\nkafka: { brokers: b }\ntables: [{ name: t, topic: t, versioned: { history: 1d } }]\n",
+        )
+        .unwrap();
+        let layout = Layout {
+            partitioning: Some(Partitioning::default()),
+            partitions: 1,
+            fill_unavailable: false,
+            versioned: config.tables[0].versioned.as_ref().map(VersionRule::of),
+        };
+        let shape = SharedShape::default();
+        let mut batch = store.batch();
+        for (i, (payload, timestamp_ms)) in records.iter().enumerate() {
+            let record = Record {
+                partition: 0,
+                key: Some(br#"{"id":1}"#),
+                payload: payload.map(str::as_bytes),
+                timestamp_ms: *timestamp_ms,
+                offset: first_offset + i as i64,
+            };
+            applier
+                .apply(&shape, &mut batch, "t", &layout, record, stream_time)
+                .unwrap()
+                .unwrap();
+        }
+        batch.commit().unwrap();
+    }
+
+    #[test]
+    fn the_tombstone_after_a_delete_event_makes_no_version() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::store::Store::open(dir.path(), &crate::config::RocksDbConfig::default())
+            .unwrap();
+        let event = |op: &str, ts_ms: i64| {
+            let row = if op == "d" { "null" } else { r#"{"id":1}"# };
+            format!(
+                r#"{{"op":"{op}","before":{{"id":1}},"after":{row},"source":{{"ts_ms":{ts_ms}}}}}"#
+            )
+        };
+        let (c1, d5, c7) = (event("c", 1_000), event("d", 5_000), event("c", 7_000));
+        let mut stream_time = None;
+        // The tombstone is produced (timestamp 20 s) after the re-insert's commit (7 s).
+        apply_versioned(
+            &store,
+            &mut Applier::default(),
+            &mut stream_time,
+            &[
+                (Some(&c1), 0),
+                (Some(&d5), 0),
+                (None, 20_000),
+                (Some(&c7), 0),
+            ],
+            0,
+        );
+        // A delete committed at 30 s; its tombstone (50 s) comes after a restart,
+        // followed by a re-insert committed at 40 s.
+        let (d30, c40) = (event("d", 30_000), event("c", 40_000));
+        apply_versioned(
+            &store,
+            &mut Applier::default(),
+            &mut stream_time,
+            &[(Some(&d30), 0)],
+            4,
+        );
+        apply_versioned(
+            &store,
+            &mut Applier::default(),
+            &mut stream_time,
+            &[(None, 50_000), (Some(&c40), 0)],
+            5,
+        );
+        let key = key_codec::encode([&serde_json::json!(1)]).unwrap();
+        let cf = crate::store::history_cf_name("t", 0);
+        let at = |ms: i64| {
+            store
+                .version_at(&cf, &key, ms * 1000, |v| {
+                    crate::history::decode_version(v).unwrap().is_some()
+                })
+                .unwrap()
+        };
+        assert_eq!(at(6_000), Some(false), "deleted at 5 s");
+        assert_eq!(
+            at(21_000),
+            Some(true),
+            "re-inserted at 7 s, whatever the tombstone's time"
+        );
+        assert_eq!(at(35_000), Some(false), "deleted at 30 s");
+        assert_eq!(
+            at(60_000),
+            Some(true),
+            "re-inserted at 40 s, after a restart too"
+        );
+        assert_eq!(stream_time, Some(40_000_000));
+    }
+
+    #[test]
+    fn change_events_say_when_they_were_committed_and_whether_a_snapshot_read_them() {
+        let change = |s: &str| {
+            let c = row_of(s.as_bytes()).unwrap();
+            (c.snapshot, c.source_us)
+        };
+        assert_eq!(
+            change(r#"{"op":"u","after":{"id":1},"source":{"ts_ms":5,"ts_us":5001}}"#),
+            (false, Some(5001))
+        );
+        assert_eq!(
+            change(r#"{"schema":{},"payload":{"op":"r","after":{"id":1},"source":{"ts_ms":7}}}"#),
+            (true, Some(7000))
+        );
+        assert_eq!(
+            change(r#"{"id":1,"source":{"ts_ms":7}}"#),
+            (false, None),
+            "a plain row"
+        );
     }
 
     #[test]

@@ -12,6 +12,8 @@
 //!     partitioner: murmur2     # how the topic's producer partitions (partitioned only)
 //!     key_format: json         # how it writes keys: json | json_spaced | json_with_schema
 //!     fill_unavailable_values: false   # true: PostgreSQL's unchanged-TOAST placeholders take the held value
+//!     versioned: { history: 7d }       # keep earlier versions for as-of reads (partitioned only);
+//!                                      # each valid from source.ts_ms, or `column: updated_at` (unit: ms | us | s)
 //! ```
 
 pub mod grpc;
@@ -25,6 +27,7 @@ pub use tributary_kafka::KafkaConfig;
 
 pub use crate::record_key::KeyFormat;
 use grpc::GrpcConfig;
+pub use tributary_proto::event_time::TimeUnit;
 pub use tributary_proto::partition::Partitioner;
 
 /// The whole file.
@@ -165,6 +168,36 @@ pub struct LocalTableConfig {
     /// table holds for the key, so rows stay whole without `REPLICA IDENTITY FULL`.
     #[serde(default)]
     pub fill_unavailable_values: bool,
+    /// Keep each key's earlier versions, for reads as of a time (how: the
+    /// crate's `history` module).
+    #[serde(default)]
+    pub versioned: Option<VersionedConfig>,
+}
+
+/// How a versioned table keeps its history.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VersionedConfig {
+    /// How far back reads answer (`7d`, `12h`, `90m`): a version is removed
+    /// once its successor became valid longer than this before the newest
+    /// version the partition has applied.
+    #[serde(deserialize_with = "history_duration")]
+    pub history: std::time::Duration,
+    /// The row column that says when each version became valid; absent: the
+    /// change's commit time in the source (`source.ts_ms`).
+    #[serde(default)]
+    pub column: Option<String>,
+    /// The unit of `column` when it holds numbers (texts are UTC times).
+    #[serde(default)]
+    pub unit: Option<TimeUnit>,
+}
+
+fn history_duration<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<std::time::Duration, D::Error> {
+    let text = String::deserialize(deserializer)?;
+    humantime::parse_duration(&text)
+        .map_err(|e| serde::de::Error::custom(format!("{text:?}: {e} (e.g. 7d, 12h, 90m)")))
 }
 
 /// A remote table: lookups go to a backend, protected by the layers below.
@@ -551,6 +584,37 @@ impl RemoteTableConfig {
     }
 }
 
+impl VersionedConfig {
+    fn validate(&self, at: &str, mode: TableMode) -> Result<(), ConfigError> {
+        if mode == TableMode::Global {
+            return Err(ConfigError::new(
+                at,
+                "applies to partitioned tables only: a global table's partitions may hold \
+                 versions of one key that it cannot order",
+            ));
+        }
+        if self.history.is_zero() {
+            return Err(ConfigError::new(
+                format!("{at}.history"),
+                "must be longer than zero",
+            ));
+        }
+        if self.column.as_deref().is_some_and(|c| c.trim().is_empty()) {
+            return Err(ConfigError::new(
+                format!("{at}.column"),
+                "name a column, or leave it out for source.ts_ms",
+            ));
+        }
+        if self.unit.is_some() && self.column.is_none() {
+            return Err(ConfigError::new(
+                format!("{at}.unit"),
+                "applies to a time column only (source.ts_ms is in milliseconds)",
+            ));
+        }
+        Ok(())
+    }
+}
+
 impl TablesConfig {
     /// Reads, interpolates, parses and validates a file.
     pub fn load(path: &std::path::Path) -> Result<Self, ConfigError> {
@@ -645,6 +709,9 @@ impl Validate for TablesConfig {
                          whatever partition it arrived on",
                     ));
                 }
+            }
+            if let Some(v) = &t.versioned {
+                v.validate(&format!("tables[{i}].versioned"), t.mode)?;
             }
         }
         if self.batch_max_records == 0 {
@@ -813,5 +880,49 @@ remote:
             "batch_max_records"
         );
         assert_eq!(field(&format!("{GOOD}batch_max_mb: 0")), "batch_max_mb");
+    }
+
+    #[test]
+    fn versioned_tables_name_their_history_and_time() {
+        let versioned = |spec: &str| {
+            GOOD.replace(
+                "topic: s.d.users }",
+                &format!("topic: s.d.users, versioned: {spec} }}"),
+            )
+        };
+        let c = TablesConfig::parse(&versioned("{ history: 7d }")).unwrap();
+        let v = c.tables[0].versioned.as_ref().unwrap();
+        assert_eq!(v.history, std::time::Duration::from_secs(7 * 86_400));
+        assert_eq!((v.column.as_deref(), v.unit), (None, None));
+        let c = TablesConfig::parse(&versioned("{ history: 12h, column: updated_at, unit: us }"))
+            .unwrap();
+        let v = c.tables[0].versioned.as_ref().unwrap();
+        assert_eq!(v.column.as_deref(), Some("updated_at"));
+        assert_eq!(v.unit, Some(TimeUnit::Us));
+        let field = |text: &str| TablesConfig::parse(text).unwrap_err();
+        let e = field(&versioned("{ history: seven days }"));
+        assert_eq!(e.field, "tables[0].versioned.history");
+        assert!(e.problem.contains("7d"), "{}", e.problem);
+        assert_eq!(
+            field(&versioned("{ history: 0s }")).field,
+            "tables[0].versioned.history"
+        );
+        assert_eq!(
+            field(&versioned("{ history: 1d, unit: us }")).field,
+            "tables[0].versioned.unit"
+        );
+        assert_eq!(
+            field(&versioned("{ history: 1d, column: ' ' }")).field,
+            "tables[0].versioned.column"
+        );
+        assert_eq!(
+            field(&versioned("{ history: 1d, unit: weeks, column: c }")).field,
+            "tables[0].versioned.unit"
+        );
+        let global = GOOD.replace(
+            "mode: global }",
+            "mode: global, versioned: { history: 1d } }",
+        );
+        assert_eq!(field(&global).field, "tables[1].versioned");
     }
 }

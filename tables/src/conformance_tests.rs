@@ -1,14 +1,15 @@
 //! The tables of this crate pass the table conformance suite of
 //! `tributary-table-api`: local tables (global, and partitioned over four
 //! partitions) over a RocksDB store written through the materializer's own
-//! record path ([`apply`](crate::apply)), and a remote table over a backend
-//! that answers from a map.
+//! record path ([`apply`](crate::apply)), a partitioned one keeping its
+//! history (as-of reads), and a remote table over a backend that answers from
+//! a map.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 use tempfile::TempDir;
 use tributary_table_api::conformance::{Change, Fixture};
 use tributary_table_api::{Table, key_codec};
@@ -16,6 +17,7 @@ use tributary_table_api::{Table, key_codec};
 use crate::TablesConfig;
 use crate::apply::{Applier, Layout, Record};
 use crate::config::TableMode;
+use crate::history::VersionRule;
 use crate::local_table::{LocalTable, Partitioning, SharedShape};
 use crate::metrics::TablesMetrics;
 use crate::partition_check::expected_partition;
@@ -59,20 +61,27 @@ impl Local {
     }
 }
 
-#[async_trait]
-impl Fixture for Local {
-    fn scans(&self) -> bool {
-        true
-    }
-
-    async fn table(&self, name: &str, key: &[&str], changes: Vec<Change>) -> Arc<dyn Table> {
+impl Local {
+    /// The table `changes` leave, each applied as the materializer applies a
+    /// record: a plain row or tombstone, or (with a time) a change event
+    /// committed then, to a table versioned for `history_us` µs.
+    async fn build(
+        &self,
+        name: &str,
+        key: &[&str],
+        changes: Vec<(Option<i64>, Change)>,
+        history_us: Option<i64>,
+    ) -> Arc<dyn Table> {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let mode = match self.mode {
             TableMode::Global => "global",
             TableMode::Partitioned => "partitioned",
         };
+        let versioned = history_us
+            .map(|us| format!(", versioned: {{ history: {us}us }}"))
+            .unwrap_or_default();
         let config = TablesConfig::parse(&format!(
-            "data_dir: {}\nkafka: {{ brokers: b }}\ntables: [{{ name: {name}, topic: t, mode: {mode} }}]\n",
+            "data_dir: {}\nkafka: {{ brokers: b }}\ntables: [{{ name: {name}, topic: t, mode: {mode}{versioned} }}]\n",
             dir.path().display()
         ))
         .expect("a tables config");
@@ -84,6 +93,7 @@ impl Fixture for Local {
             partitioning: (self.mode == TableMode::Partitioned).then_some(partitioning),
             partitions: self.partitions,
             fill_unavailable: false,
+            versioned: table_config.versioned.as_ref().map(VersionRule::of),
         };
         if self.mode == TableMode::Global {
             store
@@ -95,13 +105,24 @@ impl Fixture for Local {
         }
         let shape = SharedShape::default();
         let mut applier = Applier::default();
-        for (offset, change) in changes.into_iter().enumerate() {
-            let (key, row) = match change {
-                Change::Upsert(row) => (key_of(key, &row), Some(row)),
-                Change::Delete(deleted) => (key_of(key, &deleted), None),
+        let mut stream_times: HashMap<i32, Option<i64>> = HashMap::new();
+        for (offset, (time, change)) in changes.into_iter().enumerate() {
+            let (key, payload) = match (change, time) {
+                (Change::Upsert(row), None) => (key_of(key, &row), Some(row)),
+                (Change::Delete(deleted), None) => (key_of(key, &deleted), None),
+                (Change::Upsert(row), Some(t)) => (
+                    key_of(key, &row),
+                    Some(json!({"op": "c", "before": null, "after": row, "source": {"ts_us": t}})),
+                ),
+                (Change::Delete(deleted), Some(t)) => (
+                    key_of(key, &deleted),
+                    Some(
+                        json!({"op": "d", "before": deleted, "after": null, "source": {"ts_us": t}}),
+                    ),
+                ),
             };
             let key = serde_json::to_vec(&key).expect("JSON");
-            let payload = row.map(|row| serde_json::to_vec(&row).expect("JSON"));
+            let payload = payload.map(|value| serde_json::to_vec(&value).expect("JSON"));
             // On the partition a producer hashing the key would write it to.
             let parsed = record_key::parse(&key).expect("a record key");
             let partition = expected_partition(partitioning, &parsed, self.partitions);
@@ -110,12 +131,20 @@ impl Fixture for Local {
                 key: Some(&key),
                 payload: payload.as_deref(),
                 timestamp_ms: offset as i64,
+                offset: offset as i64,
             };
+            let stream_time = stream_times.entry(partition).or_default();
             let mut batch = store.batch();
             let applied = applier
-                .apply(&shape, &mut batch, name, layout, record)
+                .apply(&shape, &mut batch, name, &layout, record, stream_time)
                 .expect("the store writes");
             applied.expect("the suite's records apply");
+            if let Some(t) = *stream_time {
+                batch
+                    .stream_time(name, partition, t)
+                    .expect("the store writes");
+                progress.set_stream_time(name, partition, t);
+            }
             batch.commit().expect("the store commits");
         }
         *self.dir.lock().expect("dir lock") = Some(dir);
@@ -127,6 +156,33 @@ impl Fixture for Local {
             TablesMetrics::default(),
             shape,
         ))
+    }
+}
+
+#[async_trait]
+impl Fixture for Local {
+    fn scans(&self) -> bool {
+        true
+    }
+
+    async fn table(&self, name: &str, key: &[&str], changes: Vec<Change>) -> Arc<dyn Table> {
+        let changes = changes.into_iter().map(|c| (None, c)).collect();
+        self.build(name, key, changes, None).await
+    }
+
+    async fn versioned_table(
+        &self,
+        name: &str,
+        key: &[&str],
+        changes: Vec<(i64, Change)>,
+        history_us: i64,
+    ) -> Option<Arc<dyn Table>> {
+        // A global table keeps no history.
+        if self.mode == TableMode::Global {
+            return None;
+        }
+        let changes = changes.into_iter().map(|(t, c)| (Some(t), c)).collect();
+        Some(self.build(name, key, changes, Some(history_us)).await)
     }
 }
 

@@ -7,7 +7,8 @@
 //!   wrappers, quoted integers) and written back as their producer wrote them.
 //! - [`store`]: the RocksDB store: one column family per (table, partition), offsets
 //!   written in the same batch as the rows; [`global_rows`]: the one keyspace of
-//!   a global table and which partition owns each key.
+//!   a global table and which partition owns each key; `history`: the
+//!   versions a `versioned` table keeps for reads as of a time.
 //! - [`partition_check`]: whether a topic's records sit where a partitioned
 //!   table's partitioner puts them (startup sample, `validate --connect`).
 //! - [`materializer`]: follows change topics into the store, resuming from stored offsets;
@@ -36,6 +37,7 @@ pub mod error;
 pub mod follower;
 pub mod global_rows;
 pub mod grpc;
+mod history;
 pub mod job_tables;
 pub mod local_table;
 pub mod materializer;

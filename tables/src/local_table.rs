@@ -14,7 +14,7 @@ use serde_json::{Map, Value};
 use tributary_proto::partition::Partitioner;
 use tributary_table_api::key_values::{Expect, key_values};
 use tributary_table_api::{
-    Columns, KeyRange, LookupError, PartitionState, Table, TableDescription, key_codec,
+    AsOf, Columns, KeyRange, LookupError, PartitionState, Table, TableDescription, key_codec,
 };
 
 use crate::config::{LocalTableConfig, TableMode};
@@ -23,10 +23,11 @@ use crate::record_key::{self, KeyFormat, KeyShape};
 use prometheus_client::metrics::histogram::Histogram;
 
 use crate::global_rows;
+use crate::history::{self, VersionRule};
 use crate::metrics::{TableLabel, TablesMetrics};
 use crate::progress::Progress;
 use crate::row_columns;
-use crate::store::{Keyspace, ScanBounds, Store};
+use crate::store::{Keyspace, ScanBounds, Store, history_cf_name};
 
 /// Where a key's row is looked up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,6 +96,9 @@ pub struct LocalTable {
     /// Column family names of the row keyspaces (one per partition, or the
     /// global one), made once (not per lookup).
     cf_names: Vec<String>,
+    /// A versioned table's rule and the column family names of its
+    /// partitions' histories.
+    history: Option<(VersionRule, Vec<String>)>,
 }
 
 impl LocalTable {
@@ -132,6 +136,12 @@ impl LocalTable {
                 .clone(),
             key_shape,
             cf_names,
+            history: config.versioned.as_ref().map(|v| {
+                let names = (0..partition_count as i32)
+                    .map(|p| history_cf_name(name, p))
+                    .collect();
+                (VersionRule::of(v), names)
+            }),
         }
     }
 
@@ -205,6 +215,26 @@ impl LocalTable {
         }
     }
 
+    /// The encoded key and where it lives (`None` until the first record
+    /// has been materialized); a partition held elsewhere is refused.
+    fn locate(&self, key: &Value) -> Result<Option<(Vec<u8>, Placement)>, LookupError> {
+        let Some(shape) = self.key_shape()? else {
+            return Ok(None); // nothing materialized yet
+        };
+        let values = self.key_values(&shape.columns, key, Expect::Full)?;
+        let encoded = self.encode(&values)?;
+        let placement = self.placement_of(&shape, &values);
+        if let Placement::Partition(partition) = placement
+            && !self.progress.holds(&self.name, partition)
+        {
+            return Err(LookupError::NotOwned {
+                table: self.name.clone(),
+                partition,
+            });
+        }
+        Ok(Some((encoded, placement)))
+    }
+
     /// Looks `key` up and hands the stored row bytes to `read`, timing the lookup.
     fn lookup<R>(
         &self,
@@ -212,12 +242,10 @@ impl LocalTable {
         read: impl FnOnce(&[u8]) -> R,
     ) -> Result<Option<R>, LookupError> {
         let started = Instant::now();
-        let Some(shape) = self.key_shape()? else {
-            return Ok(None); // nothing materialized yet
+        let Some((encoded, placement)) = self.locate(key)? else {
+            return Ok(None);
         };
-        let values = self.key_values(&shape.columns, key, Expect::Full)?;
-        let encoded = self.encode(&values)?;
-        let row = match self.placement_of(&shape, &values) {
+        let row = match placement {
             Placement::Anywhere => self
                 .store
                 .get_with(&self.cf_names[0], &encoded, |value| {
@@ -226,20 +254,51 @@ impl LocalTable {
                 .map_err(|e| self.storage(e))?
                 .map(|row| row.ok_or_else(|| self.corrupt("a global row without its header")))
                 .transpose()?,
-            Placement::Partition(partition) => {
-                if !self.progress.holds(&self.name, partition) {
-                    return Err(LookupError::NotOwned {
-                        table: self.name.clone(),
-                        partition,
-                    });
-                }
-                self.store
-                    .get_with(&self.cf_names[partition as usize], &encoded, read)
-                    .map_err(|e| self.storage(e))?
-            }
+            Placement::Partition(partition) => self
+                .store
+                .get_with(&self.cf_names[partition as usize], &encoded, read)
+                .map_err(|e| self.storage(e))?,
         };
         self.get_seconds.observe(started.elapsed().as_secs_f64());
         Ok(row)
+    }
+
+    /// The version of `key` valid at `as_of` (µs since the epoch), as its
+    /// stored JSON bytes, of a versioned table.
+    pub fn get_json_bytes_as_of(
+        &self,
+        key: &Value,
+        as_of: i64,
+    ) -> Result<AsOf<Vec<u8>>, LookupError> {
+        let Some((rule, history_cfs)) = &self.history else {
+            return Err(LookupError::Unsupported {
+                table: self.name.clone(),
+                operation: "an as-of lookup (the table keeps no history: declare it `versioned`)",
+            });
+        };
+        let Some((encoded, placement)) = self.locate(key)? else {
+            return Ok(AsOf::Absent);
+        };
+        let Placement::Partition(partition) = placement else {
+            return Err(self.corrupt("a versioned table without partitions"));
+        };
+        let stream_time = self.progress.stream_time(&self.name, partition);
+        if let Some(horizon) = rule.horizon(stream_time)
+            && as_of < horizon
+        {
+            return Ok(AsOf::BeyondHistory { horizon });
+        }
+        let found = self
+            .store
+            .version_at(&history_cfs[partition as usize], &encoded, as_of, |v| {
+                history::decode_version(v).map(|row| row.map(<[u8]>::to_vec))
+            })
+            .map_err(|e| self.storage(e))?;
+        match found {
+            None | Some(Ok(None)) => Ok(AsOf::Absent),
+            Some(Ok(Some(row))) => Ok(AsOf::Row(row)),
+            Some(Err(e)) => Err(self.corrupt(e.to_string())),
+        }
     }
 
     /// The row of `key` as its stored JSON bytes, without decoding it (for callers
@@ -290,6 +349,14 @@ impl Table for LocalTable {
 
     async fn get(&self, key: &Value) -> Result<Option<Value>, LookupError> {
         self.lookup(key, |raw| self.parse_row(raw))?.transpose()
+    }
+
+    async fn get_as_of(&self, key: &Value, as_of: i64) -> Result<AsOf, LookupError> {
+        match self.get_json_bytes_as_of(key, as_of)? {
+            AsOf::Row(raw) => self.parse_row(&raw).map(AsOf::Row),
+            AsOf::Absent => Ok(AsOf::Absent),
+            AsOf::BeyondHistory { horizon } => Ok(AsOf::BeyondHistory { horizon }),
+        }
     }
 
     async fn get_columns(

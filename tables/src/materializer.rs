@@ -38,6 +38,7 @@ use crate::apply::{Applier, Layout, Record};
 use crate::config::{TableMode, TablesConfig};
 use crate::error::TableError;
 use crate::follower::Follower;
+use crate::history::VersionRule;
 use crate::local_table::{LocalTable, Partitioning, SharedShape};
 use crate::metrics::{PartitionLabel, TableLabel, TablesMetrics};
 use crate::partition_check;
@@ -132,6 +133,7 @@ impl Materializer {
                     partitioning,
                     partitions,
                     fill_unavailable: t.fill_unavailable_values,
+                    versioned: t.versioned.as_ref().map(VersionRule::of),
                 },
             );
             routes
@@ -290,27 +292,48 @@ fn consumer_config<'a>(config: &'a TablesConfig, group: Option<&str>) -> ClientB
 }
 
 /// Rebuilds a table from its topic when its rows are not laid out as its mode
-/// wants: a global table stored per partition (by an earlier version, or while
-/// it was partitioned), or a partitioned table that was global.
+/// wants (a global table stored per partition, by an earlier version or while
+/// it was partitioned, or a partitioned table that was global), or when it
+/// becomes versioned or dates its versions otherwise (its history is built
+/// from the topic). A table no longer versioned loses its history.
 fn prepare_layouts(
     store: &Store,
     config: &TablesConfig,
     counts: &HashMap<String, u32>,
 ) -> Result<(), TableError> {
+    let holds_rows = |table: &str| {
+        store
+            .partitions(table)
+            .into_iter()
+            .try_fold(false, |found, p| {
+                Ok::<_, TableError>(found || store.has_rows(table, Keyspace::Partition(p))?)
+            })
+    };
     for t in &config.tables {
         let stale = match t.mode {
             TableMode::Global if store.has_global(&t.name) => false,
-            TableMode::Global => {
-                let mut partitions = store.partitions(&t.name).into_iter();
-                partitions.try_fold(false, |found, p| {
-                    Ok::<_, TableError>(found || store.has_rows(&t.name, Keyspace::Partition(p))?)
-                })?
-            }
+            TableMode::Global => holds_rows(&t.name)?,
             TableMode::Partitioned => store.has_global(&t.name),
         };
         if stale {
             warn!(table = %t.name, mode = ?t.mode, "the stored rows are laid out for the other mode (or by an earlier version): rebuilding the table from its topic");
             store.drop_table(&t.name)?;
+        }
+        let dating = t.versioned.as_ref().map(|v| VersionRule::of(v).dating());
+        if store.dating(&t.name)? != dating {
+            match &dating {
+                Some(dating) => {
+                    if holds_rows(&t.name)? {
+                        warn!(table = %t.name, %dating, "the table is now versioned (or dates its versions otherwise): rebuilding it and its history from its topic");
+                        store.drop_table(&t.name)?;
+                    }
+                    store.record_dating(&t.name, dating)?;
+                }
+                None => {
+                    info!(table = %t.name, "the table is no longer versioned: removing its history");
+                    store.drop_history(&t.name)?;
+                }
+            }
         }
         if t.mode == TableMode::Global {
             store.ensure_global(&t.name, counts[&t.topic])?;
@@ -388,6 +411,9 @@ fn resume_positions(
         positions.add_partition_offset(topic, partition, offset)?;
         let log = shared.store.stored_log(table, partition)?;
         shared.progress.assign(table, partition, next, log);
+        if let Some(t) = shared.store.stored_stream_time(table, partition)? {
+            shared.progress.set_stream_time(table, partition, t);
+        }
         info!(%table, partition, next_offset = next, "partition assigned; resuming from the stored offset");
     }
     Ok(positions)
@@ -578,17 +604,15 @@ impl<C: ConsumerContext + 'static> Worker<C> {
             let Some(table) = routes.table_of_topic.get(msg.topic()) else {
                 continue;
             };
-            let layout = routes.layout_of_table[table];
+            let layout = &routes.layout_of_table[table];
             let shape = &routes.shape_of_table[table];
             let record = Record {
                 partition: msg.partition(),
                 key: msg.key(),
                 payload: msg.payload(),
                 timestamp_ms: msg.timestamp().to_millis().unwrap_or(0),
+                offset: msg.offset(),
             };
-            let applied = self
-                .applier
-                .apply(shape, &mut batch, table, layout, record)?;
             let entry = last
                 .entry((table.as_str(), msg.partition()))
                 .or_insert_with(|| {
@@ -599,8 +623,21 @@ impl<C: ConsumerContext + 'static> Worker<C> {
                                 .remove(&(table.clone(), msg.partition()))
                         })
                         .flatten();
-                    BatchOfPartition::continuing(open)
+                    let mut entry = BatchOfPartition::continuing(open);
+                    if layout.versioned.is_some() {
+                        entry.stream_time =
+                            self.shared.progress.stream_time(table, msg.partition());
+                    }
+                    entry
                 });
+            let applied = self.applier.apply(
+                shape,
+                &mut batch,
+                table,
+                layout,
+                record,
+                &mut entry.stream_time,
+            )?;
             entry.last_offset = msg.offset();
             entry.records += 1;
             match applied {
@@ -608,6 +645,7 @@ impl<C: ConsumerContext + 'static> Worker<C> {
                     if let Some(mark) = applied.mark {
                         entry.log.record(mark);
                     }
+                    entry.versions_removed += applied.versions_removed as u64;
                     if applied.superseded {
                         self.shared
                             .metrics
@@ -661,6 +699,9 @@ impl<C: ConsumerContext + 'static> Worker<C> {
         }
         for ((table, partition), applied) in &mut last {
             batch.offset(table, *partition, applied.last_offset)?;
+            if let Some(t) = applied.stream_time {
+                batch.stream_time(table, *partition, t)?;
+            }
             if let Some(open) = applied.log.finish(drained) {
                 self.open_transactions
                     .insert(((*table).to_owned(), *partition), open);
@@ -684,6 +725,18 @@ impl<C: ConsumerContext + 'static> Worker<C> {
                 self.shared
                     .progress
                     .misplaced(table, partition, applied.misplaced);
+            }
+            if let Some(t) = applied.stream_time {
+                self.shared.progress.set_stream_time(table, partition, t);
+            }
+            if applied.versions_removed > 0 {
+                self.shared
+                    .metrics
+                    .versions_removed
+                    .get_or_create(&TableLabel {
+                        table: table.to_owned(),
+                    })
+                    .inc_by(applied.versions_removed);
             }
             // A batch that names no position (plain rows, snapshots) keeps the partition's.
             let log = if applied.log.applied.is_empty() {
@@ -732,7 +785,7 @@ impl<C: ConsumerContext + 'static> Worker<C> {
 
     /// Counts a record of a partitioned table that is not on the partition its
     /// partitioner gives its key, and says so (at ERROR: lookups miss it).
-    fn misplaced(&self, table: &str, layout: Layout, msg: &BorrowedMessage<'_>, expected: i32) {
+    fn misplaced(&self, table: &str, layout: &Layout, msg: &BorrowedMessage<'_>, expected: i32) {
         let counter = self
             .shared
             .metrics
@@ -781,6 +834,18 @@ impl<C: ConsumerContext + 'static> Worker<C> {
                 }
             }
         }
+        for (table, layout) in &self.shared.routes.layout_of_table {
+            if layout.versioned.is_some() {
+                let label = TableLabel {
+                    table: table.clone(),
+                };
+                let bytes = self.shared.store.history_bytes(table);
+                metrics
+                    .history_bytes
+                    .get_or_create(&label)
+                    .set(i64::try_from(bytes).unwrap_or(i64::MAX));
+            }
+        }
         let (disk, memory) = self.shared.store.size_and_memory();
         metrics.disk_bytes.set(disk);
         metrics.memory_bytes.set(memory);
@@ -816,6 +881,10 @@ struct BatchOfPartition {
     records: u64,
     misplaced: u64,
     log: LogOfBatch,
+    /// A versioned table's stream time, as of this batch.
+    stream_time: Option<i64>,
+    /// Versions retention removed.
+    versions_removed: u64,
 }
 
 impl BatchOfPartition {
@@ -826,6 +895,8 @@ impl BatchOfPartition {
             records: 0,
             misplaced: 0,
             log: LogOfBatch::continuing(open),
+            stream_time: None,
+            versions_removed: 0,
         }
     }
 }

@@ -64,6 +64,10 @@ pub struct TablesMetrics {
     pub ready: Family<PartitionLabel, Gauge>,
     /// Latency of `get`, in seconds.
     pub get_seconds: Family<TableLabel, Histogram, fn() -> Histogram>,
+    /// Versioned tables: bytes of the history on disk, per table.
+    pub history_bytes: Family<TableLabel, Gauge>,
+    /// Versioned tables: versions removed by retention, per table.
+    pub versions_removed: Family<TableLabel, Counter>,
     /// SST bytes on disk.
     pub disk_bytes: Gauge<u64, AtomicU64>,
     /// Memtable and block-cache bytes.
@@ -132,6 +136,8 @@ impl Default for TablesMetrics {
             lag_records: Family::default(),
             ready: Family::default(),
             get_seconds: Family::new_with_constructor(latency_histogram),
+            history_bytes: Family::default(),
+            versions_removed: Family::default(),
             disk_bytes: Gauge::default(),
             memory_bytes: Gauge::default(),
             remote_calls: Family::default(),
@@ -197,6 +203,16 @@ impl TablesMetrics {
             "get_seconds",
             "Latency of local lookups",
             m.get_seconds.clone(),
+        );
+        r.register(
+            "history_bytes",
+            "Bytes of a versioned table's history on disk (SST files)",
+            m.history_bytes.clone(),
+        );
+        r.register(
+            "versions_removed",
+            "Versions of a versioned table removed by retention",
+            m.versions_removed.clone(),
         );
         r.register("disk_bytes", "RocksDB SST bytes", m.disk_bytes.clone());
         r.register(

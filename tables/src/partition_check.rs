@@ -265,6 +265,7 @@ mod tests {
             partitioner,
             key_format,
             fill_unavailable_values: false,
+            versioned: None,
         }
     }
 

@@ -26,6 +26,9 @@ pub struct PartitionProgress {
     /// Records on another partition than the table's partitioner gives their
     /// key: the partition is not ready while any were seen.
     pub misplaced: u64,
+    /// A versioned table's stream time: the newest time a version it applied
+    /// became valid (µs since the epoch).
+    pub stream_time: Option<i64>,
 }
 
 impl PartitionProgress {
@@ -77,6 +80,7 @@ impl Progress {
             ready: false,
             log,
             misplaced: 0,
+            stream_time: None,
         };
         self.with(|held| {
             held.entry(table.to_owned())
@@ -116,6 +120,16 @@ impl Progress {
             p.log = log;
         });
         self.applied.notify_waiters();
+    }
+
+    /// Records a versioned table partition's stream time.
+    pub fn set_stream_time(&self, table: &str, partition: i32, micros: i64) {
+        self.update(table, partition, |p| p.stream_time = Some(micros));
+    }
+
+    /// A versioned table partition's stream time, if held and any version was applied.
+    pub fn stream_time(&self, table: &str, partition: i32) -> Option<i64> {
+        self.read(|held| held.get(table)?.get(&partition)?.stream_time)
     }
 
     /// Completes at the next applied batch (of any partition). Create it before

@@ -8,6 +8,10 @@
 //! offset is written in the same `WriteBatch` as the rows it covers, so a crash
 //! never leaves data and offset out of step.
 //!
+//! A `versioned` table keeps its earlier versions in one more column family
+//! per partition, `<table>@<partition>~history` ([`history`](crate::history)),
+//! and its partition's stream time under a meta key.
+//!
 //! A `global` table keeps its rows in one more column family, `<table>@global`,
 //! whatever partition they arrived on, each with the partition that owns it
 //! ([`global_rows`](crate::global_rows)); its partitions' column families then
@@ -28,6 +32,7 @@ use crate::applied_log::AppliedLog;
 use crate::config::{Compression, RocksDbConfig};
 use crate::error::TableError;
 use crate::global_rows::{self, Owner};
+use crate::history::{self, STREAM_TIME_KEY, Stamp};
 use crate::record_key::KeyShape;
 
 type Db = DBWithThreadMode<MultiThreaded>;
@@ -95,6 +100,18 @@ pub type StoredRow = (Vec<u8>, Vec<u8>);
 /// Name of the column family of a table partition.
 pub fn cf_name(table: &str, partition: i32) -> String {
     format!("{table}@{partition}")
+}
+
+/// Name of the column family of a versioned table partition's history.
+pub fn history_cf_name(table: &str, partition: i32) -> String {
+    format!("{table}@{partition}{HISTORY_SUFFIX}")
+}
+
+const HISTORY_SUFFIX: &str = "~history";
+
+/// Key (in the default column family) of how a versioned table dates its versions.
+fn dating_key(table: &str) -> Vec<u8> {
+    format!("dating/{table}").into_bytes()
 }
 
 fn parse_cf_name(name: &str) -> Option<(String, Keyspace)> {
@@ -217,7 +234,7 @@ impl Store {
         Ok(())
     }
 
-    /// Removes every row and position of `table`, so it is rebuilt from its topic.
+    /// Removes every row, version and position of `table`, so it is rebuilt from its topic.
     pub fn drop_table(&self, table: &str) -> Result<(), TableError> {
         let partitions = self
             .partitions
@@ -225,13 +242,41 @@ impl Store {
             .expect("partition map lock")
             .remove(table)
             .unwrap_or_default();
-        let keyspaces = partitions
-            .into_iter()
-            .map(Keyspace::Partition)
-            .chain(self.has_global(table).then_some(Keyspace::Global));
-        for keyspace in keyspaces {
-            self.db.drop_cf(&keyspace.cf_name(table))?;
+        let names: Vec<String> = partitions
+            .iter()
+            .flat_map(|p| [cf_name(table, *p), history_cf_name(table, *p)])
+            .chain(std::iter::once(Keyspace::Global.cf_name(table)))
+            .filter(|name| self.db.cf_handle(name).is_some())
+            .collect();
+        for name in names {
+            self.db.drop_cf(&name)?;
         }
+        self.db.delete(dating_key(table))?;
+        Ok(())
+    }
+
+    /// Removes a table's history (it is no longer versioned).
+    pub fn drop_history(&self, table: &str) -> Result<(), TableError> {
+        for partition in self.partitions(table) {
+            let name = history_cf_name(table, partition);
+            if self.db.cf_handle(&name).is_some() {
+                self.db.drop_cf(&name)?;
+            }
+        }
+        self.db.delete(dating_key(table))?;
+        Ok(())
+    }
+
+    /// How the table's versions are dated, as recorded ([`Self::record_dating`]).
+    pub fn dating(&self, table: &str) -> Result<Option<String>, TableError> {
+        let raw = self.db.get_pinned(dating_key(table))?;
+        Ok(raw.map(|b| String::from_utf8_lossy(&b).into_owned()))
+    }
+
+    /// Records how the table's versions are dated (a versioned table's history
+    /// is rebuilt when that changes).
+    pub fn record_dating(&self, table: &str, dating: &str) -> Result<(), TableError> {
+        self.db.put(dating_key(table), dating)?;
         Ok(())
     }
 
@@ -253,7 +298,7 @@ impl Store {
                 .iter()
                 .flat_map(|(t, ps)| {
                     ps.iter()
-                        .map(move |p| cf_name(t, *p))
+                        .flat_map(move |p| [cf_name(t, *p), history_cf_name(t, *p)])
                         .chain(std::iter::once(Keyspace::Global.cf_name(t)))
                 })
                 .collect()
@@ -301,6 +346,61 @@ impl Store {
                 serde_json::from_slice(&raw).map_err(|e| corrupt("WAL progress", e.to_string()))?;
         }
         Ok(log)
+    }
+
+    /// The stream time of a versioned table's partition (µs), if it applied any version.
+    pub fn stored_stream_time(
+        &self,
+        table: &str,
+        partition: i32,
+    ) -> Result<Option<i64>, TableError> {
+        let Some(cf) = self.cf(table, partition) else {
+            return Ok(None);
+        };
+        let raw = self.db.get_pinned_cf(&cf, STREAM_TIME_KEY)?;
+        Ok(raw
+            .and_then(|b| <[u8; 8]>::try_from(&b[..]).ok())
+            .map(i64::from_be_bytes))
+    }
+
+    /// Reads in place the stored version of `key` valid at `as_of` (µs), in
+    /// the history column family named `cf` (see [`history_cf_name`]); `None`
+    /// when the key has no version that old. One seek.
+    pub fn version_at<R>(
+        &self,
+        cf: &str,
+        key: &[u8],
+        as_of: i64,
+        read: impl FnOnce(&[u8]) -> R,
+    ) -> Result<Option<R>, TableError> {
+        let Some(cf) = self.db.cf_handle(cf) else {
+            return Ok(None);
+        };
+        let mut versions = self.db.raw_iterator_cf(&cf);
+        versions.seek(history::seek_key(key, as_of));
+        match (versions.key(), versions.value()) {
+            (Some(stored), Some(value)) if history::version_of(stored, key).is_some() => {
+                Ok(Some(read(value)))
+            }
+            _ => {
+                versions.status()?;
+                Ok(None)
+            }
+        }
+    }
+
+    /// Bytes of a table's history on disk (its history column families' table files).
+    pub fn history_bytes(&self, table: &str) -> u64 {
+        self.partitions(table)
+            .into_iter()
+            .filter_map(|p| self.db.cf_handle(&history_cf_name(table, p)))
+            .filter_map(|cf| {
+                self.db
+                    .property_int_value_cf(&cf, "rocksdb.total-sst-files-size")
+                    .ok()
+                    .flatten()
+            })
+            .sum()
     }
 
     /// How the table's keys are written, as recorded by the materializer.
@@ -466,6 +566,7 @@ impl Store {
             store: self,
             batch: WriteBatch::default(),
             cfs: Vec::new(),
+            history_cfs: Vec::new(),
             owners: HashMap::new(),
             held: HashMap::new(),
         }
@@ -478,6 +579,8 @@ pub struct ApplyBatch<'a> {
     batch: WriteBatch,
     /// Column families this batch writes to (a handful), found once per batch.
     cfs: Vec<(String, i32, std::sync::Arc<rocksdb::BoundColumnFamily<'a>>)>,
+    /// History column families this batch writes to.
+    history_cfs: Vec<(String, i32, std::sync::Arc<rocksdb::BoundColumnFamily<'a>>)>,
     /// Owners of the global keys this batch wrote or deleted (`None`), newer than the store's.
     owners: HashMap<(String, Vec<u8>), Option<Owner>>,
     /// Rows this batch wrote or deleted (`None`) that later records may read
@@ -522,6 +625,113 @@ impl<'a> ApplyBatch<'a> {
     pub fn delete(&mut self, table: &str, partition: i32, key: &[u8]) -> Result<(), TableError> {
         let cf = self.cf(table, partition)?;
         self.batch.delete_cf(&cf, key);
+        Ok(())
+    }
+
+    fn history_cf(
+        &mut self,
+        table: &str,
+        partition: i32,
+    ) -> Result<std::sync::Arc<rocksdb::BoundColumnFamily<'a>>, TableError> {
+        if let Some((_, _, cf)) = self
+            .history_cfs
+            .iter()
+            .find(|(t, p, _)| t == table && *p == partition)
+        {
+            return Ok(cf.clone());
+        }
+        let store: &'a Store = self.store;
+        store.ensure_partition(table, partition)?;
+        let name = history_cf_name(table, partition);
+        if store.db.cf_handle(&name).is_none() {
+            store.db.create_cf(&name, &store.cf_options)?;
+        }
+        let cf = store.db.cf_handle(&name).expect("just ensured");
+        self.history_cfs
+            .push((table.to_owned(), partition, cf.clone()));
+        Ok(cf)
+    }
+
+    /// Stores a version of `key` in a partition's history (`row`: `None` for a delete).
+    pub(crate) fn put_version(
+        &mut self,
+        table: &str,
+        partition: i32,
+        key: &[u8],
+        stamp: Stamp,
+        row: Option<&[u8]>,
+    ) -> Result<(), TableError> {
+        let cf = self.history_cf(table, partition)?;
+        self.batch.put_cf(
+            &cf,
+            history::version_key(key, stamp.valid_from, stamp.offset),
+            history::encode_version(row),
+        );
+        Ok(())
+    }
+
+    /// What the newest stored version of `key` in a partition's history is:
+    /// `None` without versions, else whether it holds a row (not a delete).
+    pub(crate) fn newest_version(
+        &mut self,
+        table: &str,
+        partition: i32,
+        key: &[u8],
+    ) -> Result<Option<bool>, TableError> {
+        let cf = self.history_cf(table, partition)?;
+        let mut versions = self.store.db.raw_iterator_cf(&cf);
+        versions.seek(key);
+        let newest = match (versions.key(), versions.value()) {
+            (Some(entry), Some(value)) if history::version_of(entry, key).is_some() => {
+                Some(!matches!(history::decode_version(value), Ok(None)))
+            }
+            _ => None,
+        };
+        versions.status()?;
+        Ok(newest)
+    }
+
+    /// Deletes the stored versions of `key` that retention removes at
+    /// `horizon` ([`history::expired`]); returns how many. Versions put by
+    /// this batch are not seen (a later write of the key trims them).
+    pub(crate) fn trim_versions(
+        &mut self,
+        table: &str,
+        partition: i32,
+        key: &[u8],
+        horizon: i64,
+    ) -> Result<usize, TableError> {
+        let cf = self.history_cf(table, partition)?;
+        let mut versions = self.store.db.raw_iterator_cf(&cf);
+        versions.seek(key);
+        let mut stored = Vec::new();
+        while let Some(entry) = versions.key() {
+            let Some(stamp) = history::version_of(entry, key) else {
+                break;
+            };
+            stored.push((stamp.valid_from, entry.to_vec()));
+            versions.next();
+        }
+        versions.status()?;
+        let times: Vec<i64> = stored.iter().map(|(t, _)| *t).collect();
+        let expired = history::expired(&times, horizon);
+        let removed = expired.len();
+        for (_, entry) in &stored[expired] {
+            self.batch.delete_cf(&cf, entry);
+        }
+        Ok(removed)
+    }
+
+    /// Records a versioned table partition's stream time, with its offset.
+    pub(crate) fn stream_time(
+        &mut self,
+        table: &str,
+        partition: i32,
+        micros: i64,
+    ) -> Result<(), TableError> {
+        let cf = self.cf(table, partition)?;
+        self.batch
+            .put_cf(&cf, STREAM_TIME_KEY, micros.to_be_bytes());
         Ok(())
     }
 
@@ -836,5 +1046,64 @@ mod tests {
         assert_eq!(store.get("users", 0, key).unwrap().unwrap(), b"{\"v\":2}");
         write(None);
         assert_eq!(store.get("users", 0, key).unwrap(), None);
+    }
+
+    #[test]
+    fn versions_are_read_as_of_a_time_and_trimmed_behind_the_horizon() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), &RocksDbConfig::default()).unwrap();
+        let (key, other) = (b"\x06k\x00\x01".as_slice(), b"\x06l\x00\x01".as_slice());
+        let stamp = |valid_from, offset| Stamp { valid_from, offset };
+        let mut batch = store.batch();
+        for (t, offset, row) in [
+            (10, 0, Some(&b"{\"v\":1}"[..])),
+            (20, 1, Some(b"{\"v\":2}")),
+            (30, 2, None),
+            (40, 3, Some(b"{\"v\":4}")),
+        ] {
+            batch
+                .put_version("users", 1, key, stamp(t, offset), row)
+                .unwrap();
+        }
+        batch
+            .put_version("users", 1, other, stamp(5, 4), Some(b"{}"))
+            .unwrap();
+        batch.stream_time("users", 1, 40).unwrap();
+        batch.commit().unwrap();
+        let cf = history_cf_name("users", 1);
+        let at = |t| {
+            store
+                .version_at(&cf, key, t, |v| {
+                    history::decode_version(v).unwrap().map(<[u8]>::to_vec)
+                })
+                .unwrap()
+        };
+        assert_eq!(at(9), None, "no version that old");
+        assert_eq!(at(10), Some(Some(b"{\"v\":1}".to_vec())));
+        assert_eq!(at(29), Some(Some(b"{\"v\":2}".to_vec())));
+        assert_eq!(at(35), Some(None), "deleted then");
+        assert_eq!(at(i64::MAX), Some(Some(b"{\"v\":4}".to_vec())));
+        assert_eq!(store.stored_stream_time("users", 1).unwrap(), Some(40));
+        assert_eq!(store.stored_stream_time("users", 0).unwrap(), None);
+
+        // Horizon 25: the version of 20 answers reads at 25; the one of 10 goes.
+        let mut batch = store.batch();
+        assert_eq!(batch.trim_versions("users", 1, key, 25).unwrap(), 1);
+        assert_eq!(batch.trim_versions("users", 1, other, 25).unwrap(), 0);
+        batch.commit().unwrap();
+        assert_eq!(at(10), None);
+        assert_eq!(at(25), Some(Some(b"{\"v\":2}".to_vec())));
+        let mut batch = store.batch();
+        assert_eq!(batch.trim_versions("users", 1, key, 41).unwrap(), 2);
+        batch.commit().unwrap();
+        assert_eq!(at(35), None, "only the newest version is left");
+        assert_eq!(at(41), Some(Some(b"{\"v\":4}".to_vec())));
+
+        store.flush().unwrap();
+        assert!(store.history_bytes("users") > 0, "the history is on disk");
+        store.drop_history("users").unwrap();
+        assert_eq!(at(41), None, "no history once dropped");
+        assert_eq!(store.history_bytes("users"), 0);
+        assert_eq!(store.stored_stream_time("users", 1).unwrap(), Some(40));
     }
 }

@@ -28,7 +28,7 @@ use crate::local_table::{LocalTable, Placement};
 use crate::metrics::{GrpcLabel, MethodLabel, TablesMetrics};
 use crate::progress::Progress;
 use crate::remote::RemoteTable;
-use tributary_table_api::{KeyRange, LookupError, Table, TableDescription};
+use tributary_table_api::{AsOf, KeyRange, LookupError, Table, TableDescription};
 
 /// A table the API serves.
 #[derive(Clone)]
@@ -46,10 +46,12 @@ impl Served {
     }
 }
 
-/// What `Get` and `BatchGet` share: the table, the position, the method (for metrics).
+/// What `Get` and `BatchGet` share: the table, the position, the time rows
+/// are read as of, the method (for metrics).
 struct KeysRequest<'a> {
     table: &'a str,
     min_position: Option<&'a v1::Position>,
+    as_of_us: Option<i64>,
     method: &'static str,
 }
 
@@ -265,15 +267,17 @@ impl LookupService {
         Ok(split)
     }
 
-    /// Looks up the keys of a local table held here (after readiness and position).
+    /// Looks up the keys of a local table held here (after readiness and
+    /// position), as of a time if asked.
     async fn get_here(
         &self,
         table: &LocalTable,
         keys: &[Json],
         partitions: &BTreeSet<i32>,
         position: Option<&MinPosition>,
+        as_of_us: Option<i64>,
         call: &Call,
-    ) -> Result<Vec<Option<Json>>, Status> {
+    ) -> Result<Vec<GetResponse>, Status> {
         for &p in partitions {
             self.check_ready(table.name(), p)?;
         }
@@ -288,7 +292,17 @@ impl LookupService {
             )
             .await?;
         }
-        table.multi_get(keys).await.map_err(status)
+        let Some(as_of) = as_of_us else {
+            let rows = table.multi_get(keys).await.map_err(status)?;
+            return Ok(rows.into_iter().map(found).collect());
+        };
+        let mut results = Vec::with_capacity(keys.len());
+        for key in keys {
+            results.push(found_as_of(
+                table.get_as_of(key, as_of).await.map_err(status)?,
+            ));
+        }
+        Ok(results)
     }
 
     async fn answer_get(&self, request: Request<GetRequest>) -> Result<GetResponse, Status> {
@@ -297,11 +311,13 @@ impl LookupService {
             table,
             key,
             min_position,
+            as_of_us,
         } = request.into_inner();
         let key = json_field(key.as_ref(), "key")?;
         let lookup = KeysRequest {
             table: &table,
             min_position: min_position.as_ref(),
+            as_of_us,
             method: "Get",
         };
         let mut rows = self.get_keys(&lookup, vec![key], &call).await?;
@@ -330,6 +346,7 @@ impl LookupService {
         let lookup = KeysRequest {
             table: &batch.table,
             min_position: batch.min_position.as_ref(),
+            as_of_us: batch.as_of_us,
             method: "BatchGet",
         };
         let results = self.get_keys(&lookup, keys, &call).await?;
@@ -352,6 +369,12 @@ impl LookupService {
                         request.table
                     )));
                 }
+                if request.as_of_us.is_some() {
+                    return Err(Status::invalid_argument(format!(
+                        "table {}: a remote table keeps no history to read as of a time",
+                        request.table
+                    )));
+                }
                 let rows = within(call.deadline, "remote lookup", async {
                     table.multi_get(&keys).await.map_err(status)
                 })
@@ -368,6 +391,7 @@ impl LookupService {
             &here_keys,
             &split.here_partitions,
             position.as_ref(),
+            request.as_of_us,
             call,
         );
         let there = split.elsewhere.iter().map(|(owner, indices)| {
@@ -376,13 +400,14 @@ impl LookupService {
                 table: request.table.to_owned(),
                 keys,
                 min_position: request.min_position.cloned(),
+                as_of_us: request.as_of_us,
             };
             self.forwarded(request.method);
             self.forward_batch(owner, message, call)
         });
         let (here, there) = tokio::join!(here, futures::future::try_join_all(there));
-        for (i, row) in split.here.iter().zip(here?) {
-            results[*i] = found(row);
+        for (i, result) in split.here.iter().zip(here?) {
+            results[*i] = result;
         }
         for ((_, indices), answer) in split.elsewhere.iter().zip(there?) {
             for (i, result) in indices.iter().zip(answer.results) {
@@ -596,6 +621,19 @@ fn found(row: Option<Json>) -> GetResponse {
     GetResponse {
         found: row.is_some(),
         row: row.as_ref().map(from_json),
+        ..GetResponse::default()
+    }
+}
+
+fn found_as_of(answer: AsOf) -> GetResponse {
+    match answer {
+        AsOf::Row(row) => found(Some(row)),
+        AsOf::Absent => found(None),
+        AsOf::BeyondHistory { horizon } => GetResponse {
+            beyond_history: true,
+            history_horizon_us: horizon,
+            ..GetResponse::default()
+        },
     }
 }
 

@@ -62,6 +62,7 @@ impl Backend for LookupApiBackend {
                 .map(|k| from_json(&Value::Array(k.clone())))
                 .collect(),
             min_position: None,
+            as_of_us: None,
         });
         if let Some(authorization) = &self.authorization {
             request
