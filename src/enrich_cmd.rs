@@ -43,6 +43,8 @@ impl JobFile {
         };
         let names = tables.as_ref().map(TablesConfig::names).unwrap_or_default();
         config.check_tables(&names)?;
+        let versioned = tables.as_ref().map(TablesConfig::versioned_names);
+        config.check_as_of(&versioned.unwrap_or_default())?;
         Ok(JobFile { config, tables })
     }
 }

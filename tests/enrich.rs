@@ -1136,3 +1136,120 @@ async fn events_wait_in_the_retry_topic_while_a_remote_table_is_unavailable() {
         "an outage is waited out, not dead-lettered: {dead:?}"
     );
 }
+
+/// An as-of join on the real stack: a user's changes in MariaDB ≥ 1.2 s apart
+/// (binlog times are whole seconds), then orders placed between them,
+/// produced afterwards in reverse time order and enriched late in a bounded
+/// run: each carries the user as the database showed it when the order was
+/// placed (the update log, noted here), through an update, a delete and a
+/// re-insert; a user inserted later is absent before its insert.
+#[tokio::test(flavor = "multi_thread")]
+async fn late_orders_are_enriched_with_the_user_as_it_was_when_each_was_placed() {
+    let mut conn = root_conn().await;
+    let db = create_db(&mut conn, "asof").await;
+    conn.query_drop(format!(
+        "CREATE TABLE `{db}`.users (id BIGINT PRIMARY KEY, tier VARCHAR(20))"
+    ))
+    .await
+    .unwrap();
+    conn.query_drop(format!(
+        "INSERT INTO `{db}`.users VALUES (1, 'free'), (2, 'free')"
+    ))
+    .await
+    .unwrap();
+    let capture = CaptureSetup::new(&db, "").with_snapshot(100);
+    let _capture = TributaryProcess::capture(&capture.yaml());
+    // Wait for the snapshot before changing anything.
+    read_raw(&capture.topic("users"), Duration::from_secs(60), |r| {
+        r.len() >= 2
+    })
+    .await;
+    let steps = [
+        (1, "UPDATE `{db}`.users SET tier = 'pro' WHERE id = 1"),
+        (3, "INSERT INTO `{db}`.users VALUES (3, 'new')"),
+        (2, "UPDATE `{db}`.users SET tier = 'gold' WHERE id = 2"),
+        (1, "DELETE FROM `{db}`.users WHERE id = 1"),
+        (1, "INSERT INTO `{db}`.users VALUES (1, 'back')"),
+        (2, "UPDATE `{db}`.users SET tier = 'platinum' WHERE id = 2"),
+    ];
+    let log = timed_changes::run(&mut conn, &db, &steps).await;
+    // Every change is in the topic (an update is one record, a delete two).
+    let records = 2 + steps.len() + 1;
+    read_raw(&capture.topic("users"), Duration::from_secs(60), move |r| {
+        r.len() >= records
+    })
+    .await;
+
+    let orders = unique("orders");
+    create_topic_with(&orders, 3, "delete").await;
+    let mut placed: Vec<(u64, i64, i64)> = log
+        .probe_times()
+        .into_iter()
+        .chain([
+            (3, log.changes[0].after_us),
+            (2, log.changes[0].before_us - 5_000_000),
+        ])
+        .enumerate()
+        .map(|(n, (id, t))| (n as u64, id, t))
+        .collect();
+    placed.sort_by_key(|(_, _, t)| std::cmp::Reverse(*t));
+    let records: Vec<Produced> = placed
+        .iter()
+        .map(|(order_id, user_id, t)| {
+            let table_key = json!({ "id": user_id }).to_string();
+            (
+                partition_for_key(table_key.as_bytes(), 3),
+                Some(json!({ "order_id": order_id }).to_string().into_bytes()),
+                Some(
+                    json!({ "order_id": order_id, "user_id": user_id, "placed_at": t })
+                        .to_string()
+                        .into_bytes(),
+                ),
+            )
+        })
+        .collect();
+    produce_raw(&orders, &records).await;
+
+    let files = JobFiles::new(&orders);
+    let job = files.write(
+        Some(&format!(
+            "[{{ name: users, topic: '{}', versioned: {{ history: 30d }} }}]",
+            capture.topic("users")
+        )),
+        "[{ table: users, key: user_id, select: [tier], as_of: { field: placed_at, unit: us } }]",
+        "",
+    );
+    let run = TributaryProcess::start(
+        &["enrich"],
+        &job,
+        &["--from", "beginning", "--until", "end"],
+    );
+    let stdout = wait_stdout(run).await;
+    assert_eq!(
+        summary_counts(&stdout, "shop"),
+        (placed.len() as u64, placed.len() as u64, 0)
+    );
+    let expected = placed.len();
+    let out = read_raw(&files.output, Duration::from_secs(30), move |r| {
+        r.len() >= expected
+    })
+    .await;
+    assert_eq!(out.len(), placed.len());
+    for record in &out {
+        let event = record.json();
+        let (id, t) = (
+            event["user_id"].as_i64().unwrap(),
+            event["placed_at"].as_i64().unwrap(),
+        );
+        let expected = log
+            .state_at(id, t)
+            .map_or(Json::Null, |row| row["tier"].clone());
+        assert_eq!(event["tier"], expected, "user {id} as of {t}: {event}");
+    }
+    // Every state of the log was joined somewhere, absence included.
+    let tiers: BTreeSet<String> = out.iter().map(|r| r.json()["tier"].to_string()).collect();
+    let states = ["free", "pro", "new", "gold", "back", "platinum"].map(|t| format!("\"{t}\""));
+    for state in states.iter().map(String::as_str).chain(["null"]) {
+        assert!(tiers.contains(state), "no order joined {state}: {tiers:?}");
+    }
+}

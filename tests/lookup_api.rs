@@ -893,22 +893,6 @@ async fn a_remote_table_reads_another_instances_tables_through_the_api() {
     server.stop().await;
 }
 
-/// The `users` row of `id`, as the database shows it now.
-async fn user_row(conn: &mut mysql_async::Conn, db: &str, id: i64) -> Option<Json> {
-    let query = format!("SELECT id, tier FROM `{db}`.users WHERE id = {id}");
-    let row: Option<(i64, String)> = conn.query_first(query).await.unwrap();
-    row.map(|(id, tier)| json!({ "id": id, "tier": tier }))
-}
-
-/// The server's clock, µs since the epoch.
-async fn server_now_us(conn: &mut mysql_async::Conn) -> i64 {
-    let now: Option<i64> = conn
-        .query_first("SELECT CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED)")
-        .await
-        .unwrap();
-    now.unwrap()
-}
-
 /// Versioned tables on the real stack. `users` is dated by the binlog's
 /// commit times (whole seconds, so changes run ≥ 1.2 s apart): each change's
 /// row, as the database's own SELECT showed it right after the change, is
@@ -980,26 +964,10 @@ async fn a_versioned_table_answers_as_of_a_time_what_the_database_held_then() {
         (1, "INSERT INTO `{db}`.users VALUES (1, 'back')"),
         (2, "UPDATE `{db}`.users SET tier = 'newer' WHERE id = 2"),
     ];
-    // (id, server time before, after, the row after); id 1's snapshot row and
-    // id 2's absence are their states before their first change.
-    let mut log: Vec<(i64, i64, i64, Option<Json>)> = Vec::new();
-    let mut before_first: BTreeMap<i64, Option<Json>> = BTreeMap::new();
-    for (id, statement) in steps {
-        if let std::collections::btree_map::Entry::Vacant(first) = before_first.entry(id) {
-            first.insert(user_row(&mut conn, &db, id).await);
-        }
-        let before = server_now_us(&mut conn).await;
-        conn.query_drop(statement.replace("{db}", &db))
-            .await
-            .unwrap();
-        let after = server_now_us(&mut conn).await;
-        let row = user_row(&mut conn, &db, id).await;
-        log.push((id, before, after, row));
-        tokio::time::sleep(Duration::from_millis(1200)).await;
-    }
+    let log = timed_changes::run(&mut conn, &db, &steps).await;
     // Every change applied: the latest rows equal the database's.
     for id in [1, 2] {
-        let expected = user_row(&mut conn, &db, id).await;
+        let expected = timed_changes::user_row(&mut conn, &db, id).await;
         let deadline = Instant::now() + Duration::from_secs(60);
         while row_of(
             client
@@ -1018,26 +986,20 @@ async fn a_versioned_table_answers_as_of_a_time_what_the_database_held_then() {
         ..latest(table, key)
     };
     let second = 1_000_000;
-    let mut reads: Vec<(v1::GetRequest, Option<Json>)> = Vec::new();
-    for (i, (id, before, after, row)) in log.iter().enumerate() {
-        // The binlog dates a change by its statement's start, in whole seconds.
-        let previous = log[..i]
-            .iter()
-            .rev()
-            .find(|(other, ..)| other == id)
-            .map_or_else(|| before_first[id].clone(), |(.., row)| row.clone());
-        let just_before = before - before.rem_euclid(second) - 1;
-        reads.push((as_of("users", json!(id), just_before), previous));
-        reads.push((as_of("users", json!(id), *after), row.clone()));
-    }
-    reads.push((as_of("users", json!(3), log[0].2), None));
+    let after = |i: usize| log.changes[i].after_us;
+    let mut reads: Vec<(v1::GetRequest, Option<Json>)> = log
+        .probe_times()
+        .into_iter()
+        .map(|(id, t)| (as_of("users", json!(id), t), log.state_at(id, t)))
+        .collect();
+    reads.push((as_of("users", json!(3), after(0)), None));
     for (request, expected) in &reads {
         let answer = client.get(request.clone()).await.unwrap().into_inner();
         assert!(!answer.beyond_history, "{request:?}");
         assert_eq!(&row_of(answer), expected, "{request:?}");
     }
     // The same keys in one BatchGet as of one time.
-    let t = log[2].2; // after id 1 became 'plus', id 2 'new'
+    let t = after(2); // after id 1 became 'plus', id 2 'new'
     let batch = client
         .batch_get(v1::BatchGetRequest {
             table: "users".into(),
@@ -1049,11 +1011,11 @@ async fn a_versioned_table_answers_as_of_a_time_what_the_database_held_then() {
         .unwrap()
         .into_inner();
     let rows: Vec<Option<Json>> = batch.results.into_iter().map(row_of).collect();
-    assert_eq!(rows, [log[2].3.clone(), log[1].3.clone()]);
+    assert_eq!(rows, [log.state_at(1, t), log.state_at(2, t)]);
     // And through the command line (epoch milliseconds).
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_tributary"))
         .args(["lookup", "--endpoint", &instance.url(), "users", "1"])
-        .args(["--as-of", &(log[0].2 / 1000).to_string()])
+        .args(["--as-of", &(after(0) / 1000).to_string()])
         .output()
         .unwrap();
     assert!(
@@ -1062,7 +1024,7 @@ async fn a_versioned_table_answers_as_of_a_time_what_the_database_held_then() {
         String::from_utf8_lossy(&out.stderr)
     );
     let printed: Json = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(Some(printed), log[0].3, "the CLI's as-of read");
+    assert_eq!(Some(printed), log.changes[0].row, "the CLI's as-of read");
 
     // prices: versions dated by their column, written out of order.
     let base = 1_767_225_600 * second; // 2026-01-01T00:00:00Z

@@ -13,6 +13,9 @@
 //!         rename: { name: user_name }
 //!         into: user              # nest under this field (top level when absent)
 //!         type: left              # left: a miss adds nulls; inner: see on_miss
+//!       - table: prices           # a `versioned` table: the row valid when the order was placed
+//!         key: sku
+//!         as_of: { field: placed_at, unit: ms, max_wait_ms: 2000 }   # or { record_timestamp: true }
 //!     output: { topic: orders.enriched, key: order_id }
 //!     dead_letter: { topic: orders.dlq }
 //! ```
@@ -24,6 +27,7 @@ use serde::Deserialize;
 pub use tributary_config::Delivery;
 use tributary_config::{ConfigError, HttpConfig, Validate};
 pub use tributary_kafka::KafkaConfig;
+pub use tributary_proto::event_time::TimeUnit;
 
 use crate::field_path::FieldPath;
 
@@ -165,6 +169,29 @@ pub struct JoinConfig {
     /// Nest the copied columns under this field (top level when absent).
     #[serde(default)]
     pub into: Option<String>,
+    /// Join the row as it was at the event's time (a `versioned` local table).
+    #[serde(default)]
+    pub as_of: Option<AsOfConfig>,
+}
+
+/// The time an as-of join reads its table at.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AsOfConfig {
+    /// The event field holding its time (a field path).
+    #[serde(default)]
+    pub field: Option<String>,
+    /// The unit of `field` when it holds numbers (texts are UTC times; default ms).
+    #[serde(default)]
+    pub unit: Option<TimeUnit>,
+    /// Use the input record's Kafka timestamp instead of a field.
+    #[serde(default)]
+    pub record_timestamp: bool,
+    /// How long a join waits for a table that has not reached the event's
+    /// time yet (its partition behind its topic, its newest version older);
+    /// after that (or at once, with 0) it joins the newest version, counted.
+    #[serde(default)]
+    pub max_wait_ms: u64,
 }
 
 /// One field path, or several for a composite key.
@@ -270,6 +297,25 @@ impl EnrichConfig {
         Ok(config)
     }
 
+    /// Every as-of join names one of `versioned` (the tables that keep history).
+    pub fn check_as_of(&self, versioned: &[&str]) -> Result<(), ConfigError> {
+        for (j, job) in self.jobs.iter().enumerate() {
+            for (i, join) in job.joins.iter().enumerate() {
+                if join.as_of.is_some() && !versioned.contains(&join.table.as_str()) {
+                    return Err(ConfigError::new(
+                        format!("jobs[{j}].joins[{i}].as_of"),
+                        format!(
+                            "table {:?} keeps no history: declare it `versioned` in the tables \
+                             config (versioned tables: {versioned:?})",
+                            join.table
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Every join names one of `known` (the tables of the tables config).
     pub fn check_tables(&self, known: &[&str]) -> Result<(), ConfigError> {
         for (j, job) in self.jobs.iter().enumerate() {
@@ -284,6 +330,38 @@ impl EnrichConfig {
                     ));
                 }
             }
+        }
+        Ok(())
+    }
+}
+
+impl AsOfConfig {
+    fn validate(&self, at: &str) -> Result<(), ConfigError> {
+        match (&self.field, self.record_timestamp) {
+            (Some(_), true) | (None, false) => {
+                return Err(ConfigError::new(
+                    at,
+                    "name the event's time: `field: <path>` or `record_timestamp: true`",
+                ));
+            }
+            (Some(field), false) => {
+                FieldPath::parse(field)
+                    .map_err(|e| ConfigError::new(format!("{at}.field"), e.to_string()))?;
+            }
+            (None, true) => {
+                if self.unit.is_some() {
+                    return Err(ConfigError::new(
+                        format!("{at}.unit"),
+                        "applies to `field` only (record timestamps are milliseconds)",
+                    ));
+                }
+            }
+        }
+        if self.max_wait_ms > 3_600_000 {
+            return Err(ConfigError::new(
+                format!("{at}.max_wait_ms"),
+                "must be at most 3600000 (an hour)",
+            ));
         }
         Ok(())
     }
@@ -399,6 +477,9 @@ impl Validate for EnrichConfig {
                         "applies to `type: inner` only (a left join adds nulls on a miss)",
                     ));
                 }
+                if let Some(as_of) = &join.as_of {
+                    as_of.validate(&at("as_of"))?;
+                }
                 if let Some(into) = &join.into
                     && into.is_empty()
                 {
@@ -446,6 +527,52 @@ jobs:
         assert_eq!(job.joins[1].key.paths(), ["line.sku", "region"]);
         assert_eq!(job.joins[1].on_miss, Some(MissPolicy::Dlq));
         assert_eq!(c.delivery, Delivery::AtLeastOnce);
+    }
+
+    #[test]
+    fn as_of_joins_name_the_events_time_and_a_versioned_table() {
+        let as_of =
+            |spec: &str| GOOD.replace("into: user }", &format!("into: user, as_of: {spec} }}"));
+        let c = EnrichConfig::parse(
+            &as_of("{ field: placed_at, unit: us, max_wait_ms: 500 }"),
+            TABLES,
+        )
+        .unwrap();
+        let a = c.jobs[0].joins[0].as_of.as_ref().unwrap();
+        assert_eq!(a.field.as_deref(), Some("placed_at"));
+        assert_eq!((a.unit, a.max_wait_ms), (Some(TimeUnit::Us), 500));
+        assert!(c.check_as_of(&["users"]).is_ok());
+        let unversioned = c.check_as_of(&["products"]).unwrap_err();
+        assert_eq!(unversioned.field, "jobs[0].joins[0].as_of");
+        assert!(
+            unversioned.problem.contains("versioned"),
+            "{}",
+            unversioned.problem
+        );
+        let c = EnrichConfig::parse(&as_of("{ record_timestamp: true }"), TABLES).unwrap();
+        assert!(c.jobs[0].joins[0].as_of.as_ref().unwrap().record_timestamp);
+        let field = |text: &str| EnrichConfig::parse(text, TABLES).unwrap_err().field;
+        assert_eq!(field(&as_of("{}")), "jobs[0].joins[0].as_of");
+        assert_eq!(
+            field(&as_of("{ field: t, record_timestamp: true }")),
+            "jobs[0].joins[0].as_of"
+        );
+        assert_eq!(
+            field(&as_of("{ field: 'a..b' }")),
+            "jobs[0].joins[0].as_of.field"
+        );
+        assert_eq!(
+            field(&as_of("{ record_timestamp: true, unit: s }")),
+            "jobs[0].joins[0].as_of.unit"
+        );
+        assert_eq!(
+            field(&as_of("{ field: t, max_wait_ms: 7200000 }")),
+            "jobs[0].joins[0].as_of.max_wait_ms"
+        );
+        assert_eq!(
+            field(&as_of("{ field: t, unit: days }")),
+            "jobs[0].joins[0].as_of.unit"
+        );
     }
 
     #[test]

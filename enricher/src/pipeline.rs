@@ -1,17 +1,26 @@
 //! What a job does to one input record: parse it, run its join steps in order,
 //! and decide what to write: an enriched event, nothing, or a dead letter with
 //! the reason. No Kafka here, so every rule is unit-tested with in-memory tables.
+//!
+//! An as-of join reads its (versioned) table at the event's time, from a
+//! field or the record's timestamp. When the key's partition has not reached
+//! that time (behind its topic, its newest version older), the join waits up
+//! to `max_wait_ms` for it, then joins what the table holds and counts it
+//! (`result="ahead"`). A time older than the history the table keeps is a
+//! miss with that reason (`result="beyond_history"`).
 
 use std::borrow::Cow;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use prometheus_client::metrics::counter::Counter;
 use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{Map, Value};
 use tributary_proto::debezium_json;
-use tributary_table_api::{Columns, LookupError, Table};
+use tributary_proto::event_time::{self, TimeUnit};
+use tributary_table_api::{AsOf, Columns, LookupError, Table};
 
-use crate::config::{InputFormat, JobConfig, JoinType, MissPolicy};
+use crate::config::{AsOfConfig, InputFormat, JobConfig, JoinType, MissPolicy};
 use crate::event::Event;
 use crate::field_path::{FieldPath, KeyFieldError, key_of};
 use crate::metrics::EnrichMetrics;
@@ -51,6 +60,72 @@ enum Row {
     Whole(Arc<Value>),
 }
 
+/// What a join's lookup found.
+enum Found {
+    /// The row.
+    Row(Row),
+    /// No row (at the time asked, for an as-of join).
+    Missing,
+    /// The time asked is older than the history the table keeps.
+    BeyondHistory {
+        /// The oldest time the table answers for.
+        horizon: i64,
+    },
+}
+
+/// Where an as-of join finds the event's time.
+enum EventTime {
+    /// A field of the event, numbers in a unit.
+    Field(FieldPath, TimeUnit),
+    /// The input record's Kafka timestamp.
+    RecordTimestamp,
+}
+
+/// How often a join waiting for its table to reach an event's time looks again.
+const AHEAD_POLL: Duration = Duration::from_millis(20);
+
+/// The as-of part of a join.
+struct AsOfJoin {
+    time: EventTime,
+    max_wait: Duration,
+    ahead: Counter,
+    beyond_history: Counter,
+}
+
+impl AsOfJoin {
+    fn new(config: &AsOfConfig, job: &str, table: &str, metrics: &EnrichMetrics) -> Self {
+        let time = match &config.field {
+            Some(field) => EventTime::Field(
+                FieldPath::parse(field).expect("validated with the config"),
+                config.unit.unwrap_or_default(),
+            ),
+            None => EventTime::RecordTimestamp,
+        };
+        AsOfJoin {
+            time,
+            max_wait: Duration::from_millis(config.max_wait_ms),
+            ahead: metrics.join(job, table, "ahead"),
+            beyond_history: metrics.join(job, table, "beyond_history"),
+        }
+    }
+
+    /// The event's time, µs since the epoch, or why it has none.
+    fn time_of(&self, event: &Event<'_>, record_ms: Option<i64>) -> Result<i64, String> {
+        match &self.time {
+            EventTime::Field(path, unit) => {
+                let value = event
+                    .get(path)
+                    .ok_or_else(|| format!("as_of field `{}` is missing", path.as_str()))?;
+                event_time::micros_of(&value, *unit)
+                    .map_err(|e| format!("as_of field `{}`: {e}", path.as_str()))
+            }
+            EventTime::RecordTimestamp => record_ms
+                .and_then(|ms| ms.checked_mul(1000))
+                .ok_or_else(|| "the record has no timestamp to join as of".to_owned()),
+        }
+    }
+}
+
 /// One join step, resolved against its table.
 pub struct Join {
     table: Arc<dyn Table>,
@@ -64,6 +139,8 @@ pub struct Join {
     into: Option<String>,
     /// A remote table that cannot answer sends the event to the retry topic.
     retry_unavailable: bool,
+    /// Read the table as of the event's time.
+    as_of: Option<AsOfJoin>,
     hits: Counter,
     misses: Counter,
 }
@@ -73,15 +150,47 @@ impl Join {
         self.table.name()
     }
 
-    /// The row of `key`: only the selected columns when the join selects some.
-    async fn lookup(&self, key: &Value) -> Result<Option<Row>, LookupError> {
-        Ok(match &self.select {
+    /// The row of `key` (as of `time`, for an as-of join): only the selected
+    /// columns when the join selects some.
+    async fn lookup(&self, key: &Value, time: Option<i64>) -> Result<Found, LookupError> {
+        if let (Some(as_of), Some(t)) = (&self.as_of, time) {
+            return self.lookup_as_of(key, t, as_of).await;
+        }
+        let row = match &self.select {
             Some(columns) => self
                 .table
                 .get_columns(key, columns)
                 .await?
                 .map(Row::Columns),
             None => self.table.get_shared(key).await?.map(Row::Whole),
+        };
+        Ok(row.map_or(Found::Missing, Found::Row))
+    }
+
+    /// The version of `key` valid at `t`, once the table has reached `t` or
+    /// the join's wait is over.
+    async fn lookup_as_of(
+        &self,
+        key: &Value,
+        t: i64,
+        as_of: &AsOfJoin,
+    ) -> Result<Found, LookupError> {
+        let deadline = Instant::now() + as_of.max_wait;
+        while self.table.versions_until(key).await?.unwrap_or(i64::MAX) < t {
+            let now = Instant::now();
+            if now >= deadline {
+                as_of.ahead.inc();
+                break;
+            }
+            tokio::time::sleep(AHEAD_POLL.min(deadline - now)).await;
+        }
+        Ok(match self.table.get_as_of(key, t).await? {
+            AsOf::Row(row) => Found::Row(Row::Whole(Arc::new(row))),
+            AsOf::Absent => Found::Missing,
+            AsOf::BeyondHistory { horizon } => {
+                as_of.beyond_history.inc();
+                Found::BeyondHistory { horizon }
+            }
         })
     }
 
@@ -96,14 +205,23 @@ impl Join {
             )
     }
 
-    /// Looks the event's key up and adds the row's columns; `Err` ends the event.
-    async fn apply<'e>(&'e self, event: &mut Event<'e>) -> Result<(), Outcome> {
-        let key = key_of(&self.key, |path| event.get(path))
-            .map_err(|reason| Outcome::Dead(format!("join `{}`: {reason}", self.name())))?;
-        let row = match &key {
+    /// Looks the event's key up (as of its time, for an as-of join) and adds
+    /// the row's columns; `Err` ends the event.
+    async fn apply<'e>(
+        &'e self,
+        event: &mut Event<'e>,
+        record_ms: Option<i64>,
+    ) -> Result<(), Outcome> {
+        let dead = |reason: String| Outcome::Dead(format!("join `{}`: {reason}", self.name()));
+        let key = key_of(&self.key, |path| event.get(path)).map_err(|r| dead(r.to_string()))?;
+        let time = match &self.as_of {
+            Some(as_of) => Some(as_of.time_of(event, record_ms).map_err(dead)?),
             None => None,
-            Some(key) => match self.lookup(key).await {
-                Ok(row) => row,
+        };
+        let found = match &key {
+            None => Found::Missing,
+            Some(key) => match self.lookup(key, time).await {
+                Ok(found) => found,
                 Err(LookupError::NotOwned { table, partition }) => {
                     return Err(Outcome::NotHeld { table, partition });
                 }
@@ -118,29 +236,43 @@ impl Join {
                 }
             },
         };
-        match row {
-            Some(row) => {
+        let missed = match found {
+            Found::Row(row) => {
                 self.hits.inc();
                 self.project(event, Some(&row));
+                return Ok(());
             }
+            Found::Missing => None,
+            Found::BeyondHistory { horizon } => Some(horizon),
+        };
+        self.misses.inc();
+        let policy = match self.on_miss {
             None => {
-                self.misses.inc();
-                match self.on_miss {
-                    None => self.project(event, None),
-                    Some(MissPolicy::Drop) => return Err(Outcome::Skip(Skip::Missed)),
-                    Some(policy @ (MissPolicy::Dlq | MissPolicy::Retry)) => {
-                        let key = key.map_or_else(|| "null".to_owned(), |k| k.to_string());
-                        let reason = format!("join `{}`: no row with key {key}", self.name());
-                        return Err(if policy == MissPolicy::Retry {
-                            Outcome::Retry(reason)
-                        } else {
-                            Outcome::Dead(reason)
-                        });
-                    }
-                }
+                self.project(event, None);
+                return Ok(());
             }
-        }
-        Ok(())
+            Some(MissPolicy::Drop) => return Err(Outcome::Skip(Skip::Missed)),
+            Some(policy) => policy,
+        };
+        let key = key.map_or_else(|| "null".to_owned(), |k| k.to_string());
+        let when = time.map(event_time::format_micros);
+        let reason = match (missed, when) {
+            (Some(horizon), Some(when)) => format!(
+                "join `{}`: key {key} as of {when} is older than the history the table keeps \
+                 (it answers from {})",
+                self.name(),
+                event_time::format_micros(horizon)
+            ),
+            (None, Some(when)) => {
+                format!("join `{}`: no row with key {key} as of {when}", self.name())
+            }
+            _ => format!("join `{}`: no row with key {key}", self.name()),
+        };
+        Err(if policy == MissPolicy::Retry {
+            Outcome::Retry(reason)
+        } else {
+            Outcome::Dead(reason)
+        })
     }
 
     /// Sets the selected (renamed) columns of `row` in the event, or nulls on a miss.
@@ -250,6 +382,10 @@ impl Pipeline {
                 rename: j.rename.clone().into_iter().collect(),
                 into: j.into.clone(),
                 retry_unavailable: job.retry.is_some(),
+                as_of: j
+                    .as_of
+                    .as_ref()
+                    .map(|a| AsOfJoin::new(a, &job.name, &j.table, metrics)),
                 hits: metrics.join(&job.name, &j.table, "hit"),
                 misses: metrics.join(&job.name, &j.table, "miss"),
             })
@@ -262,14 +398,24 @@ impl Pipeline {
         }
     }
 
-    /// What to write for a record with this key and value.
-    pub async fn process(&self, key: Option<&[u8]>, value: Option<&[u8]>) -> Outcome {
-        match self.enrich(key, value).await {
+    /// What to write for a record with this key, value and timestamp (ms).
+    pub async fn process(
+        &self,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        timestamp_ms: Option<i64>,
+    ) -> Outcome {
+        match self.enrich(key, value, timestamp_ms).await {
             Ok(outcome) | Err(outcome) => outcome,
         }
     }
 
-    async fn enrich(&self, key: Option<&[u8]>, value: Option<&[u8]>) -> Result<Outcome, Outcome> {
+    async fn enrich(
+        &self,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        timestamp_ms: Option<i64>,
+    ) -> Result<Outcome, Outcome> {
         let dead = |reason: String| Outcome::Dead(reason);
         let Some(value) = value else {
             return match self.format {
@@ -302,7 +448,7 @@ impl Pipeline {
         };
         let mut event = Event::parse(text).map_err(|e| dead(e.to_string()))?;
         for join in &self.joins {
-            join.apply(&mut event).await?;
+            join.apply(&mut event, timestamp_ms).await?;
         }
         let key = match &self.output_key {
             None => key.map(<[u8]>::to_vec),
@@ -381,7 +527,7 @@ mod tests {
     }
 
     async fn run(p: &Pipeline, event: &str) -> Outcome {
-        p.process(Some(b"k"), Some(event.as_bytes())).await
+        p.process(Some(b"k"), Some(event.as_bytes()), None).await
     }
 
     fn emitted(outcome: Outcome) -> (String, Value) {
@@ -468,7 +614,10 @@ mod tests {
         let p = pipeline("[{ table: users, key: user_id }]", None);
         let reason = |s: &'static str| async { dead(run(&p, s).await) };
         assert!(reason("{oops").await.starts_with("value is not JSON"));
-        let not_utf8 = dead(p.process(Some(b"k"), Some(b"{\"a\": \"\xff\"}")).await);
+        let not_utf8 = dead(
+            p.process(Some(b"k"), Some(b"{\"a\": \"\xff\"}"), None)
+                .await,
+        );
         assert_eq!(
             not_utf8,
             "value is not JSON: invalid utf-8 sequence of 1 bytes from index 7"
@@ -493,7 +642,7 @@ mod tests {
             "oversized events are refused"
         );
         assert_eq!(
-            dead(p.process(Some(b"k"), None).await),
+            dead(p.process(Some(b"k"), None, None).await),
             "record has no value (a tombstone)"
         );
     }
@@ -513,7 +662,7 @@ mod tests {
         );
         let created = r#"{"op":"c","before":null,"after":{"order_id":5,"user_id":7}}"#;
         let outcome = p
-            .process(Some(b"{\"order_id\":5}"), Some(created.as_bytes()))
+            .process(Some(b"{\"order_id\":5}"), Some(created.as_bytes()), None)
             .await;
         assert_eq!(
             outcome,
@@ -524,11 +673,14 @@ mod tests {
         );
         let deleted = r#"{"op":"d","before":{"order_id":5},"after":null}"#;
         assert_eq!(
-            p.process(None, Some(deleted.as_bytes())).await,
+            p.process(None, Some(deleted.as_bytes()), None).await,
             Outcome::Skip(Skip::Deleted)
         );
-        assert_eq!(p.process(None, None).await, Outcome::Skip(Skip::Deleted));
-        assert!(dead(p.process(None, Some(br#"{"op":"z"}"#)).await).contains("unknown op"));
+        assert_eq!(
+            p.process(None, None, None).await,
+            Outcome::Skip(Skip::Deleted)
+        );
+        assert!(dead(p.process(None, Some(br#"{"op":"z"}"#), None).await).contains("unknown op"));
     }
 
     #[tokio::test]
@@ -558,6 +710,204 @@ mod tests {
         assert_eq!(
             run(&without_retry, event).await,
             Outcome::Dead(reason.into())
+        );
+    }
+
+    /// A versioned table whose key partition holds versions up to `until`
+    /// (µs), as a local table that has not caught up.
+    struct Lagging {
+        table: MemoryTable,
+        until: std::sync::atomic::AtomicI64,
+    }
+
+    #[async_trait::async_trait]
+    impl Table for Lagging {
+        fn name(&self) -> &str {
+            self.table.name()
+        }
+
+        async fn get(&self, key: &Value) -> Result<Option<Value>, LookupError> {
+            self.table.get(key).await
+        }
+
+        async fn get_as_of(&self, key: &Value, as_of: i64) -> Result<AsOf, LookupError> {
+            self.table.get_as_of(key, as_of).await
+        }
+
+        async fn versions_until(&self, _key: &Value) -> Result<Option<i64>, LookupError> {
+            Ok(Some(self.until.load(std::sync::atomic::Ordering::SeqCst)))
+        }
+
+        async fn scan(
+            &self,
+            range: &tributary_table_api::KeyRange,
+            limit: usize,
+        ) -> Result<Vec<(Value, Value)>, LookupError> {
+            self.table.scan(range, limit).await
+        }
+
+        async fn describe(&self) -> tributary_table_api::TableDescription {
+            self.table.describe().await
+        }
+    }
+
+    const MS: i64 = 1000; // µs
+
+    /// User 7 was `free` from 1 s on and `pro` from 5 s on; history: 1000 s.
+    fn user_versions() -> MemoryTable {
+        let users = MemoryTable::versioned("users", &["id"], 1_000_000 * MS);
+        users
+            .upsert_at(1000 * MS, json!({"id": 7, "tier": "free"}))
+            .unwrap();
+        users
+            .upsert_at(5000 * MS, json!({"id": 7, "tier": "pro"}))
+            .unwrap();
+        users
+    }
+
+    fn as_of_pipeline(join: &str, users: Arc<dyn Table>, metrics: &EnrichMetrics) -> Pipeline {
+        let text = format!(
+            "kafka: {{ brokers: b }}\njobs:\n  - name: j\n    input: {{ topics: [in] }}\n    joins: [{join}]\n    output: {{ topic: out, key: order_id }}\n    dead_letter: {{ topic: dlq }}\n"
+        );
+        let config = EnrichConfig::parse(&text, &["users"]).unwrap();
+        Pipeline::new(&config.jobs[0], &[users], 500, metrics)
+    }
+
+    fn tier(outcome: Outcome) -> Value {
+        emitted(outcome).1["tier"].clone()
+    }
+
+    #[tokio::test]
+    async fn as_of_joins_read_the_version_valid_at_the_events_time() {
+        let metrics = EnrichMetrics::default();
+        let users: Arc<dyn Table> = Arc::new(user_versions());
+        let by_field = as_of_pipeline(
+            "{ table: users, key: user_id, select: [tier], as_of: { field: placed_at } }",
+            users.clone(),
+            &metrics,
+        );
+        let order = |placed_at: &str| {
+            format!(r#"{{"order_id": 1, "user_id": 7, "placed_at": {placed_at}}}"#)
+        };
+        assert_eq!(tier(run(&by_field, &order("3000")).await), "free");
+        assert_eq!(tier(run(&by_field, &order("5000")).await), "pro");
+        assert_eq!(
+            tier(run(&by_field, &order(r#""1970-01-01T00:00:04.999Z""#)).await),
+            "free"
+        );
+        assert_eq!(
+            tier(run(&by_field, &order("999")).await),
+            Value::Null,
+            "before the first version: a left join's nulls"
+        );
+        // The record's timestamp.
+        let by_record = as_of_pipeline(
+            "{ table: users, key: user_id, as_of: { record_timestamp: true } }",
+            users.clone(),
+            &metrics,
+        );
+        let event = r#"{"order_id": 1, "user_id": 7}"#;
+        let at = |ms| by_record.process(Some(b"k"), Some(event.as_bytes()), ms);
+        assert_eq!(tier(at(Some(4000)).await), "free");
+        assert_eq!(tier(at(Some(9000)).await), "pro");
+        assert!(dead(at(None).await).contains("no timestamp"));
+        // An inner join's miss says as of when.
+        let inner = as_of_pipeline(
+            "{ table: users, key: user_id, type: inner, on_miss: dlq, as_of: { field: placed_at, unit: s } }",
+            users,
+            &metrics,
+        );
+        let reason = dead(run(&inner, &order("0")).await);
+        assert!(
+            reason.contains("no row with key 7 as of 1970-01-01T00:00:00"),
+            "{reason}"
+        );
+        // A time the event does not have is a dead letter naming the field.
+        let missing = dead(run(&by_field, r#"{"order_id": 1, "user_id": 7}"#).await);
+        assert!(
+            missing.contains("as_of field `placed_at` is missing"),
+            "{missing}"
+        );
+        let bad = dead(run(&by_field, &order(r#""yesterday""#)).await);
+        assert!(
+            bad.contains("placed_at") && bad.contains("yesterday"),
+            "{bad}"
+        );
+        assert_eq!(metrics.join("j", "users", "ahead").get(), 0);
+    }
+
+    #[tokio::test]
+    async fn times_older_than_the_history_kept_are_misses_that_say_so() {
+        let metrics = EnrichMetrics::default();
+        let users = MemoryTable::versioned("users", &["id"], 10_000 * MS);
+        users
+            .upsert_at(1000 * MS, json!({"id": 7, "tier": "free"}))
+            .unwrap();
+        users
+            .upsert_at(100_000 * MS, json!({"id": 7, "tier": "pro"}))
+            .unwrap();
+        let users: Arc<dyn Table> = Arc::new(users);
+        let order = r#"{"order_id": 1, "user_id": 7, "placed_at": 50000}"#;
+        let left = as_of_pipeline(
+            "{ table: users, key: user_id, select: [tier], as_of: { field: placed_at } }",
+            users.clone(),
+            &metrics,
+        );
+        assert_eq!(tier(run(&left, order).await), Value::Null);
+        let inner = as_of_pipeline(
+            "{ table: users, key: user_id, type: inner, on_miss: dlq, as_of: { field: placed_at } }",
+            users,
+            &metrics,
+        );
+        let reason = dead(run(&inner, order).await);
+        assert!(
+            reason.contains("older than the history") && reason.contains("1970-01-01T00:01:30"),
+            "{reason}"
+        );
+        assert_eq!(metrics.join("j", "users", "beyond_history").get(), 2);
+    }
+
+    #[tokio::test]
+    async fn a_table_behind_the_events_time_is_waited_for_then_joined_as_it_is() {
+        let metrics = EnrichMetrics::default();
+        let lagging = Arc::new(Lagging {
+            table: user_versions(),
+            until: std::sync::atomic::AtomicI64::new(4000 * MS),
+        });
+        let order = r#"{"order_id": 1, "user_id": 7, "placed_at": 6000}"#;
+        // No wait: the newest version it holds, counted.
+        let now = as_of_pipeline(
+            "{ table: users, key: user_id, as_of: { field: placed_at } }",
+            lagging.clone(),
+            &metrics,
+        );
+        assert_eq!(tier(run(&now, order).await), "pro");
+        assert_eq!(metrics.join("j", "users", "ahead").get(), 1);
+        // Waiting: a version valid from 5.5 s arrives while the join waits.
+        let waiting = as_of_pipeline(
+            "{ table: users, key: user_id, as_of: { field: placed_at, max_wait_ms: 60000 } }",
+            lagging.clone(),
+            &metrics,
+        );
+        let catch_up = {
+            let lagging = lagging.clone();
+            async move {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                lagging
+                    .table
+                    .upsert_at(5500 * MS, json!({"id": 7, "tier": "late"}))
+                    .unwrap();
+                lagging
+                    .until
+                    .store(i64::MAX, std::sync::atomic::Ordering::SeqCst);
+            }
+        };
+        let (outcome, ()) = tokio::join!(run(&waiting, order), catch_up);
+        assert_eq!(tier(outcome), "late", "the join waited for the table");
+        assert_eq!(
+            metrics.join("j", "users", "ahead").get(),
+            1,
+            "not counted again"
         );
     }
 }

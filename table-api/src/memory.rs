@@ -216,6 +216,11 @@ impl Table for MemoryTable {
         })
     }
 
+    /// Everything written is applied.
+    async fn versions_until(&self, _key: &Value) -> Result<Option<i64>, LookupError> {
+        Ok(self.history.as_ref().map(|_| i64::MAX))
+    }
+
     async fn scan(
         &self,
         range: &KeyRange,

@@ -130,6 +130,14 @@ pub trait Table: Send + Sync {
         })
     }
 
+    /// How far in time a versioned table holds `key`'s versions: the newest
+    /// time a version of its partition became valid, or `i64::MAX` when the
+    /// partition has applied everything its topic held when last checked (no
+    /// later version can be missing). `None` for a table that keeps no history.
+    async fn versions_until(&self, _key: &Value) -> Result<Option<i64>, LookupError> {
+        Ok(None)
+    }
+
     /// Up to `limit` `(key, row)` pairs within `range`, in key order.
     async fn scan(
         &self,

@@ -647,6 +647,12 @@ impl TablesConfig {
             .collect()
     }
 
+    /// The names of the local tables that keep history (`versioned`).
+    pub fn versioned_names(&self) -> Vec<&str> {
+        let versioned = self.tables.iter().filter(|t| t.versioned.is_some());
+        versioned.map(|t| t.name.as_str()).collect()
+    }
+
     /// Whether anything here reads Kafka: local tables, or a remote table
     /// invalidated from a change topic.
     pub fn uses_kafka(&self) -> bool {

@@ -359,6 +359,30 @@ impl Table for LocalTable {
         }
     }
 
+    async fn versions_until(&self, key: &Value) -> Result<Option<i64>, LookupError> {
+        if self.history.is_none() {
+            return Ok(None);
+        }
+        let Some((_, placement)) = self.locate(key)? else {
+            // Nothing materialized yet: complete only if every held partition has caught up.
+            let held = self.progress.of_table(&self.name);
+            let until = held
+                .iter()
+                .map(|(p, _)| self.progress.versions_until(&self.name, *p))
+                .min()
+                .flatten();
+            return Ok(Some(until.unwrap_or(i64::MIN)));
+        };
+        let Placement::Partition(partition) = placement else {
+            return Err(self.corrupt("a versioned table without partitions"));
+        };
+        Ok(Some(
+            self.progress
+                .versions_until(&self.name, partition)
+                .unwrap_or(i64::MIN),
+        ))
+    }
+
     async fn get_columns(
         &self,
         key: &Value,

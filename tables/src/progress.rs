@@ -132,6 +132,22 @@ impl Progress {
         self.read(|held| held.get(table)?.get(&partition)?.stream_time)
     }
 
+    /// How far in time a versioned table partition holds its versions:
+    /// `i64::MAX` once it has applied everything up to its topic's end as
+    /// last observed, else its stream time (`i64::MIN` before any version).
+    /// `None` when the partition is not held.
+    pub fn versions_until(&self, table: &str, partition: i32) -> Option<i64> {
+        self.read(|held| {
+            let p = held.get(table)?.get(&partition)?;
+            let end = p.latest_end.or(p.end_at_assignment);
+            Some(if end.is_some_and(|end| p.next_offset >= end) {
+                i64::MAX
+            } else {
+                p.stream_time.unwrap_or(i64::MIN)
+            })
+        })
+    }
+
     /// Completes at the next applied batch (of any partition). Create it before
     /// checking a condition, then await it, so no batch is missed in between.
     pub fn next_applied(&self) -> tokio::sync::futures::Notified<'_> {

@@ -8,6 +8,7 @@ pub mod committed;
 pub mod pki;
 pub mod postgres;
 pub mod secured;
+pub mod timed_changes;
 
 #[allow(unused_imports)] // not every test binary makes certificates
 pub use pki::Pki;

@@ -82,7 +82,10 @@ async fn enrich(
         if let Some(gate) = gate {
             gate.wait(msg.partition()).await;
         }
-        let outcome = pipeline.process(msg.key(), msg.payload()).await;
+        let timestamp_ms = msg.timestamp().to_millis();
+        let outcome = pipeline
+            .process(msg.key(), msg.payload(), timestamp_ms)
+            .await;
         (msg, outcome)
     }))
     .await
