@@ -14,6 +14,7 @@ mod remote;
 mod series;
 mod stack;
 mod tables;
+mod versions;
 
 use clap::{Parser, Subcommand};
 
@@ -33,6 +34,8 @@ struct Cli {
 enum Command {
     /// Local tables vs MariaDB and Redis lookups; apply rate; restart-to-ready.
     Tables(tables::TablesBenchArgs),
+    /// A versioned table's as-of get vs its latest get; disk per version.
+    Versions(versions::VersionsBenchArgs),
     /// Enrichment events/s vs the raw consume → produce throughput of the broker.
     Enrich(enrich::EnrichBenchArgs),
     /// A remote table (cache + batching) vs naive per-key SELECTs on MariaDB.
@@ -57,6 +60,7 @@ async fn main() -> anyhow::Result<()> {
         .init();
     match Cli::parse().command {
         Command::Tables(args) => tables::run(args).await,
+        Command::Versions(args) => versions::run(args).await,
         Command::Enrich(args) => enrich::run(args).await,
         Command::Remote(args) => remote::run(args).await,
         Command::Capture(args) => capture::run(args).await,

@@ -214,7 +214,9 @@ pub(crate) fn resolve(addr: &str) -> anyhow::Result<SocketAddr> {
         .with_context(|| format!("cannot resolve {addr}"))
 }
 
-async fn start(config: &TablesConfig) -> anyhow::Result<(Materializer, CancellationToken)> {
+pub(crate) async fn start(
+    config: &TablesConfig,
+) -> anyhow::Result<(Materializer, CancellationToken)> {
     let metrics = TablesMetrics::register(&mut Registry::default());
     let shutdown = CancellationToken::new();
     Ok((
@@ -223,7 +225,10 @@ async fn start(config: &TablesConfig) -> anyhow::Result<(Materializer, Cancellat
     ))
 }
 
-async fn stop(materializer: Materializer, shutdown: CancellationToken) -> anyhow::Result<()> {
+pub(crate) async fn stop(
+    materializer: Materializer,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
     shutdown.cancel();
     Ok(materializer.join().await?)
 }
