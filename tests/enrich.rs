@@ -85,16 +85,19 @@ impl JobFiles {
 /// An order of `user_id`, placed in the partition of the users table that holds
 /// the user (the input is co-partitioned with the table).
 fn order(order_id: u64, user_id: u64, partitions: u32) -> Produced {
+    let event = json!({ "order_id": order_id, "user_id": user_id, "amount": order_id % 97,
+                        "sku": format!("SKU-{}", order_id % 12) });
+    order_event(order_id, user_id, &event, partitions)
+}
+
+/// The order `event`, keyed by `order_id`, in the partition of the users
+/// table that holds `user_id`.
+fn order_event(order_id: u64, user_id: u64, event: &Json, partitions: u32) -> Produced {
     let table_key = json!({ "id": user_id }).to_string();
     (
         partition_for_key(table_key.as_bytes(), partitions),
         Some(json!({ "order_id": order_id }).to_string().into_bytes()),
-        Some(
-            json!({ "order_id": order_id, "user_id": user_id, "amount": order_id % 97,
-                    "sku": format!("SKU-{}", order_id % 12) })
-            .to_string()
-            .into_bytes(),
-        ),
+        Some(event.to_string().into_bytes()),
     )
 }
 
@@ -1182,7 +1185,7 @@ async fn late_orders_are_enriched_with_the_user_as_it_was_when_each_was_placed()
 
     let orders = unique("orders");
     create_topic_with(&orders, 3, "delete").await;
-    let mut placed: Vec<(u64, i64, i64)> = log
+    let mut placed: Vec<(u64, u64, i64)> = log
         .probe_times()
         .into_iter()
         .chain([
@@ -1190,22 +1193,14 @@ async fn late_orders_are_enriched_with_the_user_as_it_was_when_each_was_placed()
             (2, log.changes[0].before_us - 5_000_000),
         ])
         .enumerate()
-        .map(|(n, (id, t))| (n as u64, id, t))
+        .map(|(n, (id, t))| (n as u64, id as u64, t))
         .collect();
     placed.sort_by_key(|(_, _, t)| std::cmp::Reverse(*t));
     let records: Vec<Produced> = placed
         .iter()
-        .map(|(order_id, user_id, t)| {
-            let table_key = json!({ "id": user_id }).to_string();
-            (
-                partition_for_key(table_key.as_bytes(), 3),
-                Some(json!({ "order_id": order_id }).to_string().into_bytes()),
-                Some(
-                    json!({ "order_id": order_id, "user_id": user_id, "placed_at": t })
-                        .to_string()
-                        .into_bytes(),
-                ),
-            )
+        .map(|&(order_id, user_id, t)| {
+            let event = json!({ "order_id": order_id, "user_id": user_id, "placed_at": t });
+            order_event(order_id, user_id, &event, 3)
         })
         .collect();
     produce_raw(&orders, &records).await;

@@ -115,6 +115,21 @@ fn get(key_json: Json) -> v1::GetRequest {
     }
 }
 
+/// What `tributary lookup --endpoint <url> <args…>` prints, as JSON.
+fn cli_lookup(url: &str, args: &[&str]) -> Json {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tributary"))
+        .args(["lookup", "--endpoint", url])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 fn row_of(response: v1::GetResponse) -> Option<Json> {
     assert_eq!(response.found, response.row.is_some());
     response.row.map(|r| to_json(&r).unwrap())
@@ -302,16 +317,7 @@ async fn lookups_equal_the_database_health_follows_readiness_and_reads_see_their
     assert_eq!(first7, want_ids(&expected, 1..8));
 
     // The command-line client prints the same row.
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tributary"))
-        .args(["lookup", "--endpoint", &instance.url(), "items", "42"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let printed: Json = serde_json::from_slice(&out.stdout).unwrap();
+    let printed = cli_lookup(&instance.url(), &["items", "42"]);
     assert_eq!(printed, expected[&42]);
 
     // Read your own write: a row changed just before is seen through its GTID.
@@ -1013,17 +1019,8 @@ async fn a_versioned_table_answers_as_of_a_time_what_the_database_held_then() {
     let rows: Vec<Option<Json>> = batch.results.into_iter().map(row_of).collect();
     assert_eq!(rows, [log.state_at(1, t), log.state_at(2, t)]);
     // And through the command line (epoch milliseconds).
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tributary"))
-        .args(["lookup", "--endpoint", &instance.url(), "users", "1"])
-        .args(["--as-of", &(after(0) / 1000).to_string()])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let printed: Json = serde_json::from_slice(&out.stdout).unwrap();
+    let as_of_ms = (after(0) / 1000).to_string();
+    let printed = cli_lookup(&instance.url(), &["users", "1", "--as-of", &as_of_ms]);
     assert_eq!(Some(printed), log.changes[0].row, "the CLI's as-of read");
 
     // prices: versions dated by their column, written out of order.

@@ -14,7 +14,7 @@ use mysql_async::prelude::Queryable;
 use prometheus_client::registry::Registry;
 use serde_json::{Value as Json, json};
 use tokio_util::sync::CancellationToken;
-use tributary_table_api::{Columns, KeyRange, LookupError, Table};
+use tributary_table_api::{AsOf, Columns, KeyRange, LookupError, Table};
 use tributary_tables::materializer::Materializer;
 use tributary_tables::store::{Keyspace, ScanBounds, Store};
 use tributary_tables::{TablesConfig, TablesMetrics};
@@ -351,6 +351,9 @@ async fn a_topic_with_debeziums_schemas_materializes_the_same_rows() {
     instance.stop().await;
 }
 
+/// The mode of a versioned `kv`, as [`tables_yaml`] splices it.
+const VERSIONED_KV: &str = "partitioned, versioned: { history: 30d }";
+
 /// A global table `kv` on a 3-partition topic, run by `tributary tables run`
 /// processes (to be SIGKILLed) on a data directory and HTTP port of its own.
 struct KvTable {
@@ -361,11 +364,21 @@ struct KvTable {
 
 impl KvTable {
     fn on(topic: &str) -> Self {
+        Self::with_mode(topic, "global")
+    }
+
+    /// A partitioned table `kv` that keeps its history (the mode is spliced
+    /// into the table's flow mapping).
+    fn versioned_on(topic: &str) -> Self {
+        Self::with_mode(topic, VERSIONED_KV)
+    }
+
+    fn with_mode(topic: &str, mode: &str) -> Self {
         let data = tempfile::tempdir().unwrap();
         let port = free_port();
         let yaml = format!(
             "{}metrics: {{ listen: '127.0.0.1:{port}' }}\n",
-            tables_yaml(data.path(), &unique("grp"), &[("kv", topic, "global")])
+            tables_yaml(data.path(), &unique("grp"), &[("kv", topic, mode)])
         );
         let config = write_config(&yaml);
         KvTable { data, port, config }
@@ -470,63 +483,17 @@ async fn sigkill_during_apply_reconsumes_at_most_one_batch() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn twenty_sigkills_under_load_leave_the_table_equal_to_the_topic() {
-    const KEYS: u64 = 5000;
     let topic = unique("kills");
-    create_topic(&topic, 3).await;
     let kv = KvTable::on(&topic);
-    let (data, port, run) = (&kv.data, kv.port, || kv.start());
-    // Upserts and deletes (tombstones) of random keys for the whole run.
-    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let mut seed = random_seed();
-    let load = {
-        let (topic, stop) = (topic.clone(), stop.clone());
-        let mut seed = seed;
-        tokio::spawn(async move {
-            let mut version = 0;
-            let mut produced = 0;
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                version += 1;
-                let records: Vec<(Json, Option<Vec<u8>>)> = (0..500)
-                    .map(|_| {
-                        let id = next_random(&mut seed) % KEYS;
-                        let value = (!next_random(&mut seed).is_multiple_of(5))
-                            .then(|| format!(r#"{{"id":{id},"v":{version}}}"#).into_bytes());
-                        (json!({ "id": id }), value)
-                    })
-                    .collect();
-                produce(&topic, 3, &records).await;
-                produced += records.len();
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            produced
-        })
-    };
-    for _ in 0..20 {
-        let mut tables = run();
-        tokio::time::sleep(Duration::from_millis(300 + next_random(&mut seed) % 1200)).await;
-        tables.kill().unwrap();
-        tables.wait().unwrap();
-    }
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let produced = load.await.unwrap();
-
-    // A last run until the table has caught up with the topic's end.
-    let mut last = run();
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while try_http_get(port, "/readyz").await.map(|(code, _)| code) != Some(200) {
-        assert!(Instant::now() < deadline, "the last run never caught up");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    last.kill().unwrap();
-    last.wait().unwrap();
-
-    // The topic replayed (newest value per key, a tombstone removes it) ...
-    let mut expected = BTreeMap::new();
-    let records = read_raw(&topic, Duration::from_secs(60), move |r| {
-        r.len() >= produced
+    // Upserts and deletes (tombstones) of random keys.
+    let records = sigkills_under_load(&kv, &topic, |id, version, seed| {
+        let value = (!next_random(seed).is_multiple_of(5))
+            .then(|| format!(r#"{{"id":{id},"v":{version}}}"#).into_bytes());
+        vec![(json!({ "id": id }), value)]
     })
     .await;
-    assert_eq!(records.len(), produced);
+    // The topic replayed (newest value per key, a tombstone removes it) ...
+    let mut expected = BTreeMap::new();
     for r in records {
         let id = serde_json::from_slice::<Json>(r.key.as_deref().unwrap()).unwrap()["id"]
             .as_u64()
@@ -537,7 +504,7 @@ async fn twenty_sigkills_under_load_leave_the_table_equal_to_the_topic() {
         };
     }
     // ... is what the table holds.
-    let store = Store::open_read_only(data.path()).unwrap();
+    let store = Store::open_read_only(kv.data.path()).unwrap();
     let mut held = BTreeMap::new();
     for (_, raw) in store
         .scan("kv", Keyspace::Global, &ScanBounds::default(), usize::MAX)
@@ -547,11 +514,149 @@ async fn twenty_sigkills_under_load_leave_the_table_equal_to_the_topic() {
         held.insert(row["id"].as_u64().unwrap(), row);
     }
     assert!(
-        expected.len() > KEYS as usize / 2,
+        expected.len() > SIGKILL_KEYS as usize / 2,
         "the load wrote most keys"
     );
     assert_eq!(held.len(), expected.len(), "rows (seed printed above)");
     assert_eq!(held, expected, "rows (seed printed above)");
+}
+
+/// The same kills on a versioned table fed change events committed at
+/// times out of order (a delete followed by its tombstone, as capture writes
+/// it): every key's history, read as of each of its versions' times, is the
+/// topic's (the version with the newest time at or before it, the later
+/// offset of two at one time).
+#[tokio::test(flavor = "multi_thread")]
+async fn twenty_sigkills_under_load_leave_a_versioned_tables_history_equal_to_the_topic() {
+    let topic = unique("kills_versioned");
+    let kv = KvTable::versioned_on(&topic);
+    const FIRST_MS: u64 = 1_767_225_600_000; // 2026-01-01T00:00:00Z
+    let records = sigkills_under_load(&kv, &topic, |id, version, seed| {
+        let ts_ms = FIRST_MS + version * 1000 + next_random(seed) % 3000;
+        let key = json!({ "id": id });
+        let event = |op: &str, before: Json, after: Json| {
+            let event =
+                json!({ "op": op, "before": before, "after": after, "source": { "ts_ms": ts_ms } });
+            Some(event.to_string().into_bytes())
+        };
+        if next_random(seed).is_multiple_of(5) {
+            vec![
+                (key.clone(), event("d", key.clone(), Json::Null)),
+                (key, None),
+            ]
+        } else {
+            let row = json!({ "id": id, "v": version });
+            vec![(key, event("u", Json::Null, row))]
+        }
+    })
+    .await;
+    // Each key's versions from the topic: (time µs, offset, row or absent).
+    let mut versions: BTreeMap<u64, Vec<(i64, i64, Option<Json>)>> = BTreeMap::new();
+    for r in &records {
+        let Some(value) = &r.value else {
+            continue; // a tombstone after its delete
+        };
+        let event: Json = serde_json::from_slice(value).unwrap();
+        let id = serde_json::from_slice::<Json>(r.key.as_deref().unwrap()).unwrap()["id"]
+            .as_u64()
+            .unwrap();
+        let t = event["source"]["ts_ms"].as_i64().unwrap() * 1000;
+        let row = Some(event["after"].clone()).filter(|after| !after.is_null());
+        versions.entry(id).or_default().push((t, r.offset, row));
+    }
+    // Read in-process, on the data directory the killed runs left.
+    let yaml = tables_yaml(
+        kv.data.path(),
+        &unique("grp"),
+        &[("kv", &topic, VERSIONED_KV)],
+    );
+    let instance = Instance::start(&yaml).await;
+    instance.wait_serving(Duration::from_secs(120)).await;
+    let table = instance.table("kv");
+    let mut reads = 0;
+    for (id, key_versions) in &versions {
+        for (t, ..) in key_versions {
+            let expected = key_versions
+                .iter()
+                .filter(|(from, ..)| from <= t)
+                .max_by_key(|(from, offset, _)| (*from, *offset))
+                .and_then(|(.., row)| row.clone());
+            let found = match table.get_as_of(&json!(id), *t).await.unwrap() {
+                AsOf::Row(row) => Some(row),
+                AsOf::Absent => None,
+                beyond => panic!("key {id} as of {t}: {beyond:?}"),
+            };
+            assert_eq!(
+                found, expected,
+                "key {id} as of {t} µs (seed printed above)"
+            );
+            reads += 1;
+        }
+    }
+    assert!(reads > 1000, "only {reads} versions were read");
+    drop(table);
+    instance.stop().await;
+}
+
+/// Keys the SIGKILL tests' load writes.
+const SIGKILL_KEYS: u64 = 5000;
+
+/// Records (key, value or tombstone) to produce to a topic.
+type Records = Vec<(Json, Option<Vec<u8>>)>;
+
+/// Runs `kv` twenty times, SIGKILLing each run after 0.3–1.5 s, while
+/// batches of 500 records made by `record(id, version, seed)` of random keys
+/// go to `topic`; then once more until it has caught up. Returns the records.
+async fn sigkills_under_load(
+    kv: &KvTable,
+    topic: &str,
+    record: fn(u64, u64, &mut u64) -> Records,
+) -> Vec<RawRecord> {
+    create_topic(topic, 3).await;
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut seed = random_seed();
+    let load = {
+        let (topic, stop) = (topic.to_owned(), stop.clone());
+        let mut seed = seed;
+        tokio::spawn(async move {
+            let mut version = 0;
+            let mut produced = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                version += 1;
+                let records: Records = (0..500)
+                    .flat_map(|_| {
+                        let id = next_random(&mut seed) % SIGKILL_KEYS;
+                        record(id, version, &mut seed)
+                    })
+                    .collect();
+                produce(&topic, 3, &records).await;
+                produced += records.len();
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            produced
+        })
+    };
+    for _ in 0..20 {
+        let mut tables = kv.start();
+        tokio::time::sleep(Duration::from_millis(300 + next_random(&mut seed) % 1200)).await;
+        tables.kill().unwrap();
+        tables.wait().unwrap();
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let produced = load.await.unwrap();
+
+    // A last run until the table has caught up with the topic's end.
+    let mut last = kv.start();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while try_http_get(kv.port, "/readyz").await.map(|(code, _)| code) != Some(200) {
+        assert!(Instant::now() < deadline, "the last run never caught up");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    last.kill().unwrap();
+    last.wait().unwrap();
+    let records = read_raw(topic, Duration::from_secs(60), move |r| r.len() >= produced).await;
+    assert_eq!(records.len(), produced);
+    records
 }
 
 #[tokio::test(flavor = "multi_thread")]

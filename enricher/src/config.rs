@@ -552,27 +552,20 @@ jobs:
         let c = EnrichConfig::parse(&as_of("{ record_timestamp: true }"), TABLES).unwrap();
         assert!(c.jobs[0].joins[0].as_of.as_ref().unwrap().record_timestamp);
         let field = |text: &str| EnrichConfig::parse(text, TABLES).unwrap_err().field;
-        assert_eq!(field(&as_of("{}")), "jobs[0].joins[0].as_of");
-        assert_eq!(
-            field(&as_of("{ field: t, record_timestamp: true }")),
-            "jobs[0].joins[0].as_of"
-        );
-        assert_eq!(
-            field(&as_of("{ field: 'a..b' }")),
-            "jobs[0].joins[0].as_of.field"
-        );
-        assert_eq!(
-            field(&as_of("{ record_timestamp: true, unit: s }")),
-            "jobs[0].joins[0].as_of.unit"
-        );
-        assert_eq!(
-            field(&as_of("{ field: t, max_wait_ms: 7200000 }")),
-            "jobs[0].joins[0].as_of.max_wait_ms"
-        );
-        assert_eq!(
-            field(&as_of("{ field: t, unit: days }")),
-            "jobs[0].joins[0].as_of.unit"
-        );
+        for (spec, at) in [
+            ("{}", ""),
+            ("{ field: t, record_timestamp: true }", ""),
+            ("{ field: 'a..b' }", ".field"),
+            ("{ record_timestamp: true, unit: s }", ".unit"),
+            ("{ field: t, max_wait_ms: 7200000 }", ".max_wait_ms"),
+            ("{ field: t, unit: days }", ".unit"),
+        ] {
+            assert_eq!(
+                field(&as_of(spec)),
+                format!("jobs[0].joins[0].as_of{at}"),
+                "{spec}"
+            );
+        }
     }
 
     #[test]

@@ -186,6 +186,7 @@ impl Applier {
                 let version = VersionOf {
                     table,
                     partition,
+                    offset: record.offset,
                     key: &encoded,
                     time,
                     row: row.as_deref(),
@@ -247,6 +248,7 @@ impl Applier {
 struct VersionOf<'r> {
     table: &'r str,
     partition: i32,
+    offset: i64,
     key: &'r [u8],
     time: ChangeTime,
     row: Option<&'r [u8]>,
@@ -255,8 +257,10 @@ struct VersionOf<'r> {
 
 impl Applier {
     /// When the version a record makes became valid; `None` when it makes
-    /// none: the tombstone after a change event's delete of the key says
-    /// nothing new (and is dated by when it was produced, not committed).
+    /// none: the tombstone right after a change event's delete of the key
+    /// (the record before it in the partition: applied by this applier, or
+    /// stored) says nothing new, and is dated by when it was produced, not
+    /// committed.
     fn valid_from(
         &mut self,
         batch: &mut ApplyBatch<'_>,
@@ -275,7 +279,7 @@ impl Applier {
             .and_then(|p| p.remove(&partition));
         if record.tombstone {
             if last_deleted.as_deref() == Some(key)
-                || batch.newest_version(table, partition, key)? == Some(false)
+                || batch.deleted_at(table, partition, key, record.offset - 1)?
             {
                 return Ok(Ok(None));
             }
@@ -286,7 +290,7 @@ impl Applier {
                 .insert(partition, key.to_vec());
         }
         // A snapshot's row of a key with history is not from the epoch.
-        let dated = record.time.snapshot && batch.newest_version(table, partition, key)?.is_some();
+        let dated = record.time.snapshot && batch.has_versions(table, partition, key)?;
         Ok(rule.valid_from(record.time, record.row, dated).map(Some))
     }
 }
@@ -502,7 +506,30 @@ mod tests {
             Some(true),
             "re-inserted at 40 s, after a restart too"
         );
-        assert_eq!(stream_time, Some(40_000_000));
+        // A delete committed at 50 s arrives after an insert committed at 60 s;
+        // its tombstone (100 s) comes after a restart.
+        let (c60, d50) = (event("c", 60_000), event("d", 50_000));
+        apply_versioned(
+            &store,
+            &mut Applier::default(),
+            &mut stream_time,
+            &[(Some(&c60), 0), (Some(&d50), 0)],
+            7,
+        );
+        apply_versioned(
+            &store,
+            &mut Applier::default(),
+            &mut stream_time,
+            &[(None, 100_000)],
+            9,
+        );
+        assert_eq!(at(55_000), Some(false), "deleted at 50 s");
+        assert_eq!(
+            at(150_000),
+            Some(true),
+            "inserted at 60 s: the tombstone deletes nothing"
+        );
+        assert_eq!(stream_time, Some(60_000_000));
     }
 
     #[test]

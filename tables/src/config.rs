@@ -905,30 +905,23 @@ remote:
         let v = c.tables[0].versioned.as_ref().unwrap();
         assert_eq!(v.column.as_deref(), Some("updated_at"));
         assert_eq!(v.unit, Some(TimeUnit::Us));
-        let field = |text: &str| TablesConfig::parse(text).unwrap_err();
-        let e = field(&versioned("{ history: seven days }"));
+        let error = |text: &str| TablesConfig::parse(text).unwrap_err();
+        let e = error(&versioned("{ history: seven days }"));
         assert_eq!(e.field, "tables[0].versioned.history");
         assert!(e.problem.contains("7d"), "{}", e.problem);
-        assert_eq!(
-            field(&versioned("{ history: 0s }")).field,
-            "tables[0].versioned.history"
-        );
-        assert_eq!(
-            field(&versioned("{ history: 1d, unit: us }")).field,
-            "tables[0].versioned.unit"
-        );
-        assert_eq!(
-            field(&versioned("{ history: 1d, column: ' ' }")).field,
-            "tables[0].versioned.column"
-        );
-        assert_eq!(
-            field(&versioned("{ history: 1d, unit: weeks, column: c }")).field,
-            "tables[0].versioned.unit"
-        );
+        for (spec, field) in [
+            ("{ history: 0s }", "history"),
+            ("{ history: 1d, unit: us }", "unit"),
+            ("{ history: 1d, column: ' ' }", "column"),
+            ("{ history: 1d, unit: weeks, column: c }", "unit"),
+        ] {
+            let at = format!("tables[0].versioned.{field}");
+            assert_eq!(error(&versioned(spec)).field, at, "{spec}");
+        }
         let global = GOOD.replace(
             "mode: global }",
             "mode: global, versioned: { history: 1d } }",
         );
-        assert_eq!(field(&global).field, "tables[1].versioned");
+        assert_eq!(error(&global).field, "tables[1].versioned");
     }
 }

@@ -18,6 +18,7 @@
 //! hold only their metadata.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::ops::ControlFlow;
 use std::path::Path;
 use std::sync::Mutex;
 
@@ -573,14 +574,36 @@ impl Store {
     }
 }
 
+/// A column family handle.
+type Cf<'a> = std::sync::Arc<rocksdb::BoundColumnFamily<'a>>;
+
+/// Column families of (table, partition), found once per batch.
+type CfCache<'a> = Vec<(String, i32, Cf<'a>)>;
+
+/// The column family of `table`'s `partition` in `cache`, found by `open` the
+/// first time a batch asks for it.
+fn cached_cf<'a>(
+    cache: &mut CfCache<'a>,
+    table: &str,
+    partition: i32,
+    open: impl FnOnce() -> Result<Cf<'a>, TableError>,
+) -> Result<Cf<'a>, TableError> {
+    if let Some((_, _, cf)) = cache.iter().find(|(t, p, _)| t == table && *p == partition) {
+        return Ok(cf.clone());
+    }
+    let cf = open()?;
+    cache.push((table.to_owned(), partition, cf.clone()));
+    Ok(cf)
+}
+
 /// Row changes and offsets written atomically.
 pub struct ApplyBatch<'a> {
     store: &'a Store,
     batch: WriteBatch,
     /// Column families this batch writes to (a handful), found once per batch.
-    cfs: Vec<(String, i32, std::sync::Arc<rocksdb::BoundColumnFamily<'a>>)>,
+    cfs: CfCache<'a>,
     /// History column families this batch writes to.
-    history_cfs: Vec<(String, i32, std::sync::Arc<rocksdb::BoundColumnFamily<'a>>)>,
+    history_cfs: CfCache<'a>,
     /// Owners of the global keys this batch wrote or deleted (`None`), newer than the store's.
     owners: HashMap<(String, Vec<u8>), Option<Owner>>,
     /// Rows this batch wrote or deleted (`None`) that later records may read
@@ -589,23 +612,12 @@ pub struct ApplyBatch<'a> {
 }
 
 impl<'a> ApplyBatch<'a> {
-    fn cf(
-        &mut self,
-        table: &str,
-        partition: i32,
-    ) -> Result<std::sync::Arc<rocksdb::BoundColumnFamily<'a>>, TableError> {
-        if let Some((_, _, cf)) = self
-            .cfs
-            .iter()
-            .find(|(t, p, _)| t == table && *p == partition)
-        {
-            return Ok(cf.clone());
-        }
+    fn cf(&mut self, table: &str, partition: i32) -> Result<Cf<'a>, TableError> {
         let store: &'a Store = self.store;
-        store.ensure_partition(table, partition)?;
-        let cf = store.cf(table, partition).expect("just ensured");
-        self.cfs.push((table.to_owned(), partition, cf.clone()));
-        Ok(cf)
+        cached_cf(&mut self.cfs, table, partition, || {
+            store.ensure_partition(table, partition)?;
+            Ok(store.cf(table, partition).expect("just ensured"))
+        })
     }
 
     /// Stores (replaces) a row.
@@ -628,28 +640,16 @@ impl<'a> ApplyBatch<'a> {
         Ok(())
     }
 
-    fn history_cf(
-        &mut self,
-        table: &str,
-        partition: i32,
-    ) -> Result<std::sync::Arc<rocksdb::BoundColumnFamily<'a>>, TableError> {
-        if let Some((_, _, cf)) = self
-            .history_cfs
-            .iter()
-            .find(|(t, p, _)| t == table && *p == partition)
-        {
-            return Ok(cf.clone());
-        }
+    fn history_cf(&mut self, table: &str, partition: i32) -> Result<Cf<'a>, TableError> {
         let store: &'a Store = self.store;
-        store.ensure_partition(table, partition)?;
-        let name = history_cf_name(table, partition);
-        if store.db.cf_handle(&name).is_none() {
-            store.db.create_cf(&name, &store.cf_options)?;
-        }
-        let cf = store.db.cf_handle(&name).expect("just ensured");
-        self.history_cfs
-            .push((table.to_owned(), partition, cf.clone()));
-        Ok(cf)
+        cached_cf(&mut self.history_cfs, table, partition, || {
+            store.ensure_partition(table, partition)?;
+            let name = history_cf_name(table, partition);
+            if store.db.cf_handle(&name).is_none() {
+                store.db.create_cf(&name, &store.cf_options)?;
+            }
+            Ok(store.db.cf_handle(&name).expect("just ensured"))
+        })
     }
 
     /// Stores a version of `key` in a partition's history (`row`: `None` for a delete).
@@ -670,25 +670,64 @@ impl<'a> ApplyBatch<'a> {
         Ok(())
     }
 
-    /// What the newest stored version of `key` in a partition's history is:
-    /// `None` without versions, else whether it holds a row (not a delete).
-    pub(crate) fn newest_version(
+    /// Hands `visit` each stored version of `key` in a partition's history,
+    /// newest first (its stamp, stored key and value), until it breaks.
+    /// Versions put by this batch are not seen.
+    fn each_version(
         &mut self,
         table: &str,
         partition: i32,
         key: &[u8],
-    ) -> Result<Option<bool>, TableError> {
+        mut visit: impl FnMut(Stamp, &[u8], &[u8]) -> ControlFlow<()>,
+    ) -> Result<(), TableError> {
         let cf = self.history_cf(table, partition)?;
         let mut versions = self.store.db.raw_iterator_cf(&cf);
         versions.seek(key);
-        let newest = match (versions.key(), versions.value()) {
-            (Some(entry), Some(value)) if history::version_of(entry, key).is_some() => {
-                Some(!matches!(history::decode_version(value), Ok(None)))
+        while let (Some(entry), Some(value)) = (versions.key(), versions.value()) {
+            let Some(stamp) = history::version_of(entry, key) else {
+                break;
+            };
+            if visit(stamp, entry, value).is_break() {
+                break;
             }
-            _ => None,
-        };
+            versions.next();
+        }
         versions.status()?;
-        Ok(newest)
+        Ok(())
+    }
+
+    /// Whether `key` has stored versions in a partition's history.
+    pub(crate) fn has_versions(
+        &mut self,
+        table: &str,
+        partition: i32,
+        key: &[u8],
+    ) -> Result<bool, TableError> {
+        let mut found = false;
+        self.each_version(table, partition, key, |_, _, _| {
+            found = true;
+            ControlFlow::Break(())
+        })?;
+        Ok(found)
+    }
+
+    /// Whether the stored version of `key` written at `offset` is a delete.
+    pub(crate) fn deleted_at(
+        &mut self,
+        table: &str,
+        partition: i32,
+        key: &[u8],
+        offset: i64,
+    ) -> Result<bool, TableError> {
+        let mut deleted = false;
+        self.each_version(table, partition, key, |stamp, _, value| {
+            if stamp.offset != offset {
+                return ControlFlow::Continue(());
+            }
+            deleted = matches!(history::decode_version(value), Ok(None));
+            ControlFlow::Break(())
+        })?;
+        Ok(deleted)
     }
 
     /// Deletes the stored versions of `key` that retention removes at
@@ -701,21 +740,15 @@ impl<'a> ApplyBatch<'a> {
         key: &[u8],
         horizon: i64,
     ) -> Result<usize, TableError> {
-        let cf = self.history_cf(table, partition)?;
-        let mut versions = self.store.db.raw_iterator_cf(&cf);
-        versions.seek(key);
         let mut stored = Vec::new();
-        while let Some(entry) = versions.key() {
-            let Some(stamp) = history::version_of(entry, key) else {
-                break;
-            };
+        self.each_version(table, partition, key, |stamp, entry, _| {
             stored.push((stamp.valid_from, entry.to_vec()));
-            versions.next();
-        }
-        versions.status()?;
+            ControlFlow::Continue(())
+        })?;
         let times: Vec<i64> = stored.iter().map(|(t, _)| *t).collect();
         let expired = history::expired(&times, horizon);
         let removed = expired.len();
+        let cf = self.history_cf(table, partition)?;
         for (_, entry) in &stored[expired] {
             self.batch.delete_cf(&cf, entry);
         }
