@@ -1240,6 +1240,7 @@ async fn late_orders_are_enriched_with_the_user_as_it_was_when_each_was_placed()
             .state_at(id, t)
             .map_or(Json::Null, |row| row["tier"].clone());
         assert_eq!(event["tier"], expected, "user {id} as of {t}: {event}");
+        assert_eq!(event.get("id"), None, "only the selected column: {event}");
     }
     // Every state of the log was joined somewhere, absence included.
     let tiers: BTreeSet<String> = out.iter().map(|r| r.json()["tier"].to_string()).collect();

@@ -185,7 +185,11 @@ impl Join {
             tokio::time::sleep(AHEAD_POLL.min(deadline - now)).await;
         }
         Ok(match self.table.get_as_of(key, t).await? {
-            AsOf::Row(row) => Found::Row(Row::Whole(Arc::new(row))),
+            // The selected columns are read from the row by name.
+            AsOf::Row(row) => Found::Row(match self.select {
+                Some(_) => Row::Columns(Columns::Shared(Arc::new(row))),
+                None => Row::Whole(Arc::new(row)),
+            }),
             AsOf::Absent => Found::Missing,
             AsOf::BeyondHistory { horizon } => {
                 as_of.beyond_history.inc();
@@ -789,7 +793,13 @@ mod tests {
         let order = |placed_at: &str| {
             format!(r#"{{"order_id": 1, "user_id": 7, "placed_at": {placed_at}}}"#)
         };
-        assert_eq!(tier(run(&by_field, &order("3000")).await), "free");
+        let (_, joined) = emitted(run(&by_field, &order("3000")).await);
+        assert_eq!(joined["tier"], "free");
+        assert_eq!(
+            joined.get("id"),
+            None,
+            "only the selected columns: {joined}"
+        );
         assert_eq!(tier(run(&by_field, &order("5000")).await), "pro");
         assert_eq!(
             tier(run(&by_field, &order(r#""1970-01-01T00:00:04.999Z""#)).await),
