@@ -301,7 +301,8 @@ impl Builder {
             "tombstones.on.delete"
             | "provide.transaction.metadata"
             | "include.schema.changes"
-            | "extended.headers.enabled" => self.event_option(key, value)?,
+            | "extended.headers.enabled"
+            | "include.query" => self.event_option(key, value)?,
             "database.ssl.mode" => self.ssl_mode(value)?,
             "event.processing.failure.handling.mode" => {
                 self.failure_handling = Some(match value.trim() {
@@ -342,6 +343,7 @@ impl Builder {
             "provide.transaction.metadata",
             "include.schema.changes",
             "extended.headers.enabled",
+            "include.query",
         ]
         .into_iter()
         .find(|name| *name == key)
@@ -478,7 +480,7 @@ impl Builder {
             ),
             ("signal.enabled.channels", "source") => None,
             ("skipped.operations", "t" | "none") => None,
-            ("include.query", "false") | ("table.ignore.builtin", "true") => None,
+            ("table.ignore.builtin", "true") => None,
             ("snapshot.fetch.size", _) => not_needed(
                 "snapshots read in key-ordered chunks of snapshot.chunk_rows rows and \
                  snapshot.chunk_max_mb, each streamed from the server",
@@ -1013,6 +1015,7 @@ key.converter.schemas.enable=true
 provide.transaction.metadata=true
 tombstones.on.delete=false
 include.schema.changes=false
+include.query=true
 event.processing.failure.handling.mode=ignore
 column.mask.with.4.chars=shop.users.ssn
 ";
@@ -1064,6 +1067,7 @@ column.mask.with.4.chars=shop.users.ssn
         assert!(config.events().transaction_topic);
         assert!(!config.events().tombstones_on_delete);
         assert!(!config.events().include_schema_changes);
+        assert!(config.events().include_query);
         assert_eq!(
             config.events.event_processing_failure_handling_mode,
             tributary_capture::config::FailureHandling::Skip,

@@ -613,6 +613,82 @@ async fn transactions_have_begin_and_end_records_on_the_transaction_topic() {
     assert_eq!(values[3]["event_count"], 2);
 }
 
+/// With `include.query`, each streamed row carries, in `source.query`, the
+/// statement that changed it, as the client sent it (MariaDB's ANNOTATE_ROWS
+/// events, which capture lists with SHOW BINLOG EVENTS): two statements of
+/// one transaction, a statement that changes a captured and an uncaptured
+/// table, non-ASCII text, a transaction of 600 statements (several listing
+/// windows), and a statement logged without its text (null, not the one
+/// before it).
+#[tokio::test(flavor = "multi_thread")]
+async fn with_include_query_each_row_carries_the_statement_that_changed_it() {
+    let mut conn = root_conn().await;
+    let other = create_db(&mut conn, "dbzqother").await;
+    conn.query_drop(format!(
+        "CREATE TABLE `{other}`.o (id INT PRIMARY KEY, n INT); INSERT INTO `{other}`.o VALUES (1, 0)"
+    ))
+    .await
+    .unwrap();
+    let (db, setup, capture) = capture_from_now(
+        &mut conn,
+        "dbzquery",
+        "CREATE TABLE `DB`.a (id INT PRIMARY KEY, v VARCHAR(40)) CHARACTER SET utf8mb4",
+        "events: { include.query: true }\n",
+    )
+    .await;
+    // (id, v after the statement, the statement)
+    let mut expected: Vec<(i64, String, Option<String>)> = Vec::new();
+    let mut run = async |sql: String, id: i64, v: &str, logged: bool| {
+        conn.query_drop(&sql).await.unwrap();
+        expected.push((id, v.to_owned(), logged.then_some(sql)));
+    };
+    run("BEGIN".into(), 0, "", false).await;
+    let insert = format!("INSERT INTO `{db}`.a VALUES (1, 'héllo wörld ✓')");
+    run(insert, 1, "héllo wörld ✓", true).await;
+    let update = format!("UPDATE `{db}`.a SET v = CONCAT(v, '!') WHERE id = 1");
+    run(update, 1, "héllo wörld ✓!", true).await;
+    run("COMMIT".into(), 0, "", false).await;
+    let joined = format!(
+        "UPDATE `{other}`.o JOIN `{db}`.a ON o.id = a.id SET o.n = o.n + 1, a.v = 'joined'"
+    );
+    run(joined, 1, "joined", true).await;
+    run("BEGIN".into(), 0, "", false).await;
+    for id in 100..700 {
+        let insert = format!("INSERT INTO `{db}`.a VALUES ({id}, 'row {id}')");
+        run(insert, id, &format!("row {id}"), true).await;
+    }
+    run("COMMIT".into(), 0, "", false).await;
+    run(
+        "SET SESSION binlog_annotate_row_events = OFF".into(),
+        0,
+        "",
+        false,
+    )
+    .await;
+    let unannotated = format!("INSERT INTO `{db}`.a VALUES (5, 'no text')");
+    run(unannotated, 5, "no text", false).await;
+    expected.retain(|(id, _, _)| *id != 0);
+
+    let events = read_topic(&setup.topic("a"), WAIT, |r| r.len() >= 603).await;
+    let found: Vec<(i64, String, Option<String>)> = events
+        .iter()
+        .filter_map(|r| r.value.as_ref())
+        .map(|v| {
+            let after = &v["after"];
+            (
+                after["id"].as_i64().unwrap(),
+                after["v"].as_str().unwrap().to_owned(),
+                v["source"]["query"].as_str().map(str::to_owned),
+            )
+        })
+        .collect();
+    let sorted = |mut rows: Vec<(i64, String, Option<String>)>| {
+        rows.sort();
+        rows
+    };
+    assert_eq!(sorted(found), sorted(expected), "log:\n{}", capture.log());
+}
+
 /// With `compat: debezium` an idle source's heartbeats are Debezium's:
 /// `__debezium-heartbeat.<server_name>`, key `{"serverName"}`, value `{"ts_ms"}`.
 #[tokio::test(flavor = "multi_thread")]

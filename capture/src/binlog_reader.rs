@@ -20,6 +20,7 @@ use crate::filter::TableFilter;
 use crate::gtid_state::{GtidSet, GtidState};
 use crate::position::BinlogPosition;
 use crate::restart_skip::StartSkip;
+use crate::row_query;
 use crate::source::{self, ServerInfo};
 
 /// A replication connection turned into change events.
@@ -78,6 +79,9 @@ impl BinlogReader {
     pub async fn open(setup: ReaderSetup<'_>, from: &BinlogPosition) -> Result<Self, CaptureError> {
         let mut conn = source::connect(setup.source).await?;
         let is_mariadb = setup.info.is_mariadb;
+        if is_mariadb && setup.shape.include_query {
+            row_query::check_annotations(&mut conn).await?;
+        }
         if is_mariadb {
             // Without this MariaDB replaces GTID events with BEGIN queries and dummies.
             conn.query_drop("SET @mariadb_slave_capability=4").await?;

@@ -21,7 +21,7 @@ pub enum ReaderItem<P> {
     /// A transaction committed: everything before this is complete, resume from here.
     Commit(P),
     /// A DDL statement: the schema-history topic records it when `recorded`.
-    SchemaChange(SchemaChange<P>),
+    SchemaChange(Box<SchemaChange<P>>),
     /// The server is idle; the position between transactions, for the heartbeat topic.
     Heartbeat(P),
 }

@@ -517,6 +517,13 @@ pub struct EventsConfig {
     /// are lost to consumers.
     #[serde(rename = "event.processing.failure.handling.mode", default)]
     pub event_processing_failure_handling_mode: FailureHandling,
+    /// Each binlog change carries, in `source.query`, the statement that
+    /// made it (Debezium's `include.query`; default false, Debezium's too):
+    /// MariaDB's ANNOTATE_ROWS events (`binlog_annotate_row_events=ON`, its
+    /// default), MySQL's ROWS_QUERY events (`binlog_rows_query_log_events=ON`).
+    /// A MySQL source only; the text may hold values a column rule masks.
+    #[serde(rename = "include.query", default)]
+    pub include_query: bool,
 }
 
 /// `events.event.processing.failure.handling.mode`.
@@ -584,6 +591,8 @@ pub struct Events {
     pub heartbeat_prefix: Option<String>,
     /// `source.connector`.
     pub connector: &'static str,
+    /// `include.query`.
+    pub include_query: bool,
 }
 
 /// How column values are written, under Debezium's property names and values
@@ -718,6 +727,7 @@ impl CaptureConfig {
                 SourceKind::Mysql => e.source_connector.name(),
                 SourceKind::Postgres => tributary_proto::debezium_json::POSTGRES_CONNECTOR,
             },
+            include_query: e.include_query,
         }
     }
 
@@ -799,6 +809,14 @@ impl Validate for CaptureConfig {
         }
         if self.max_pending_mb == 0 {
             return bad("max_pending_mb", "must be at least 1".into());
+        }
+        if self.events.include_query && self.source.kind == SourceKind::Postgres {
+            return bad(
+                "events.include.query",
+                "applies to source.kind: mysql only (PostgreSQL's logical decoding does \
+                 not carry statements)"
+                    .into(),
+            );
         }
         if let Some(name) = &self.snapshot.signal_table {
             let parts: Vec<&str> = name.split('.').collect();
@@ -921,12 +939,14 @@ kafka: { brokers: '127.0.0.1:19092', producer: { linger.ms: '5' } }
                 extended_headers: false,
                 heartbeat_prefix: None,
                 connector: "mysql",
+                include_query: false,
             }
         );
         let text = format!(
-            "{GOOD}events: {{ tombstones.on.delete: false, provide.transaction.metadata: false, include.schema.changes: false }}\n"
+            "{GOOD}events: {{ tombstones.on.delete: false, provide.transaction.metadata: false, include.schema.changes: false, include.query: true }}\n"
         );
         let c = CaptureConfig::parse(&text).unwrap();
+        assert!(c.events().include_query);
         assert!(!c.events().tombstones_on_delete);
         assert!(!c.events().provide_transaction_metadata);
         assert!(!c.events().include_schema_changes);
@@ -1172,6 +1192,10 @@ kafka: { brokers: '127.0.0.1:19092' }
         assert_eq!(
             field_of(&POSTGRES.replace(", database: shop", "")),
             "source.database"
+        );
+        assert_eq!(
+            field_of(&format!("{POSTGRES}events: {{ include.query: true }}\n")),
+            "events.include.query"
         );
         let my = |extra: &str| GOOD.replace("server_id: 7", &format!("server_id: 7, {extra}"));
         assert_eq!(field_of(&my("database: shop")), "source.database");

@@ -38,6 +38,7 @@ use crate::position::BinlogPosition;
 use crate::restart_skip::{RestartSkip, RowsSkip, StartSkip};
 use crate::row_change::row_changes;
 use crate::row_image::RowImages;
+use crate::row_query::RowQueries;
 use crate::schema::TableSchema;
 use crate::schema_change_record::DescribedChange;
 use crate::source::{self, ServerInfo};
@@ -148,6 +149,8 @@ pub struct EventDecoder {
     trx: Option<OpenTransaction>,
     pending: TransactionStart,
     payload: Option<Payload>,
+    /// `events.include.query`: the statement of the rows being decoded.
+    queries: Option<RowQueries>,
     out: VecDeque<ReaderItem<BinlogPosition>>,
 }
 
@@ -177,6 +180,10 @@ impl EventDecoder {
             trx: None,
             pending: TransactionStart::default(),
             payload: None,
+            queries: setup
+                .shape
+                .include_query
+                .then(|| RowQueries::new(setup.info.is_mariadb.then(|| setup.pool.clone()))),
             out: VecDeque::new(),
             restart: setup.start_skip.map(RestartSkip::new),
             setup,
@@ -305,7 +312,8 @@ impl EventDecoder {
                 match Statement::of(sql) {
                     Statement::Begin => {
                         if self.trx.is_none() {
-                            self.begin(format!("{}:{}", self.file, header.log_pos()), false);
+                            let start = self.start_of(&event);
+                            self.begin(format!("{}:{}", self.file, header.log_pos()), false, start);
                         }
                         if let Some(trx) = &mut self.trx {
                             trx.standalone = false;
@@ -323,14 +331,16 @@ impl EventDecoder {
                         } else {
                             None
                         };
-                        self.out.push_back(ReaderItem::SchemaChange(SchemaChange {
-                            // Debezium records the DDL of every database.
-                            recorded: described.is_some() || self.setup.filter.records_ddl_of(&db),
-                            db,
-                            ddl: sql.to_owned(),
-                            position: self.position_after(&event, true),
-                            described,
-                        }));
+                        self.out
+                            .push_back(ReaderItem::SchemaChange(Box::new(SchemaChange {
+                                // Debezium records the DDL of every database.
+                                recorded: described.is_some()
+                                    || self.setup.filter.records_ddl_of(&db),
+                                db,
+                                ddl: sql.to_owned(),
+                                position: self.position_after(&event, true),
+                                described,
+                            })));
                         match &mut self.trx {
                             // MySQL 8.0.21+ logs CREATE TABLE … SELECT as one
                             // transaction: the rows and an XID follow.
@@ -352,6 +362,12 @@ impl EventDecoder {
                 self.out.push_back(ReaderItem::Heartbeat(position));
             }
             EventData::TableMapEvent(tme) => self.on_table_map(&event, &tme).await?,
+            EventData::RowsQueryEvent(query) => {
+                let position = format!("{}:{}", self.file, self.start_of(&event));
+                if let Some(queries) = &mut self.queries {
+                    queries.rows_query(query.query_raw(), &position);
+                }
+            }
             EventData::RowsEvent(rows) => {
                 let (queued, events) = (self.out.len(), self.trx.as_ref().map(|t| t.events));
                 if let Err(error) = self.on_rows(&event, &rows, maps) {
@@ -407,6 +423,7 @@ impl EventDecoder {
                 pos: self.start_of(event),
                 row: 0,
                 thread: None,
+                query: None,
             }),
         };
         let flavor = Flavor {
@@ -436,6 +453,16 @@ impl EventDecoder {
         tme: &TableMapEvent<'_>,
     ) -> Result<(), CaptureError> {
         let table_id = tme.table_id();
+        let (start, end) = (self.start_of(event), self.end_of(event));
+        if let Some(queries) = &mut self.queries {
+            let captured = self
+                .setup
+                .filter
+                .decodes(&tme.database_name(), &tme.table_name());
+            queries
+                .table_map(&self.file, (start, end), captured)
+                .await?;
+        }
         let same = self
             .tables
             .get(&table_id)
@@ -504,7 +531,11 @@ impl EventDecoder {
             server: event.header().server_id(),
             sequence,
         };
-        self.begin(gtid.to_string(), flags & FL_STANDALONE != 0);
+        self.begin(
+            gtid.to_string(),
+            flags & FL_STANDALONE != 0,
+            self.start_of(event),
+        );
         self.pending = TransactionStart {
             gtid: Some(gtid),
             commit_ts_ms: None,
@@ -523,7 +554,7 @@ impl EventDecoder {
             None => format!("{}:{}", self.file, self.start_of(event)),
         };
         // Standalone (DDL) until a BEGIN says otherwise.
-        self.begin(id, true);
+        self.begin(id, true, self.start_of(event));
         let original = data.original_commit_timestamp();
         self.pending = TransactionStart {
             gtid,
@@ -531,7 +562,11 @@ impl EventDecoder {
         };
     }
 
-    fn begin(&mut self, id: String, standalone: bool) {
+    /// A transaction starts with the event at `start`.
+    fn begin(&mut self, id: String, standalone: bool, start: u64) {
+        if let Some(queries) = &mut self.queries {
+            queries.begin(start);
+        }
         self.trx = Some(OpenTransaction {
             id: id.into(),
             standalone,
@@ -635,6 +670,7 @@ impl EventDecoder {
         let pos = self.start_of(event);
         let ts_ms = self.ts_ms(event);
         let now_ms = now_ms();
+        let query = self.queries.as_ref().and_then(RowQueries::current);
         let trx = self.trx.get_or_insert_with(|| OpenTransaction {
             id: format!("{}:{pos}", self.file).into(),
             standalone: false,
@@ -698,6 +734,7 @@ impl EventDecoder {
                     pos,
                     row,
                     thread: trx.thread,
+                    query: query.clone(),
                 }),
             };
             for change in row_changes(&schema, op, before, after)

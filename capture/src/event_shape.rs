@@ -80,6 +80,8 @@ pub struct EventShape {
     /// DDL goes to Debezium's schema change topic, each changed table
     /// described (`events.schema.changes.format: debezium`).
     pub debezium_schema_changes: bool,
+    /// `events.include.query`: binlog changes carry their statement in `source.query`.
+    pub include_query: bool,
     /// `snapshot.signal_table` (database, table): `columns:` rules never
     /// apply to it, so its rows keep the columns signals are read from.
     pub signal_table: Option<(String, String)>,
@@ -103,6 +105,7 @@ impl EventShape {
             connector: config.events().connector,
             debezium_schema_changes: config.events().schema_changes_format
                 == SchemaChangesFormat::Debezium,
+            include_query: config.events().include_query,
             signal_table: config.snapshot.signal_table_name(),
         })
     }
@@ -189,6 +192,7 @@ mod tests {
             },
             connector: "mysql",
             debezium_schema_changes: false,
+            include_query: false,
             signal_table: None,
         }
     }

@@ -49,6 +49,7 @@ pub mod restart_skip;
 mod row_change;
 pub mod row_decoder;
 pub mod row_image;
+mod row_query;
 pub mod schema;
 pub mod schema_change_record;
 pub mod signal_request;

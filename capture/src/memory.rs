@@ -250,13 +250,15 @@ impl MemoryDatabase {
         }
         let pos = inner.next_pos;
         inner.next_pos += 2;
-        inner.log.push(ReaderItem::SchemaChange(SchemaChange {
-            db: inner.db.to_string(),
-            ddl: format!("ALTER TABLE {table} ADD COLUMN {column} INT"),
-            position: position(pos),
-            recorded: true,
-            described: None,
-        }));
+        inner
+            .log
+            .push(ReaderItem::SchemaChange(Box::new(SchemaChange {
+                db: inner.db.to_string(),
+                ddl: format!("ALTER TABLE {table} ADD COLUMN {column} INT"),
+                position: position(pos),
+                recorded: true,
+                described: None,
+            })));
         inner.log.push(ReaderItem::Commit(position(pos)));
         inner.history.push((pos, inner.tables.clone()));
     }

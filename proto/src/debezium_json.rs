@@ -132,7 +132,7 @@ impl<'a> SourceJson<'a> {
                 pos: binlog.pos,
                 row: binlog.row,
                 thread: binlog.thread,
-                query: None,
+                query: binlog.query.as_deref(),
             }),
             LogCoordinates::Wal(wal) => SourceJson::Wal(WalSourceJson {
                 version: VERSION,
@@ -417,6 +417,7 @@ fn source_from_json(json: &serde_json::Value) -> Result<SourceInfo, CodecError> 
                 .get("thread")
                 .and_then(|v| v.as_u64())
                 .and_then(|t| u32::try_from(t).ok()),
+            query: json.get("query").and_then(|v| v.as_str()).map(Arc::from),
         })
     };
     Ok(SourceInfo {
@@ -497,6 +498,7 @@ mod tests {
                     pos: 1234,
                     row: 2,
                     thread: Some(9),
+                    query: Some("UPDATE users SET name = 'b😀' WHERE id = 7".into()),
                 }),
             },
             ts_ms: 1_700_000_000_500,
@@ -680,6 +682,7 @@ mod tests {
                     pos: source["pos"].as_u64().unwrap(),
                     row: 0,
                     thread: Some(7),
+                    query: None,
                 }),
             },
             ts_ms: documented["ts_ms"].as_i64().unwrap(),

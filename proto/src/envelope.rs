@@ -166,7 +166,8 @@ impl Default for LogCoordinates {
     }
 }
 
-/// Where a MySQL/MariaDB change is: `server_id`, `gtid`, `file`, `pos`, `row`, `thread`.
+/// Where a MySQL/MariaDB change is: `server_id`, `gtid`, `file`, `pos`, `row`,
+/// `thread`, `query`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct BinlogCoordinates {
     /// Server id of the server that wrote the event.
@@ -182,6 +183,9 @@ pub struct BinlogCoordinates {
     /// Id of the connection (thread) that ran the transaction, from MySQL's
     /// `BEGIN` event; MariaDB's binlog has none (as in Debezium: `null`).
     pub thread: Option<u32>,
+    /// The statement that changed the row (`include.query`), from MariaDB's
+    /// ANNOTATE_ROWS or MySQL's ROWS_QUERY event.
+    pub query: Option<Arc<str>>,
 }
 
 /// Where a PostgreSQL change is: `schema`, `txId`, `lsn`, `sequence`, `xmin`.

@@ -38,6 +38,7 @@ mod code {
     pub(super) const ROTATE: u8 = 4;
     pub(super) const FORMAT_DESCRIPTION: u8 = 15;
     pub(super) const XID: u8 = 16;
+    pub(super) const ROWS_QUERY: u8 = 29;
     pub(super) const TABLE_MAP: u8 = 19;
     pub(super) const WRITE_ROWS: u8 = 30;
     pub(super) const UPDATE_ROWS: u8 = 31;
@@ -302,6 +303,7 @@ fn decoder(
             },
             connector: "mysql",
             debezium_schema_changes: false,
+            include_query: false,
             signal_table: None,
         },
         info: ServerInfo {
@@ -406,6 +408,71 @@ const ZURICH_LATIN1: &[u8] = b"Z\xfcrich";
 const ORIGINAL_US: u64 = 1_700_000_100_123_456;
 const IMMEDIATE_US: u64 = 1_700_000_105_654_321;
 const HEADER_TS: u32 = 1_700_000_107;
+
+#[tokio::test]
+async fn with_include_query_rows_carry_the_statement_of_their_rows_query_event() {
+    let mut binlog = Binlog::starting_at(4);
+    let statements = [
+        "INSERT INTO users VALUES (42, 'Zoë ✓', 'Zürich')",
+        "UPDATE users SET name = 'Zoe'",
+    ];
+    let rows_query = |sql: &str| [&[sql.len() as u8][..], sql.as_bytes()].concat();
+    binlog.append(
+        code::GTID,
+        HEADER_TS,
+        &gtid_body(SOURCE_A, 6, IMMEDIATE_US, IMMEDIATE_US),
+    );
+    binlog.append(code::QUERY, HEADER_TS, &query_body("shop", "BEGIN"));
+    binlog.append(code::ROWS_QUERY, HEADER_TS, &rows_query(statements[0]));
+    binlog.append(code::TABLE_MAP, HEADER_TS, &users_table_map());
+    let insert = users_rows_body(&[users_image(42, ZOE_UTF8, ZURICH_LATIN1)], false);
+    binlog.append(code::WRITE_ROWS, HEADER_TS, &insert);
+    binlog.append(code::ROWS_QUERY, HEADER_TS, &rows_query(statements[1]));
+    binlog.append(code::TABLE_MAP, HEADER_TS, &users_table_map());
+    let update = users_rows_body(
+        &[
+            users_image(42, ZOE_UTF8, ZURICH_LATIN1),
+            users_image(42, b"Zoe", ZURICH_LATIN1),
+        ],
+        true,
+    );
+    binlog.append(code::UPDATE_ROWS, HEADER_TS, &update);
+    binlog.append(code::XID, HEADER_TS, &xid_body(1001));
+    // The next transaction was logged without its statement.
+    binlog.append(
+        code::GTID,
+        HEADER_TS,
+        &gtid_body(SOURCE_A, 7, IMMEDIATE_US, IMMEDIATE_US),
+    );
+    binlog.append(code::QUERY, HEADER_TS, &query_body("shop", "BEGIN"));
+    binlog.append(code::TABLE_MAP, HEADER_TS, &users_table_map());
+    let delete = users_rows_body(&[users_image(42, b"Zoe", ZURICH_LATIN1)], false);
+    binlog.append(code::DELETE_ROWS, HEADER_TS, &delete);
+    binlog.append(code::XID, HEADER_TS, &xid_body(1002));
+
+    let from = BinlogPosition {
+        file: FILE.into(),
+        pos: 4,
+        ..Default::default()
+    };
+    let mut decoder = decoder(&from, true, FailureHandling::Fail);
+    decoder.queries = Some(RowQueries::new(None));
+    let mut reader = EventStreamReader::new(BinlogVersion::Version4);
+    let mut items = Vec::new();
+    for bytes in &binlog.events {
+        let event = reader.read(&bytes[..]).unwrap().unwrap();
+        decoder.handle(event, &reader).await.unwrap();
+        items.extend(std::iter::from_fn(|| decoder.pop()));
+    }
+    let queries: Vec<_> = changes(&items)
+        .iter()
+        .map(|c| c.source.binlog().unwrap().query.clone())
+        .collect();
+    assert_eq!(
+        queries,
+        [Some(statements[0].into()), Some(statements[1].into()), None]
+    );
+}
 
 #[tokio::test]
 async fn mysql_transactions_carry_their_gtids_and_positions_the_executed_set() {

@@ -273,13 +273,14 @@ impl WalStream {
                 .is_signal_table(&relation.namespace, &relation.name),
         };
         if changed {
-            self.out.push_back(ReaderItem::SchemaChange(SchemaChange {
-                db: relation.namespace.clone(),
-                ddl: catalog::definition(&relation.namespace, &relation.name, &columns),
-                position: self.at,
-                recorded: true,
-                described: None,
-            }));
+            self.out
+                .push_back(ReaderItem::SchemaChange(Box::new(SchemaChange {
+                    db: relation.namespace.clone(),
+                    ddl: catalog::definition(&relation.namespace, &relation.name, &columns),
+                    position: self.at,
+                    recorded: true,
+                    described: None,
+                })));
         }
         self.tables.insert(relation.oid, Some(Arc::new(table)));
         Ok(())
