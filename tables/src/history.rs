@@ -115,6 +115,9 @@ impl VersionRule {
 
     /// When the version `change` makes (`row`: the new row, `None` for a
     /// delete) became valid; `has_versions`: the key has earlier versions.
+    /// A row whose time column is null is dated as if no column were named;
+    /// one without the column, or with a value that is no time, is an error
+    /// (the record is skipped and counted as malformed).
     pub(crate) fn valid_from(
         &self,
         change: ChangeTime,
@@ -128,13 +131,15 @@ impl VersionRule {
             };
             let values = crate::row_columns::decode(row, std::slice::from_ref(column))
                 .map_err(|e| problem(format!("the row is not a JSON object ({e})")))?;
-            let value = values
-                .into_iter()
-                .next()
-                .flatten()
-                .ok_or_else(|| problem("the row has no such column".into()))?;
-            return event_time::micros_of(&value, *unit)
-                .map_err(|e: EventTimeError| problem(e.to_string()));
+            match values.into_iter().next().flatten() {
+                None => return Err(problem("the row has no such column".into())),
+                // A null time (a row never updated): dated as without a column.
+                Some(serde_json::Value::Null) => {}
+                Some(value) => {
+                    return event_time::micros_of(&value, *unit)
+                        .map_err(|e: EventTimeError| problem(e.to_string()));
+                }
+            }
         }
         if change.snapshot && !has_versions {
             return Ok(0);
@@ -358,6 +363,17 @@ mod tests {
         assert!(
             missing.contains("updated_at") && missing.contains("no such column"),
             "{missing}"
+        );
+        let null = br#"{"id":1,"updated_at":null}"#;
+        assert_eq!(
+            by_column.valid_from(streamed, Some(null), true).unwrap(),
+            7_000,
+            "a null time: the commit's"
+        );
+        assert_eq!(
+            by_column.valid_from(snapshot, Some(null), false).unwrap(),
+            0,
+            "a null time in a snapshot row: the epoch"
         );
         let bad = by_column
             .valid_from(streamed, Some(br#"{"updated_at":"yesterday"}"#), true)
