@@ -581,7 +581,7 @@ async fn twenty_sigkills_under_load_leave_a_versioned_tables_history_equal_to_th
                 .filter(|(from, ..)| from <= t)
                 .max_by_key(|(from, offset, _)| (*from, *offset))
                 .and_then(|(.., row)| row.clone());
-            let found = match table.get_as_of(&json!(id), *t).await.unwrap() {
+            let found = match table.get_as_of(&json!(id), *t).await.unwrap().answer {
                 AsOf::Row(row) => Some(row),
                 AsOf::Absent => None,
                 beyond => panic!("key {id} as of {t}: {beyond:?}"),

@@ -134,7 +134,7 @@ async fn lookups(
                     let at_ms = FIRST_MS + random.next(span as u64) as i64;
                     let t0 = Instant::now();
                     let found = matches!(
-                        table.get_json_bytes_as_of(&key, at_ms * 1000)?,
+                        table.get_json_bytes_as_of(&key, at_ms * 1000)?.answer,
                         AsOf::Row(_)
                     );
                     latencies.push(t0.elapsed());

@@ -176,15 +176,19 @@ impl Join {
         as_of: &AsOfJoin,
     ) -> Result<Found, LookupError> {
         let deadline = Instant::now() + as_of.max_wait;
-        while self.table.versions_until(key).await?.unwrap_or(i64::MAX) < t {
+        let answer = loop {
+            let read = self.table.get_as_of(key, t).await?;
+            if read.complete_until >= t {
+                break read.answer;
+            }
             let now = Instant::now();
             if now >= deadline {
                 as_of.ahead.inc();
-                break;
+                break read.answer;
             }
             tokio::time::sleep(AHEAD_POLL.min(deadline - now)).await;
-        }
-        Ok(match self.table.get_as_of(key, t).await? {
+        };
+        Ok(match answer {
             // The selected columns are read from the row by name.
             AsOf::Row(row) => Found::Row(match self.select {
                 Some(_) => Row::Columns(Columns::Shared(Arc::new(row))),
@@ -494,7 +498,7 @@ fn output_key(event: &Event<'_>, paths: &[FieldPath]) -> Result<Vec<u8>, OutputK
 #[cfg(test)]
 mod tests {
     use serde_json::json;
-    use tributary_table_api::{Fault, MemoryTable};
+    use tributary_table_api::{AsOfRead, Fault, MemoryTable};
 
     use super::*;
     use crate::config::EnrichConfig;
@@ -734,12 +738,11 @@ mod tests {
             self.table.get(key).await
         }
 
-        async fn get_as_of(&self, key: &Value, as_of: i64) -> Result<AsOf, LookupError> {
-            self.table.get_as_of(key, as_of).await
-        }
-
-        async fn versions_until(&self, _key: &Value) -> Result<Option<i64>, LookupError> {
-            Ok(Some(self.until.load(std::sync::atomic::Ordering::SeqCst)))
+        async fn get_as_of(&self, key: &Value, as_of: i64) -> Result<AsOfRead, LookupError> {
+            Ok(AsOfRead {
+                complete_until: self.until.load(std::sync::atomic::Ordering::SeqCst),
+                ..self.table.get_as_of(key, as_of).await?
+            })
         }
 
         async fn scan(

@@ -501,7 +501,7 @@ pub async fn as_of_reads_answer_the_version_valid_then(fixture: &impl Fixture) {
         (4, 50 * S, None),
     ];
     for (id, t, tier) in expected {
-        let found = match table.get_as_of(&json!(id), t).await {
+        let found = match table.get_as_of(&json!(id), t).await.map(|r| r.answer) {
             Ok(AsOf::Row(row)) => Some(row["tier"].as_str().expect("a tier").to_owned()),
             Ok(AsOf::Absent) => None,
             other => panic!("{}: id {id} as of {t}: {other:?}", table.name()),
@@ -510,7 +510,11 @@ pub async fn as_of_reads_answer_the_version_valid_then(fixture: &impl Fixture) {
     }
     for t in [2 * S - 1, S, 0] {
         assert_eq!(
-            table.get_as_of(&json!(1), t).await.expect("an answer"),
+            table
+                .get_as_of(&json!(1), t)
+                .await
+                .expect("an answer")
+                .answer,
             AsOf::BeyondHistory { horizon: 2 * S },
             "id 1 as of {t} µs is older than the history kept"
         );

@@ -26,7 +26,7 @@ pub use error::LookupError;
 pub use join_tables::JoinTables;
 pub use memory::{Fault, MemoryTable};
 pub use partitions::{HeldPartitions, MemoryPartitions};
-pub use table::{AsOf, Columns, KeyRange, PartitionState, Table, TableDescription};
+pub use table::{AsOf, AsOfRead, Columns, KeyRange, PartitionState, Table, TableDescription};
 
 #[cfg(test)]
 mod memory_conformance {

@@ -14,7 +14,7 @@ use serde_json::{Map, Value};
 use crate::error::LookupError;
 use crate::key_codec;
 use crate::key_values::{Expect, key_values};
-use crate::table::{AsOf, KeyRange, Table, TableDescription};
+use crate::table::{AsOf, AsOfRead, KeyRange, Table, TableDescription};
 
 /// A failure every lookup of a [`MemoryTable`] answers with, while set.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -188,7 +188,8 @@ impl Table for MemoryTable {
         Ok(rows.get(&encoded).map(|(_, row)| row.clone()))
     }
 
-    async fn get_as_of(&self, key: &Value, as_of: i64) -> Result<AsOf, LookupError> {
+    /// Everything written is applied: every answer is complete.
+    async fn get_as_of(&self, key: &Value, as_of: i64) -> Result<AsOfRead, LookupError> {
         self.check_fault()?;
         let Some(history) = &self.history else {
             return Err(LookupError::Unsupported {
@@ -201,7 +202,7 @@ impl Table for MemoryTable {
         if let Some(horizon) = history.newest.map(|t| t.saturating_sub(history.keep_us))
             && as_of < horizon
         {
-            return Ok(AsOf::BeyondHistory { horizon });
+            return Ok(AsOfRead::complete(AsOf::BeyondHistory { horizon }));
         }
         let valid = history
             .versions
@@ -210,15 +211,10 @@ impl Table for MemoryTable {
             .flatten()
             .filter(|(from, _, _)| *from <= as_of)
             .max_by_key(|(from, written, _)| (*from, *written));
-        Ok(match valid {
+        Ok(AsOfRead::complete(match valid {
             Some((_, _, Some(row))) => AsOf::Row(row.clone()),
             _ => AsOf::Absent,
-        })
-    }
-
-    /// Everything written is applied.
-    async fn versions_until(&self, _key: &Value) -> Result<Option<i64>, LookupError> {
-        Ok(self.history.as_ref().map(|_| i64::MAX))
+        }))
     }
 
     async fn scan(

@@ -122,20 +122,13 @@ pub trait Table: Send + Sync {
 
     /// The row this key had at `as_of` (microseconds since the Unix epoch):
     /// the version valid then, in a table that keeps its history (a
-    /// `versioned` local table). Other tables refuse.
-    async fn get_as_of(&self, _key: &Value, _as_of: i64) -> Result<AsOf, LookupError> {
+    /// `versioned` local table), with how far in time the table held the
+    /// key's versions when it answered. Other tables refuse.
+    async fn get_as_of(&self, _key: &Value, _as_of: i64) -> Result<AsOfRead, LookupError> {
         Err(LookupError::Unsupported {
             table: self.name().to_owned(),
             operation: "an as-of lookup (the table keeps no history: declare it `versioned`)",
         })
-    }
-
-    /// How far in time a versioned table holds `key`'s versions: the newest
-    /// time a version of its partition became valid, or `i64::MAX` when the
-    /// partition has applied everything its topic held when last checked (no
-    /// later version can be missing). `None` for a table that keeps no history.
-    async fn versions_until(&self, _key: &Value) -> Result<Option<i64>, LookupError> {
-        Ok(None)
     }
 
     /// Up to `limit` `(key, row)` pairs within `range`, in key order.
@@ -147,6 +140,31 @@ pub trait Table: Send + Sync {
 
     /// What the table holds and how far it has got.
     async fn describe(&self) -> TableDescription;
+}
+
+/// A versioned table's answer for a key as of a time (`R`: the row, decoded
+/// or as its stored bytes), and whether a later change could still alter it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AsOfRead<R = Value> {
+    /// The version valid then.
+    pub answer: AsOf<R>,
+    /// How far in time the table held the key's versions when it answered:
+    /// the newest time a version of the key's partition became valid, or
+    /// `i64::MAX` once the partition had applied everything its topic held
+    /// when last checked (no later version can be missing). An answer for a
+    /// time after it may change as the table catches up.
+    pub complete_until: i64,
+}
+
+impl<R> AsOfRead<R> {
+    /// An answer no later change can alter (a table that applies every
+    /// change before it answers).
+    pub fn complete(answer: AsOf<R>) -> Self {
+        AsOfRead {
+            answer,
+            complete_until: i64::MAX,
+        }
+    }
 }
 
 /// What a versioned table answers for a key as of a time (`R`: the row,

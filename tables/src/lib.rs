@@ -38,6 +38,7 @@ pub mod follower;
 pub mod global_rows;
 pub mod grpc;
 mod history;
+mod history_readers;
 pub mod job_tables;
 pub mod local_table;
 pub mod materializer;

@@ -14,7 +14,8 @@ use serde_json::{Map, Value};
 use tributary_proto::partition::Partitioner;
 use tributary_table_api::key_values::{Expect, key_values};
 use tributary_table_api::{
-    AsOf, Columns, KeyRange, LookupError, PartitionState, Table, TableDescription, key_codec,
+    AsOf, AsOfRead, Columns, KeyRange, LookupError, PartitionState, Table, TableDescription,
+    key_codec,
 };
 
 use crate::config::{LocalTableConfig, TableMode};
@@ -24,6 +25,7 @@ use prometheus_client::metrics::histogram::Histogram;
 
 use crate::global_rows;
 use crate::history::{self, VersionRule};
+use crate::history_readers::HistoryReaders;
 use crate::metrics::{TableLabel, TablesMetrics};
 use crate::progress::Progress;
 use crate::row_columns;
@@ -96,9 +98,8 @@ pub struct LocalTable {
     /// Column family names of the row keyspaces (one per partition, or the
     /// global one), made once (not per lookup).
     cf_names: Vec<String>,
-    /// A versioned table's rule and the column family names of its
-    /// partitions' histories.
-    history: Option<(VersionRule, Vec<String>)>,
+    /// A versioned table's rule and the readers of its partitions' histories.
+    history: Option<(VersionRule, HistoryReaders)>,
 }
 
 impl LocalTable {
@@ -121,6 +122,15 @@ impl LocalTable {
                     .collect(),
             ),
         };
+        let history = config.versioned.as_ref().map(|v| {
+            let names = (0..partition_count as i32)
+                .map(|p| history_cf_name(name, p))
+                .collect();
+            (
+                VersionRule::of(v),
+                HistoryReaders::new(store.clone(), names),
+            )
+        });
         LocalTable {
             name: name.to_owned(),
             topic: config.topic.clone(),
@@ -136,12 +146,7 @@ impl LocalTable {
                 .clone(),
             key_shape,
             cf_names,
-            history: config.versioned.as_ref().map(|v| {
-                let names = (0..partition_count as i32)
-                    .map(|p| history_cf_name(name, p))
-                    .collect();
-                (VersionRule::of(v), names)
-            }),
+            history,
         }
     }
 
@@ -269,36 +274,54 @@ impl LocalTable {
         &self,
         key: &Value,
         as_of: i64,
-    ) -> Result<AsOf<Vec<u8>>, LookupError> {
-        let Some((rule, history_cfs)) = &self.history else {
+    ) -> Result<AsOfRead<Vec<u8>>, LookupError> {
+        let Some((rule, readers)) = &self.history else {
             return Err(LookupError::Unsupported {
                 table: self.name.clone(),
                 operation: "an as-of lookup (the table keeps no history: declare it `versioned`)",
             });
         };
         let Some((encoded, placement)) = self.locate(key)? else {
-            return Ok(AsOf::Absent);
+            return Ok(AsOfRead {
+                answer: AsOf::Absent,
+                complete_until: self.complete_until_first_version(),
+            });
         };
         let Placement::Partition(partition) = placement else {
             return Err(self.corrupt("a versioned table without partitions"));
         };
-        let stream_time = self.progress.stream_time(&self.name, partition);
-        if let Some(horizon) = rule.horizon(stream_time)
+        let held = self.progress.held_versions(&self.name, partition);
+        let read = |answer| AsOfRead {
+            answer,
+            complete_until: held.map_or(i64::MIN, |h| h.complete_until),
+        };
+        if let Some(horizon) = rule.horizon(held.and_then(|h| h.stream_time))
             && as_of < horizon
         {
-            return Ok(AsOf::BeyondHistory { horizon });
+            return Ok(read(AsOf::BeyondHistory { horizon }));
         }
-        let found = self
-            .store
-            .version_at(&history_cfs[partition as usize], &encoded, as_of, |v| {
+        let found = readers
+            .version_at(partition as usize, &encoded, as_of, |v| {
                 history::decode_version(v).map(|row| row.map(<[u8]>::to_vec))
             })
             .map_err(|e| self.storage(e))?;
         match found {
-            None | Some(Ok(None)) => Ok(AsOf::Absent),
-            Some(Ok(Some(row))) => Ok(AsOf::Row(row)),
+            None | Some(Ok(None)) => Ok(read(AsOf::Absent)),
+            Some(Ok(Some(row))) => Ok(read(AsOf::Row(row))),
             Some(Err(e)) => Err(self.corrupt(e.to_string())),
         }
+    }
+
+    /// Before the table's first record (no key shape yet): complete only as
+    /// far as every held partition is.
+    fn complete_until_first_version(&self) -> i64 {
+        self.progress
+            .of_table(&self.name)
+            .iter()
+            .filter_map(|(p, _)| self.progress.held_versions(&self.name, *p))
+            .map(|h| h.complete_until)
+            .min()
+            .unwrap_or(i64::MIN)
     }
 
     /// The row of `key` as its stored JSON bytes, without decoding it (for callers
@@ -351,36 +374,16 @@ impl Table for LocalTable {
         self.lookup(key, |raw| self.parse_row(raw))?.transpose()
     }
 
-    async fn get_as_of(&self, key: &Value, as_of: i64) -> Result<AsOf, LookupError> {
-        match self.get_json_bytes_as_of(key, as_of)? {
-            AsOf::Row(raw) => self.parse_row(&raw).map(AsOf::Row),
-            AsOf::Absent => Ok(AsOf::Absent),
-            AsOf::BeyondHistory { horizon } => Ok(AsOf::BeyondHistory { horizon }),
-        }
-    }
-
-    async fn versions_until(&self, key: &Value) -> Result<Option<i64>, LookupError> {
-        if self.history.is_none() {
-            return Ok(None);
-        }
-        let Some((_, placement)) = self.locate(key)? else {
-            // Nothing materialized yet: complete only if every held partition has caught up.
-            let held = self.progress.of_table(&self.name);
-            let until = held
-                .iter()
-                .map(|(p, _)| self.progress.versions_until(&self.name, *p))
-                .min()
-                .flatten();
-            return Ok(Some(until.unwrap_or(i64::MIN)));
-        };
-        let Placement::Partition(partition) = placement else {
-            return Err(self.corrupt("a versioned table without partitions"));
-        };
-        Ok(Some(
-            self.progress
-                .versions_until(&self.name, partition)
-                .unwrap_or(i64::MIN),
-        ))
+    async fn get_as_of(&self, key: &Value, as_of: i64) -> Result<AsOfRead, LookupError> {
+        let read = self.get_json_bytes_as_of(key, as_of)?;
+        Ok(AsOfRead {
+            answer: match read.answer {
+                AsOf::Row(raw) => AsOf::Row(self.parse_row(&raw)?),
+                AsOf::Absent => AsOf::Absent,
+                AsOf::BeyondHistory { horizon } => AsOf::BeyondHistory { horizon },
+            },
+            complete_until: read.complete_until,
+        })
     }
 
     async fn get_columns(

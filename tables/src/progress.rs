@@ -31,6 +31,17 @@ pub struct PartitionProgress {
     pub stream_time: Option<i64>,
 }
 
+/// How far in time a versioned table partition holds its versions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeldVersions {
+    /// The newest time a version applied became valid, if any was applied.
+    pub stream_time: Option<i64>,
+    /// `i64::MAX` once the partition has applied everything up to its
+    /// topic's end as last observed (no later version can be missing), else
+    /// its stream time (`i64::MIN` before any version).
+    pub complete_until: i64,
+}
+
 impl PartitionProgress {
     /// Records behind the topic's end as last observed (0 when unknown).
     pub fn lag(&self) -> i64 {
@@ -132,18 +143,19 @@ impl Progress {
         self.read(|held| held.get(table)?.get(&partition)?.stream_time)
     }
 
-    /// How far in time a versioned table partition holds its versions:
-    /// `i64::MAX` once it has applied everything up to its topic's end as
-    /// last observed, else its stream time (`i64::MIN` before any version).
-    /// `None` when the partition is not held.
-    pub fn versions_until(&self, table: &str, partition: i32) -> Option<i64> {
+    /// How far in time a versioned table partition holds its versions
+    /// (`None` when the partition is not held).
+    pub fn held_versions(&self, table: &str, partition: i32) -> Option<HeldVersions> {
         self.read(|held| {
             let p = held.get(table)?.get(&partition)?;
             let end = p.latest_end.or(p.end_at_assignment);
-            Some(if end.is_some_and(|end| p.next_offset >= end) {
-                i64::MAX
-            } else {
-                p.stream_time.unwrap_or(i64::MIN)
+            Some(HeldVersions {
+                stream_time: p.stream_time,
+                complete_until: if end.is_some_and(|end| p.next_offset >= end) {
+                    i64::MAX
+                } else {
+                    p.stream_time.unwrap_or(i64::MIN)
+                },
             })
         })
     }

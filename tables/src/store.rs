@@ -61,6 +61,46 @@ pub struct Store {
     partitions: Mutex<BTreeMap<String, BTreeSet<i32>>>,
 }
 
+/// A reader of one history column family's versions, kept for many reads
+/// ([`Store::version_reader`]): a read refreshes it, which costs little
+/// unless a flush or a compaction changed the column family's files since
+/// its last read, where creating an iterator for each read builds one over
+/// every file. Between reads it holds the files it last read from (a
+/// compaction's inputs stay on disk until its next read or its drop).
+pub struct VersionReader<'a>(rocksdb::DBRawIteratorWithThreadMode<'a, Db>);
+
+impl VersionReader<'_> {
+    /// [`Store::version_at`] through this reader, as of now.
+    pub fn version_at<R>(
+        &mut self,
+        key: &[u8],
+        as_of: i64,
+        read: impl FnOnce(&[u8]) -> R,
+    ) -> Result<Option<R>, TableError> {
+        self.0.refresh()?;
+        seek_version(&mut self.0, key, as_of, read)
+    }
+}
+
+/// One seek of `versions` to the version of `key` valid at `as_of`.
+fn seek_version<R>(
+    versions: &mut rocksdb::DBRawIteratorWithThreadMode<'_, Db>,
+    key: &[u8],
+    as_of: i64,
+    read: impl FnOnce(&[u8]) -> R,
+) -> Result<Option<R>, TableError> {
+    versions.seek(history::seek_key(key, as_of));
+    match (versions.key(), versions.value()) {
+        (Some(stored), Some(value)) if history::version_of(stored, key).is_some() => {
+            Ok(Some(read(value)))
+        }
+        _ => {
+            versions.status()?;
+            Ok(None)
+        }
+    }
+}
+
 /// Where a table's rows are: in a partition's column family, or in the one
 /// keyspace of a global table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -377,17 +417,14 @@ impl Store {
         let Some(cf) = self.db.cf_handle(cf) else {
             return Ok(None);
         };
-        let mut versions = self.db.raw_iterator_cf(&cf);
-        versions.seek(history::seek_key(key, as_of));
-        match (versions.key(), versions.value()) {
-            (Some(stored), Some(value)) if history::version_of(stored, key).is_some() => {
-                Ok(Some(read(value)))
-            }
-            _ => {
-                versions.status()?;
-                Ok(None)
-            }
-        }
+        seek_version(&mut self.db.raw_iterator_cf(&cf), key, as_of, read)
+    }
+
+    /// A reader of the versions in the history column family `cf`, to keep
+    /// for many reads (`None` until the column family exists).
+    pub fn version_reader(&self, cf: &str) -> Option<VersionReader<'_>> {
+        let cf = self.db.cf_handle(cf)?;
+        Some(VersionReader(self.db.raw_iterator_cf(&cf)))
     }
 
     /// Bytes of a table's history on disk (its history column families' table files).

@@ -299,7 +299,7 @@ impl LookupService {
         let mut results = Vec::with_capacity(keys.len());
         for key in keys {
             results.push(found_as_of(
-                table.get_as_of(key, as_of).await.map_err(status)?,
+                table.get_as_of(key, as_of).await.map_err(status)?.answer,
             ));
         }
         Ok(results)
