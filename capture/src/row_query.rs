@@ -3,7 +3,7 @@
 //! stream as the decoder reads it.
 //!
 //! MySQL sends each statement as a ROWS_QUERY event before the TABLE_MAPs of
-//! its rows (`binlog_rows_query_log_events=ON`). MariaDB writes each statement before the TABLE_MAP events of its rows as
+//! its rows (`binlog_rows_query_log_events=ON`). MariaDB writes it there as
 //! an ANNOTATE_ROWS event (`binlog_annotate_row_events=ON`, the default), but
 //! its dump thread sends those only to a replica that asks with the
 //! `BINLOG_SEND_ANNOTATE_ROWS_EVENT` flag of COM_BINLOG_DUMP, and
