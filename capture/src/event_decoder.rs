@@ -363,9 +363,9 @@ impl EventDecoder {
             }
             EventData::TableMapEvent(tme) => self.on_table_map(&event, &tme).await?,
             EventData::RowsQueryEvent(query) => {
-                let position = format!("{}:{}", self.file, self.start_of(&event));
+                let pos = self.start_of(&event);
                 if let Some(queries) = &mut self.queries {
-                    queries.rows_query(query.query_raw(), &position);
+                    queries.rows_query(query.query_raw(), &self.file, pos);
                 }
             }
             EventData::RowsEvent(rows) => {

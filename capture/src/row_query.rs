@@ -56,9 +56,9 @@ impl<S: BinlogEvents> RowQueries<S> {
         self.current = None;
     }
 
-    /// A ROWS_QUERY event (MySQL) at `position`.
-    pub(crate) fn rows_query(&mut self, text: &[u8], position: &str) {
-        self.current = utf8_statement(text, position);
+    /// A ROWS_QUERY event (MySQL) at `pos` of `file`.
+    pub(crate) fn rows_query(&mut self, text: &[u8], file: &str, pos: u64) {
+        self.current = utf8_statement(text, file, pos);
     }
 
     /// A TABLE_MAP from `start` to `end` of `file`; `captured`: its table's
@@ -215,8 +215,7 @@ impl<S: BinlogEvents> Annotations<S> {
             }
             for event in listed {
                 if event.kind == "Annotate_rows" {
-                    let position = format!("{file}:{}", event.end);
-                    let statement = utf8_statement(&event.info, &position);
+                    let statement = utf8_statement(&event.info, file, event.end);
                     self.statements.insert(event.end, statement);
                 }
             }
@@ -228,12 +227,12 @@ impl<S: BinlogEvents> Annotations<S> {
 }
 
 /// A statement's text, or `None` (logged) if it is not UTF-8.
-fn utf8_statement(text: &[u8], position: &str) -> Option<Arc<str>> {
+fn utf8_statement(text: &[u8], file: &str, pos: u64) -> Option<Arc<str>> {
     match std::str::from_utf8(text) {
         Ok(text) => Some(text.into()),
         Err(_) => {
             warn!(
-                position,
+                position = %format!("{file}:{pos}"),
                 "the statement of the rows that follow is not UTF-8: source.query is null for them"
             );
             None
@@ -369,7 +368,7 @@ mod tests {
         // MySQL: ROWS_QUERY events in the stream.
         let mut mysql = RowQueries::<Recorded>::new(None);
         mysql.begin(4);
-        mysql.rows_query(b"DELETE FROM t", "binlog.000002:100");
+        mysql.rows_query(b"DELETE FROM t", "binlog.000002", 100);
         mysql.table_map(file, (200, 300), true).await.unwrap();
         assert_eq!(mysql.current().as_deref(), Some("DELETE FROM t"));
     }
