@@ -63,6 +63,7 @@ pub mod source_position;
 pub mod source_tls;
 mod streaming;
 pub mod table_definition;
+mod topic_reader;
 mod transaction_topic;
 pub mod value_modes;
 pub mod value_plan;

@@ -31,6 +31,7 @@ use tributary_kafka::KafkaConfig;
 
 use crate::error::CaptureError;
 use crate::source_position::{CapturePosition, SourcePosition};
+use crate::topic_reader::read_to_end;
 
 /// Reads and writes the stored position of one server.
 #[derive(Clone)]
@@ -223,55 +224,20 @@ impl PositionStore {
         &self,
         consumer: &BaseConsumer,
     ) -> Result<Option<CapturePosition<P>>, CaptureError> {
-        let (_, high) = consumer.fetch_watermarks(&self.topic, 0, Duration::from_secs(10))?;
-        if high <= 0 {
-            return Ok(None);
-        }
-        let mut tpl = TopicPartitionList::new();
-        tpl.add_partition_offset(&self.topic, 0, Offset::Beginning)?;
-        consumer.assign(&tpl)?;
         let mut newest = None;
-        let deadline = Instant::now() + Duration::from_secs(30);
-        // Read until the consumer's position reaches the high watermark (the position, unlike
-        // the last record's offset, moves past transaction markers), then until the topic
-        // is idle: some brokers (Tansu) under-report the high watermark.
-        let next_offset = || -> Result<i64, CaptureError> {
-            let position = consumer.position()?;
-            Ok(
-                match position.find_partition(&self.topic, 0).map(|e| e.offset()) {
-                    Some(Offset::Offset(n)) => n,
-                    _ => 0,
-                },
-            )
-        };
-        loop {
-            let caught_up = next_offset()? >= high;
-            let idle_wait = if caught_up {
-                Duration::from_millis(300)
-            } else {
-                Duration::from_secs(1)
-            };
-            match consumer.poll(idle_wait) {
-                Some(Ok(msg))
-                    if msg.key() == Some(self.key.as_slice()) && msg.payload().is_some() =>
-                {
-                    newest = Some(self.parse(&msg)?);
+        read_to_end(
+            consumer,
+            &self.topic,
+            0,
+            "the end of the stored positions",
+            |msg| {
+                // Skips another server's position, and tombstones.
+                if msg.key() == Some(self.key.as_slice()) && msg.payload().is_some() {
+                    newest = Some(self.parse(msg)?);
                 }
-                Some(Ok(_)) => {} // another server's position, or a tombstone
-                Some(Err(e)) => return Err(e.into()),
-                None if caught_up || next_offset()? >= high => break,
-                None if Instant::now() > deadline => {
-                    return Err(CaptureError::BadStoredPosition {
-                        topic: self.topic.clone(),
-                        detail: format!(
-                            "read stopped at offset {} before the end ({high})",
-                            next_offset()?
-                        ),
-                    });
-                }
-                None => {}
-            }
-        }
+                Ok(())
+            },
+        )?;
         Ok(newest)
     }
 }
