@@ -63,6 +63,7 @@ pub mod source_position;
 pub mod source_tls;
 mod streaming;
 pub mod table_definition;
+pub mod table_model;
 mod topic_reader;
 mod transaction_topic;
 pub mod value_modes;

@@ -3,19 +3,15 @@
 //! type, type name, length, scale, character set, position, nullability,
 //! auto-increment, comment, default and ENUM/SET values.
 //!
-//! Read from `information_schema` ([`read`]); each attribute derived as
+//! Derived from a table's model (`crate::table_model`: read from
+//! `information_schema`, or replayed); each attribute derived as
 //! Debezium 3.6's DDL parser derives it from `SHOW CREATE TABLE`
 //! (`MySqlAntlrDdlParser`'s data types, `ColumnDefinitionParserListener`),
 //! which prints what `information_schema.COLUMNS.COLUMN_TYPE` holds (MariaDB's
 //! `int(11)`: length 11).
 
-use mysql_async::Conn;
-use mysql_async::prelude::Queryable;
-
 use crate::column_default::DefaultExpr;
-use crate::error::CaptureError;
 use crate::schema::InfoColumn;
-use crate::source;
 
 /// `tableChanges[].table`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -71,77 +67,15 @@ pub struct Flavor {
     pub mariadb_connector: bool,
 }
 
-/// `COLUMN_NAME, COLUMN_DEFAULT, EXTRA, COLUMN_COMMENT`, and whether the
-/// server is MariaDB.
-type ExtraRow = (String, Option<String>, String, String, bool);
-
-/// `db.table` as it is now; `None` if it does not exist.
-pub async fn read(
-    conn: &mut Conn,
-    db: &str,
-    table: &str,
-    flavor: Flavor,
-) -> Result<Option<TableDefinition>, CaptureError> {
-    let info = source::info_columns_on(conn, db, table).await?;
-    if info.is_empty() {
-        return Ok(None);
-    }
-    let extra: Vec<ExtraRow> = conn
-        .exec(
-            "SELECT COLUMN_NAME, COLUMN_DEFAULT, EXTRA, COLUMN_COMMENT, VERSION() LIKE '%MariaDB%' \
-             FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? \
-             ORDER BY ORDINAL_POSITION",
-            (db, table),
-        )
-        .await?;
-    let (charset, comment): (Option<String>, String) = conn
-        .exec_first(
-            "SELECT c.CHARACTER_SET_NAME, t.TABLE_COMMENT FROM information_schema.TABLES t \
-             LEFT JOIN information_schema.COLLATIONS c ON c.COLLATION_NAME = t.TABLE_COLLATION \
-             WHERE t.TABLE_SCHEMA = ? AND t.TABLE_NAME = ?",
-            (db, table),
-        )
-        .await?
-        .unwrap_or_default();
-    let columns = info
-        .iter()
-        .zip(&extra)
-        .enumerate()
-        .map(|(i, (column, (_, default, extra, comment, mariadb)))| {
-            let default = DefaultExpr::parse(default.as_deref(), extra, *mariadb);
-            column_definition(
-                column,
-                i + 1,
-                &Attributes {
-                    extra,
-                    comment,
-                    default: &default,
-                    table_charset: charset.as_deref(),
-                },
-                flavor,
-            )
-        })
-        .collect();
-    Ok(Some(TableDefinition {
-        default_charset: charset,
-        primary_key: InfoColumn::key_of(&info)
-            .into_iter()
-            .map(|i| info[i].name.clone())
-            .collect(),
-        columns,
-        comment: non_empty(&comment).filter(|_| flavor.mariadb_connector),
-    }))
-}
-
 /// What `information_schema.COLUMNS` says of a column besides [`InfoColumn`].
-struct Attributes<'a> {
-    extra: &'a str,
-    comment: &'a str,
-    default: &'a DefaultExpr,
-    table_charset: Option<&'a str>,
+pub(crate) struct Attributes<'a> {
+    pub(crate) extra: &'a str,
+    pub(crate) comment: &'a str,
+    pub(crate) default: &'a DefaultExpr,
+    pub(crate) table_charset: Option<&'a str>,
 }
 
-fn column_definition(
+pub(crate) fn column_definition(
     info: &InfoColumn,
     position: usize,
     attributes: &Attributes<'_>,
@@ -184,25 +118,25 @@ fn column_definition(
     }
 }
 
-fn non_empty(text: &str) -> Option<String> {
+pub(crate) fn non_empty(text: &str) -> Option<String> {
     (!text.is_empty()).then(|| text.to_owned())
 }
 
 /// `COLUMN_TYPE` taken apart: `decimal(10,2) unsigned zerofill`, `enum('a','b')`.
 #[derive(Debug, PartialEq)]
-struct DeclaredType {
+pub(crate) struct DeclaredType {
     /// The type's name, lower case (`int`, `varchar`).
-    base: String,
-    length: Option<i32>,
-    scale: Option<i32>,
+    pub(crate) base: String,
+    pub(crate) length: Option<i32>,
+    pub(crate) scale: Option<i32>,
     /// ENUM/SET values, quoted as declared.
-    values: Vec<String>,
-    unsigned: bool,
-    zerofill: bool,
+    pub(crate) values: Vec<String>,
+    pub(crate) unsigned: bool,
+    pub(crate) zerofill: bool,
 }
 
 impl DeclaredType {
-    fn parse(column_type: &str) -> DeclaredType {
+    pub(crate) fn parse(column_type: &str) -> DeclaredType {
         let text = column_type.trim();
         let (base, rest) = match text.find(['(', ' ']) {
             Some(at) => text.split_at(at),
@@ -233,6 +167,44 @@ impl DeclaredType {
             declared.scale = numbers.next().flatten();
         }
         declared
+    }
+
+    /// The type a column's definition was derived from: its
+    /// [`DeclaredType::type_name`], length, scale and values taken apart.
+    pub(crate) fn from_definition(column: &ColumnDefinition) -> DeclaredType {
+        let mut words = column.type_name.split(' ');
+        let base = words.next().unwrap_or_default().to_ascii_lowercase();
+        let attributes: Vec<&str> = words.collect();
+        let values = column.enum_values.clone().unwrap_or_default();
+        let enumerated = base == "enum" || base == "set";
+        DeclaredType {
+            length: column.length.filter(|_| !enumerated),
+            scale: column.scale,
+            values,
+            unsigned: attributes.contains(&"UNSIGNED"),
+            zerofill: attributes.contains(&"ZEROFILL"),
+            base,
+        }
+    }
+
+    /// As `COLUMN_TYPE` shows it: `decimal(10,2) unsigned`, `enum('a','b')`.
+    pub(crate) fn column_type(&self) -> String {
+        let mut text = self.base.clone();
+        if self.base == "enum" || self.base == "set" {
+            text = format!("{text}({})", self.values.join(","));
+        } else if let Some(length) = self.length {
+            text.push_str(&match self.scale {
+                Some(scale) => format!("({length},{scale})"),
+                None => format!("({length})"),
+            });
+        }
+        if self.unsigned {
+            text.push_str(" unsigned");
+        }
+        if self.zerofill {
+            text.push_str(" zerofill");
+        }
+        text
     }
 
     fn type_name(&self) -> String {

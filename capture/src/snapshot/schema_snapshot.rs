@@ -14,7 +14,8 @@ use crate::ddl_statement::{DdlEffect, TableChangeKind};
 use crate::error::CaptureError;
 use crate::schema_change_record::DescribedChange;
 use crate::snapshot_source::SnapshotTable;
-use crate::table_definition::{self, Flavor};
+use crate::table_definition::Flavor;
+use crate::table_model;
 
 /// The records, each with `source` as its `source` block (read on the
 /// snapshot's connection, `character_set_results = binary`).
@@ -91,7 +92,8 @@ pub(crate) async fn schema_changes(
                 .query_first(format!("SHOW CREATE TABLE {}", quoted_table(table)))
                 .await?;
             let Some((_, ddl)) = shown else { continue };
-            let definition = table_definition::read(conn, &table.db, &table.table, flavor).await?;
+            let definition =
+                table_model::read_definition(conn, &table.db, &table.table, flavor).await?;
             records.push(record(
                 DdlEffect {
                     table: Some((TableChangeKind::Create, table.table.clone())),
