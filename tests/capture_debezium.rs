@@ -884,6 +884,192 @@ async fn schema_changes_of(topic: &str, db: &str, count: usize) -> Vec<Json> {
         .collect()
 }
 
+/// The table each statement leaves, as the server's catalog shows it right
+/// after the statement: the schema change topic's `table` for Debezium's
+/// MySQL and MariaDB connectors, and the column names in catalog order.
+struct Described {
+    ddl: String,
+    table: String,
+    /// `None`: dropped.
+    definitions: Option<[Json; 2]>,
+    columns: Vec<String>,
+}
+
+/// Runs each `(statement, table it changes)` in `db`, recording what the
+/// catalog says of the table right after it.
+async fn run_ddl(
+    conn: &mut mysql_async::Conn,
+    db: &str,
+    script: &[(&str, &str)],
+    described: &mut Vec<Described>,
+) {
+    use tributary_capture::schema_change_record::table_json;
+    use tributary_capture::table_definition::Flavor;
+    use tributary_capture::table_model;
+    for (sql, table) in script {
+        let sql = sql.replace("DB", db);
+        conn.query_drop(&sql).await.unwrap();
+        let mut definitions = Vec::new();
+        for mariadb_connector in [false, true] {
+            let flavor = Flavor { mariadb_connector };
+            let definition = table_model::read_definition(conn, db, table, flavor)
+                .await
+                .unwrap();
+            definitions.extend(definition.map(|d| table_json(&d)));
+        }
+        let columns: Vec<String> = conn
+            .exec(
+                "SELECT COLUMN_NAME FROM information_schema.COLUMNS \
+                 WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION",
+                (db, table),
+            )
+            .await
+            .unwrap();
+        described.push(Described {
+            ddl: sql,
+            table: (*table).to_owned(),
+            definitions: definitions.try_into().ok(),
+            columns,
+        });
+    }
+}
+
+/// The distinct schema change records of `db` (a restart may send one
+/// again), once there are `count`.
+async fn distinct_schema_changes(topic: &str, db: &str, count: usize) -> Vec<Json> {
+    fn distinct(records: &[RawRecord], db: &str) -> Vec<Json> {
+        let mut seen = std::collections::BTreeSet::new();
+        records
+            .iter()
+            .map(|r| payload(&r.json()).clone())
+            .filter(|p| p["databaseName"] == db)
+            .filter(|p| {
+                seen.insert((
+                    p["source"]["pos"].to_string(),
+                    p["source"]["table"].to_string(),
+                ))
+            })
+            .collect()
+    }
+    let owned = db.to_owned();
+    let records = read_raw(topic, WAIT, move |r| distinct(r, &owned).len() >= count).await;
+    distinct(&records, db)
+}
+
+fn assert_described(records: &[Json], described: &[Described], log: &str) {
+    assert_eq!(records.len(), described.len(), "log:\n{log}");
+    for (record, expected) in records.iter().zip(described) {
+        let what = &expected.ddl;
+        assert_eq!(record["ddl"], *what, "log:\n{log}");
+        let change = &record["tableChanges"][0];
+        assert_eq!(record["source"]["table"], expected.table, "{what}");
+        let mariadb = usize::from(record["source"]["connector"] == "mariadb");
+        match &expected.definitions {
+            None => assert_eq!(
+                (&change["type"], &change["table"]),
+                (&json!("DROP"), &Json::Null),
+                "{what}"
+            ),
+            Some(definitions) => {
+                assert_eq!(change["table"], definitions[mariadb], "{what}\nlog:\n{log}");
+                let names: Vec<&str> = change["table"]["columns"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|c| c["name"].as_str().unwrap())
+                    .collect();
+                assert_eq!(names, expected.columns, "{what}");
+            }
+        }
+    }
+}
+
+/// A capture that reads DDL after later statements ran (behind, or
+/// restarted) describes each table as its statement left it: the DDL is
+/// replayed onto the definitions before it, and a restart rebuilds them
+/// from the topic's own records at its stored position.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_capture_behind_its_ddl_describes_each_table_as_the_statement_left_it() {
+    let mut conn = root_conn().await;
+    let db = create_db(&mut conn, "dbzreplay").await;
+    let before = gtid_now(&mut conn).await;
+    let mut described = Vec::new();
+    let first = [
+        (
+            "CREATE TABLE `DB`.t (id INT PRIMARY KEY, name VARCHAR(20)) DEFAULT CHARSET=latin1",
+            "t",
+        ),
+        (
+            "ALTER TABLE `DB`.t ADD COLUMN price DECIMAL(10,2) NOT NULL DEFAULT 0 AFTER id, ADD note TEXT FIRST",
+            "t",
+        ),
+        (
+            "ALTER TABLE `DB`.t MODIFY name VARCHAR(50) CHARACTER SET utf8mb4 NOT NULL DEFAULT 'it''s'",
+            "t",
+        ),
+        (
+            "ALTER TABLE `DB`.t CHANGE id item_id BIGINT UNSIGNED NOT NULL AFTER note",
+            "t",
+        ),
+        (
+            "ALTER TABLE `DB`.t ALTER COLUMN price SET DEFAULT 5, RENAME COLUMN note TO memo",
+            "t",
+        ),
+        (
+            "ALTER TABLE `DB`.t DROP PRIMARY KEY, ADD PRIMARY KEY (item_id, name)",
+            "t",
+        ),
+        ("CREATE TABLE `DB`.u LIKE `DB`.t", "u"),
+        (
+            "ALTER TABLE `DB`.u ADD COLUMN created DATETIME(3) DEFAULT '2020-1-2 03:04:05.5', \
+             ADD flag BOOLEAN DEFAULT 1, ADD e ENUM('a','b') DEFAULT 'b' COMMENT 'choice'",
+            "u",
+        ),
+        ("RENAME TABLE `DB`.t TO `DB`.t2", "t2"),
+        ("ALTER TABLE `DB`.t2 DROP COLUMN memo", "t2"),
+        ("DROP TABLE `DB`.`u`", "u"),
+        (
+            "ALTER TABLE `DB`.t2 ADD COLUMN code CHAR(2) CHARACTER SET utf8 COLLATE utf8_bin, \
+             MODIFY price DECIMAL(12,3) NOT NULL DEFAULT 1.5 FIRST",
+            "t2",
+        ),
+    ];
+    run_ddl(&mut conn, &db, &first, &mut described).await;
+    // Capture starts only now, from before the first statement.
+    let mut setup = CaptureSetup::new(&db, &before);
+    setup.extra = "compat: debezium\n".into();
+    let capture = TributaryProcess::capture(&setup.yaml());
+    let records = distinct_schema_changes(&setup.server_name, &db, described.len()).await;
+    assert_described(&records, &described, &capture.log());
+    let (stopped, log) = capture.terminate(WAIT);
+    assert!(stopped, "log:\n{log}");
+    // While it is stopped, more DDL: the restart must start from the tables
+    // as they stood at its stored position.
+    let second = [
+        (
+            "ALTER TABLE `DB`.t2 ADD COLUMN later INT NOT NULL DEFAULT 7",
+            "t2",
+        ),
+        ("ALTER TABLE `DB`.t2 DROP COLUMN code", "t2"),
+        (
+            "CREATE TABLE `DB`.v (id SERIAL, d DATE DEFAULT '2021-3-4', f FLOAT DEFAULT 2.25, j JSON)",
+            "v",
+        ),
+        ("ALTER TABLE `DB`.v MODIFY d DATE NOT NULL", "v"),
+    ];
+    run_ddl(&mut conn, &db, &second, &mut described).await;
+    let capture = TributaryProcess::capture(&setup.yaml());
+    let records = distinct_schema_changes(&setup.server_name, &db, described.len()).await;
+    assert_described(&records, &described, &capture.log());
+    assert!(
+        capture
+            .log()
+            .contains("table definitions rebuilt from the schema change topic"),
+        "log:\n{}",
+        capture.log()
+    );
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn ddl_goes_to_debeziums_schema_change_topic_with_each_table_described() {
     let mut conn = root_conn().await;
@@ -895,8 +1081,8 @@ async fn ddl_goes_to_debeziums_schema_change_topic_with_each_table_described() {
     )
     .await;
     let topic = setup.server_name.clone();
-    // Each statement once capture has recorded the one before: the tables are
-    // described as information_schema shows them when capture reads the DDL.
+    // Each statement once capture has recorded the one before (a capture
+    // behind its DDL is tested below).
     let create = "CREATE TABLE t2 (id INT PRIMARY KEY AUTO_INCREMENT, \
                   s VARCHAR(20) CHARACTER SET utf8mb4 NOT NULL DEFAULT 'it''s', \
                   d DECIMAL(10,2), e ENUM('a','b'), \

@@ -13,6 +13,7 @@ use tracing::info;
 use crate::change_stream::ChangeStream;
 use crate::change_stream::ReaderItem;
 use crate::config::FailureHandling;
+use crate::ddl_replay::SchemaModel;
 use crate::error::CaptureError;
 use crate::event_decoder::{DecoderSetup, EventDecoder};
 use crate::event_shape::EventShape;
@@ -51,6 +52,9 @@ pub struct ReaderSetup<'a> {
     /// What of the first transaction to skip (`source.start_skip`; only
     /// when starting from `source.start`).
     pub start_skip: Option<StartSkip>,
+    /// The tables at the start, for the schema change topic (else read from
+    /// the server at the first DDL statement of each).
+    pub schemas: Option<SchemaModel>,
 }
 
 impl<'a> ReaderSetup<'a> {
@@ -70,6 +74,7 @@ impl<'a> ReaderSetup<'a> {
             failure_handling: config.events.event_processing_failure_handling_mode,
             events_skipped,
             start_skip: None,
+            schemas: None,
         })
     }
 }
@@ -133,6 +138,7 @@ impl BinlogReader {
                 failure_handling: setup.failure_handling,
                 events_skipped: setup.events_skipped,
                 start_skip: setup.start_skip,
+                schemas: setup.schemas,
             },
             from,
         )?;

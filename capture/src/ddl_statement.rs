@@ -18,7 +18,7 @@ use sqlparser::ast::{
     Spanned, Statement,
 };
 use sqlparser::dialect::MySqlDialect;
-use sqlparser::parser::Parser;
+use sqlparser::parser::{Parser, ParserError};
 use sqlparser::tokenizer::Location;
 use tracing::warn;
 
@@ -87,11 +87,9 @@ pub fn effects(sql: &str, default_db: &str) -> Vec<DdlEffect> {
     if NOT_RECORDED.is_match(text) {
         return Vec::new();
     }
-    // MySQL 8.0.21+ logs `CREATE TABLE … SELECT` with a trailing START TRANSACTION.
-    let parsed_text = strip_suffix_ignore_case(text, "START TRANSACTION").trim_end();
-    let statement = match Parser::parse_sql(&MySqlDialect {}, parsed_text) {
-        Ok(mut statements) if statements.len() == 1 => Some(statements.remove(0)),
-        Ok(_) => None,
+    let parsed_text = parsed_text(text);
+    let statement = match parse_text(parsed_text) {
+        Ok(statement) => statement,
         Err(error) => {
             // Debezium stops here by default (`schema.history.internal.skip.unparseable.ddl`);
             // Tributary reads its tables from the server, so only the record is poorer.
@@ -206,9 +204,26 @@ pub fn effects(sql: &str, default_db: &str) -> Vec<DdlEffect> {
     }
 }
 
+/// The one statement `sql` holds, as the parser reads it; `None` if it
+/// cannot read it.
+pub(crate) fn parse(sql: &str) -> Option<Statement> {
+    parse_text(parsed_text(statement_text(sql))).ok().flatten()
+}
+
+fn parse_text(text: &str) -> Result<Option<Statement>, ParserError> {
+    let mut statements = Parser::parse_sql(&MySqlDialect {}, text)?;
+    Ok((statements.len() == 1).then(|| statements.remove(0)))
+}
+
+/// What the parser reads of a statement's text: MySQL 8.0.21+ logs `CREATE
+/// TABLE … SELECT` with a trailing START TRANSACTION.
+fn parsed_text(text: &str) -> &str {
+    strip_suffix_ignore_case(text, "START TRANSACTION").trim_end()
+}
+
 /// `sql` from its first word to its last, without leading comments and a
 /// trailing `;`.
-fn statement_text(sql: &str) -> &str {
+pub(crate) fn statement_text(sql: &str) -> &str {
     let mut text = sql.trim();
     loop {
         if let Some(rest) = text.strip_prefix("/*").and_then(|t| t.split_once("*/")) {
@@ -252,7 +267,7 @@ fn offset(text: &str, at: Location) -> usize {
 }
 
 /// The database and table a name means, run in `default_db`.
-fn qualified(name: &ObjectName, default_db: &str) -> (String, String) {
+pub(crate) fn qualified(name: &ObjectName, default_db: &str) -> (String, String) {
     let parts: Vec<String> = name
         .0
         .iter()

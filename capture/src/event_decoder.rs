@@ -17,6 +17,7 @@ use mysql_async::binlog::EventType;
 use mysql_async::binlog::events::{
     Event, EventData, GtidEvent, PreviousGtidsEvent, RowsEventData, TableMapEvent,
 };
+use mysql_async::prelude::Queryable;
 use mysql_async::{BinlogStream, Pool};
 use mysql_common::binlog::EventStreamReader;
 use mysql_common::packets::Tag;
@@ -29,7 +30,9 @@ use tributary_proto::{
 
 use crate::change_stream::{ReaderItem, SchemaChange};
 use crate::config::FailureHandling;
+use crate::ddl_replay::SchemaModel;
 use crate::ddl_statement::{self, TableChangeKind};
+use crate::declared_column::ServerRules;
 use crate::error::CaptureError;
 use crate::event_shape::EventShape;
 use crate::filter::TableFilter;
@@ -42,7 +45,8 @@ use crate::row_query::RowQueries;
 use crate::schema::TableSchema;
 use crate::schema_change_record::DescribedChange;
 use crate::source::{self, ServerInfo};
-use crate::table_definition::{self, Flavor};
+use crate::table_definition::Flavor;
+use crate::table_model::TableModel;
 
 /// The TABLE_MAP events seen so far, by table id: rows events are decoded with them.
 pub trait TableMaps {
@@ -127,6 +131,9 @@ pub struct DecoderSetup {
     pub events_skipped: Counter,
     /// What of the first transaction was sent before (`source.start_skip`).
     pub start_skip: Option<StartSkip>,
+    /// The tables at the start (`None`: each read from the server at its
+    /// first DDL statement).
+    pub schemas: Option<SchemaModel>,
 }
 
 /// Binlog events in, [`ReaderItem`]s out.
@@ -151,12 +158,15 @@ pub struct EventDecoder {
     payload: Option<Payload>,
     /// `events.include.query`: the statement of the rows being decoded.
     queries: Option<RowQueries>,
+    /// The tables as DDL left them at the position, for the schema change
+    /// topic (made at its first DDL statement).
+    schemas: Option<SchemaModel>,
     out: VecDeque<ReaderItem<BinlogPosition>>,
 }
 
 impl EventDecoder {
     /// A decoder for a stream that starts at `from`.
-    pub fn new(setup: DecoderSetup, from: &BinlogPosition) -> Result<Self, CaptureError> {
+    pub fn new(mut setup: DecoderSetup, from: &BinlogPosition) -> Result<Self, CaptureError> {
         let gtid = from
             .gtid
             .as_deref()
@@ -184,6 +194,7 @@ impl EventDecoder {
                 .shape
                 .include_query
                 .then(|| RowQueries::new(setup.info.is_mariadb.then(|| setup.pool.clone()))),
+            schemas: setup.schemas.take(),
             out: VecDeque::new(),
             restart: setup.start_skip.map(RestartSkip::new),
             setup,
@@ -403,9 +414,11 @@ impl EventDecoder {
     }
 
     /// What Debezium's schema change topic records of the DDL statement
-    /// `sql` (run in `db`): its effects, each changed table as it is now.
+    /// `sql` (run in `db`): its effects, each changed table as the statement
+    /// left it ([`SchemaModel`]; read from the server where the model does not
+    /// have it).
     async fn describe(
-        &self,
+        &mut self,
         event: &Event,
         db: &str,
         sql: &str,
@@ -429,16 +442,40 @@ impl EventDecoder {
         let flavor = Flavor {
             mariadb_connector: self.setup.shape.connector == "mariadb",
         };
-        let mut conn = None;
+        let mut conn = self.setup.pool.get_conn().await?;
+        if self.schemas.is_none() {
+            let rules = ServerRules::read(&mut conn, &self.setup.info.version).await?;
+            self.schemas = Some(SchemaModel::new(rules));
+        }
+        let schemas = self.schemas.as_mut().expect("made above");
+        for needed in schemas.databases_needed(sql, db) {
+            let charset: Option<String> = conn
+                .exec_first(
+                    "SELECT DEFAULT_CHARACTER_SET_NAME FROM information_schema.SCHEMATA \
+                     WHERE SCHEMA_NAME = ?",
+                    (&needed,),
+                )
+                .await?;
+            if let Some(charset) = charset {
+                schemas.set_database(&needed, &charset);
+            }
+        }
+        schemas.apply(sql, db);
         let mut effects = Vec::new();
         for effect in ddl_statement::effects(sql, db) {
             let definition = match &effect.table {
                 Some((kind, table)) if *kind != TableChangeKind::Drop => {
-                    let conn = match &mut conn {
-                        Some(conn) => conn,
-                        None => conn.insert(self.setup.pool.get_conn().await?),
-                    };
-                    table_definition::read(conn, &effect.db, table, flavor).await?
+                    match schemas.table(&effect.db, table) {
+                        Some(model) => Some(model.definition(flavor)),
+                        None => {
+                            let model = TableModel::read(&mut conn, &effect.db, table).await?;
+                            model.map(|model| {
+                                let definition = model.definition(flavor);
+                                schemas.set_table(&effect.db, table, model);
+                                definition
+                            })
+                        }
+                    }
                 }
                 _ => None,
             };

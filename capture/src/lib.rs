@@ -28,7 +28,9 @@ pub mod column_default;
 pub mod column_rules;
 pub mod config;
 pub mod connect_schema;
+pub mod ddl_replay;
 pub mod ddl_statement;
+pub mod declared_column;
 pub mod default_value;
 pub mod error;
 pub mod event_decoder;
@@ -45,6 +47,7 @@ pub mod metrics;
 pub mod position;
 pub mod position_store;
 pub mod postgres;
+pub mod recorded_schemas;
 pub mod restart_skip;
 mod row_change;
 pub mod row_decoder;
@@ -82,6 +85,7 @@ use binlog_reader::{BinlogReader, ReaderSetup};
 use change_stream::ChangeStream;
 use chunk_source::ChunkSource;
 use config::{SnapshotMode, SourceKind};
+use declared_column::ServerRules;
 use event_shape::EventShape;
 use incremental::Incremental;
 use incremental::mysql_chunks::MySqlChunks;
@@ -216,8 +220,17 @@ async fn run_mysql(
     };
     let chunks = MySqlChunks::new(config, info.is_mariadb, shape.clone());
     let incremental = Incremental::new(config, chunks, metrics, from.incremental);
+    let schemas = if shape.debezium_schema_changes && config.events().include_schema_changes {
+        let mut conn = source::connect(&config.source).await?;
+        let rules = ServerRules::read(&mut conn, &info.version).await?;
+        let topic = &shape.server_name;
+        Some(recorded_schemas::rebuild(&config.kafka, topic, &from.source, rules).await?)
+    } else {
+        None
+    };
     let mut setup = ReaderSetup::of(config, info, metrics.events_skipped.clone())?;
     setup.start_skip = start_skip;
+    setup.schemas = schemas;
     let reader = BinlogReader::open(setup, &from.source).await?;
     stream(
         reader,

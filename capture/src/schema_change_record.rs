@@ -116,7 +116,8 @@ fn double_quoted(db: &str, table: &str) -> String {
     format!("{}.{}", quote(db), quote(table))
 }
 
-fn table_json(table: &TableDefinition) -> Json {
+/// `tableChanges[].table`.
+pub fn table_json(table: &TableDefinition) -> Json {
     json!({
         "defaultCharsetName": table.default_charset,
         "primaryKeyColumnNames": table.primary_key,
@@ -142,6 +143,44 @@ fn column_json(column: &ColumnDefinition) -> Json {
         "comment": column.comment,
         "defaultValueExpression": column.default,
         "enumValues": column.enum_values,
+    })
+}
+
+/// A table's definition as [`table_json`] wrote it; `None` if `json` is not one.
+pub fn table_from_json(json: &Json) -> Option<TableDefinition> {
+    let text = |value: &Json| value.as_str().map(str::to_owned);
+    let int = |value: &Json| value.as_i64().and_then(|n| i32::try_from(n).ok());
+    let columns = json["columns"]
+        .as_array()?
+        .iter()
+        .map(|c| {
+            Some(ColumnDefinition {
+                name: text(&c["name"])?,
+                jdbc_type: int(&c["jdbcType"])?,
+                type_name: text(&c["typeName"])?,
+                charset: text(&c["charsetName"]),
+                length: int(&c["length"]),
+                scale: int(&c["scale"]),
+                position: int(&c["position"])?,
+                optional: c["optional"].as_bool()?,
+                auto_incremented: c["autoIncremented"].as_bool()?,
+                comment: text(&c["comment"]),
+                default: text(&c["defaultValueExpression"]),
+                enum_values: c["enumValues"]
+                    .as_array()
+                    .map(|values| values.iter().filter_map(text).collect()),
+            })
+        })
+        .collect::<Option<Vec<_>>>()?;
+    Some(TableDefinition {
+        default_charset: text(&json["defaultCharsetName"]),
+        primary_key: json["primaryKeyColumnNames"]
+            .as_array()?
+            .iter()
+            .filter_map(text)
+            .collect(),
+        columns,
+        comment: text(&json["comment"]),
     })
 }
 
@@ -235,6 +274,12 @@ mod tests {
         ours["source"]["version"] = "3.6.1.Final".into();
         assert_eq!(ours.to_string(), DEBEZIUM_CREATE);
         assert_eq!(records[0].key, br#"{"databaseName":"inventory"}"#);
+        let debezium: Json = serde_json::from_str(DEBEZIUM_CREATE).unwrap();
+        assert_eq!(
+            table_from_json(&debezium["tableChanges"][0]["table"]).as_ref(),
+            change.effects[0].1.as_ref(),
+            "a recorded definition reads back as it was"
+        );
     }
 
     #[test]

@@ -318,6 +318,7 @@ fn decoder(
         failure_handling,
         events_skipped: Default::default(),
         start_skip: None,
+        schemas: None,
     };
     EventDecoder::new(setup, from).unwrap()
 }
