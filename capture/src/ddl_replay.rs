@@ -6,14 +6,16 @@
 //!
 //! Replayed: `CREATE TABLE` (columns, keys, character set, collation,
 //! comment; `LIKE`), `ALTER TABLE` (`ADD`/`DROP`/`MODIFY`/`CHANGE`/`RENAME
-//! COLUMN` with `FIRST`/`AFTER`, `ALTER COLUMN … SET`/`DROP DEFAULT`, `ADD`/`DROP
-//! PRIMARY KEY`, `RENAME TO`, index and constraint changes), `RENAME TABLE`,
-//! `DROP TABLE`, `CREATE`/`DROP DATABASE`. A table a statement changes in a
-//! way this module cannot reproduce exactly ([`Unmodelled`]: `CREATE TABLE …
-//! SELECT`, `ALTER TABLE … CONVERT TO CHARACTER SET`, a default the server
-//! would convert, a table seen for the first time) is forgotten, and the
-//! caller reads it from the server: as it is then, which is exact when
-//! capture is not behind.
+//! COLUMN` with `FIRST`/`AFTER`, `ALTER COLUMN … SET`/`DROP DEFAULT`, `DROP
+//! PRIMARY KEY` with `ADD PRIMARY KEY`, `RENAME TO`, added indexes and
+//! foreign keys), `RENAME TABLE`, `DROP TABLE`, `CREATE`/`DROP DATABASE`. A
+//! table a statement changes in a way this module cannot reproduce exactly
+//! ([`Unmodelled`]: `CREATE TABLE … SELECT`, statements the parser cannot
+//! read such as `ALTER TABLE … CONVERT TO CHARACTER SET`, a default the
+//! server would convert, a dropped index, which may be the unique key the
+//! server took as primary key, any `ALTER` of a table without a primary key,
+//! a table seen for the first time) is forgotten, and the caller reads it
+//! from the server: as it is then, which is exact when capture is not behind.
 
 use std::collections::HashMap;
 use std::sync::LazyLock;
@@ -29,7 +31,8 @@ use sqlparser::parser::Parser;
 use tracing::debug;
 
 use crate::ddl_statement::{self, qualified};
-use crate::declared_column::{ServerRules, Unmodelled, charset_name, charset_of_collation};
+use crate::declared_column::Unmodelled;
+use crate::server_rules::ServerRules;
 use crate::table_model::TableModel;
 
 /// A table's database and name.
@@ -56,27 +59,28 @@ impl SchemaModel {
 
     /// The table as the model has it.
     pub fn table(&self, db: &str, table: &str) -> Option<&TableModel> {
-        self.tables.get(&(db.to_owned(), table.to_owned()))
+        self.tables.get(&self.key(db, table))
     }
 
     /// Sets a table's definition (read from the server, or recorded).
     pub fn set_table(&mut self, db: &str, table: &str, model: TableModel) {
-        self.tables.insert((db.to_owned(), table.to_owned()), model);
+        self.tables.insert(self.key(db, table), model);
     }
 
     /// Forgets a table (dropped).
     pub fn forget(&mut self, db: &str, table: &str) {
-        self.tables.remove(&(db.to_owned(), table.to_owned()));
+        self.tables.remove(&self.key(db, table));
     }
 
     /// Whether a database's default character set is known.
     pub fn knows_database(&self, db: &str) -> bool {
-        self.databases.contains_key(db)
+        self.databases.contains_key(&self.rules.name(db))
     }
 
     /// Sets a database's default character set.
     pub fn set_database(&mut self, db: &str, charset: &str) {
-        self.databases.insert(db.to_owned(), charset_name(charset));
+        let charset = self.rules.charset_name(charset);
+        self.databases.insert(self.rules.name(db), charset);
     }
 
     /// The databases whose default character set `sql` (run in
@@ -97,21 +101,41 @@ impl SchemaModel {
     /// Applies `sql`, run in `default_db`. A table the statement changes in
     /// a way the model cannot reproduce is forgotten (and named in the log).
     pub fn apply(&mut self, sql: &str, default_db: &str) {
-        match ddl_statement::parse(sql) {
-            Some(statement) => {
-                if let Err((id, Unmodelled(reason))) = self.apply_statement(&statement, default_db)
-                {
-                    debug!(db = %id.0, table = %id.1, reason, "a DDL statement not replayed: the table is read from the server");
-                    self.tables.remove(&id);
+        let forgotten = match ddl_statement::parse(sql) {
+            Some(statement) => match self.apply_statement(&statement, default_db) {
+                Ok(()) => return,
+                Err((id, Unmodelled(reason))) => (id, reason),
+            },
+            None => match unreadable_statement(sql, default_db) {
+                Some(Unreadable::Table(id)) => (id, "the parser cannot read it".to_owned()),
+                Some(Unreadable::Database(db)) => {
+                    debug!(
+                        db,
+                        "a database statement the parser cannot read: its character set is read from the server"
+                    );
+                    self.databases.remove(&self.rules.name(&db));
+                    return;
                 }
-            }
-            None => {
-                if let Some(id) = altered_table(sql, default_db) {
-                    debug!(db = %id.0, table = %id.1, "a DDL statement the parser cannot read: the table is read from the server");
-                    self.tables.remove(&id);
-                }
-            }
-        }
+                None => return,
+            },
+        };
+        let ((db, table), reason) = forgotten;
+        debug!(
+            db,
+            table, reason, "a DDL statement not replayed: the table is read from the server"
+        );
+        self.forget(&db, &table);
+    }
+
+    /// The model's key of a table.
+    fn key(&self, db: &str, table: &str) -> TableId {
+        (self.rules.name(db), self.rules.name(table))
+    }
+
+    /// The key of the table `name` means, run in `default_db`.
+    fn id(&self, name: &ObjectName, default_db: &str) -> TableId {
+        let (db, table) = qualified(name, default_db);
+        self.key(&db, &table)
     }
 
     fn apply_statement(
@@ -121,7 +145,7 @@ impl SchemaModel {
     ) -> Result<(), (TableId, Unmodelled)> {
         match statement {
             Statement::CreateTable(create) => {
-                let id = qualified(&create.name, default_db);
+                let id = self.id(&create.name, default_db);
                 if create.temporary || create.if_not_exists && self.tables.contains_key(&id) {
                     return Ok(());
                 }
@@ -132,14 +156,25 @@ impl SchemaModel {
                         Unmodelled("CREATE TABLE IF NOT EXISTS of a table not seen before".into()),
                     ));
                 }
-                let model = self.created(create, &id).map_err(|e| (id.clone(), e))?;
+                let model = self
+                    .created(create, &id, default_db)
+                    .map_err(|e| (id.clone(), e))?;
                 self.tables.insert(id, model);
             }
             Statement::AlterTable(alter) => {
-                let id = qualified(&alter.name, default_db);
+                let id = self.id(&alter.name, default_db);
                 let Some(mut model) = self.tables.remove(&id) else {
                     return Err((id, Unmodelled("a table not seen before".into())));
                 };
+                if model.primary_key.is_empty() {
+                    return Err((
+                        id,
+                        Unmodelled(
+                            "a table without a primary key: the server may promote a unique key"
+                                .into(),
+                        ),
+                    ));
+                }
                 let mut new_id = id.clone();
                 for (i, operation) in alter.operations.iter().enumerate() {
                     let replaced_key = alter.operations[i + 1..].iter().any(|op| {
@@ -155,7 +190,7 @@ impl SchemaModel {
                         table_name: RenameTableNameKind::As(name) | RenameTableNameKind::To(name),
                     } = operation
                     {
-                        new_id = qualified(name, &id.0);
+                        new_id = self.id(name, default_db);
                         continue;
                     }
                     table_changes::alter(&mut model, operation, replaced_key, self.rules)
@@ -164,7 +199,7 @@ impl SchemaModel {
                 self.tables.insert(new_id, model);
             }
             Statement::CreateIndex(index) => {
-                let id = qualified(&index.table_name, default_db);
+                let id = self.id(&index.table_name, default_db);
                 if index.unique
                     && self
                         .tables
@@ -175,42 +210,65 @@ impl SchemaModel {
                 }
             }
             Statement::Drop {
+                object_type: ObjectType::Index,
+                table: Some(table),
+                ..
+            } => {
+                // It may be the unique index the server took as primary key.
+                return Err((self.id(table, default_db), Unmodelled("DROP INDEX".into())));
+            }
+            Statement::Drop {
                 object_type: ObjectType::Table,
                 names,
                 temporary: false,
                 ..
             } => {
                 for name in names {
-                    self.tables.remove(&qualified(name, default_db));
+                    self.tables.remove(&self.id(name, default_db));
                 }
             }
             Statement::RenameTable(pairs) => {
+                // In order: `a TO tmp, b TO a, tmp TO b` swaps a and b.
                 for pair in pairs {
-                    let from = qualified(&pair.old_name, default_db);
-                    let to = qualified(&pair.new_name, default_db);
+                    let from = self.id(&pair.old_name, default_db);
+                    let to = self.id(&pair.new_name, default_db);
                     match self.tables.remove(&from) {
                         Some(model) => {
                             self.tables.insert(to, model);
                         }
-                        None => return Err((to, Unmodelled("a table not seen before".into()))),
+                        None => {
+                            debug!(
+                                db = to.0,
+                                table = to.1,
+                                "renamed from a table not seen before: read from the server"
+                            );
+                            self.tables.remove(&to);
+                        }
                     }
                 }
             }
             Statement::CreateDatabase {
                 db_name,
+                if_not_exists,
                 default_charset,
                 default_collation,
                 ..
             } => {
-                let db = qualified(db_name, "").1;
+                let db = self.rules.name(&qualified(db_name, "").1);
                 let charset = default_charset
                     .as_deref()
-                    .map(charset_name)
-                    .or_else(|| default_collation.as_deref().map(charset_of_collation));
+                    .map(|c| self.rules.charset_name(c))
+                    .or_else(|| {
+                        default_collation
+                            .as_deref()
+                            .map(|c| self.rules.charset_of_collation(c))
+                    });
                 match charset {
-                    Some(charset) => self.set_database(&db, &charset),
-                    // The server's default: read from the server.
-                    None => {
+                    Some(charset) if !if_not_exists => {
+                        self.databases.insert(db, charset);
+                    }
+                    // The server's default, or the existing database's: read from the server.
+                    _ => {
                         self.databases.remove(&db);
                     }
                 }
@@ -221,7 +279,7 @@ impl SchemaModel {
                 ..
             } => {
                 for name in names {
-                    let db = qualified(name, "").1;
+                    let db = self.rules.name(&qualified(name, "").1);
                     self.databases.remove(&db);
                     self.tables.retain(|(table_db, _), _| *table_db != db);
                 }
@@ -232,21 +290,26 @@ impl SchemaModel {
     }
 
     /// The table `CREATE TABLE` makes.
-    fn created(&self, create: &CreateTable, id: &TableId) -> Result<TableModel, Unmodelled> {
+    fn created(
+        &self,
+        create: &CreateTable,
+        id: &TableId,
+        default_db: &str,
+    ) -> Result<TableModel, Unmodelled> {
         if create.query.is_some() {
             return Err(Unmodelled("CREATE TABLE … SELECT".into()));
         }
         if let Some(CreateTableLikeKind::Plain(like) | CreateTableLikeKind::Parenthesized(like)) =
             &create.like
         {
-            let source = qualified(&like.name, &id.0);
+            let source = self.id(&like.name, default_db);
             return self
                 .tables
                 .get(&source)
                 .cloned()
                 .ok_or_else(|| Unmodelled("LIKE a table not seen before".into()));
         }
-        let options = table_options(create);
+        let options = table_options(create, self.rules);
         let charset =
             match options.charset {
                 Some(charset) => charset,
@@ -322,7 +385,7 @@ struct TableOptions {
     comment: Option<String>,
 }
 
-fn table_options(create: &CreateTable) -> TableOptions {
+fn table_options(create: &CreateTable, rules: ServerRules) -> TableOptions {
     let mut options = TableOptions {
         charset: None,
         comment: create.comment.as_ref().map(comment_text),
@@ -341,8 +404,10 @@ fn table_options(create: &CreateTable) -> TableOptions {
                 let key = key.to_string().to_ascii_uppercase();
                 let value = value.to_string();
                 match key.trim_start_matches("DEFAULT ") {
-                    "CHARSET" | "CHARACTER SET" => options.charset = Some(charset_name(&value)),
-                    "COLLATE" => collation_charset = Some(charset_of_collation(&value)),
+                    "CHARSET" | "CHARACTER SET" => {
+                        options.charset = Some(rules.charset_name(&value))
+                    }
+                    "COLLATE" => collation_charset = Some(rules.charset_of_collation(&value)),
                     _ => {}
                 }
             }
@@ -360,20 +425,49 @@ fn comment_text(comment: &CommentDef) -> String {
     }
 }
 
-/// The table an `ALTER TABLE` the parser cannot read changes.
-fn altered_table(sql: &str, default_db: &str) -> Option<TableId> {
-    static ALTER: LazyLock<Regex> = LazyLock::new(|| {
-        Regex::new(r"(?is)^\s*ALTER\s+(?:ONLINE\s+)?(?:IGNORE\s+)?TABLE\s+(?:IF\s+EXISTS\s+)?")
-            .expect("a valid pattern")
+/// What a statement the parser cannot read changes.
+enum Unreadable {
+    /// A table (`ALTER`, `CREATE` or `DROP TABLE`: the first it names).
+    Table(TableId),
+    /// A database's defaults (`ALTER DATABASE`).
+    Database(String),
+}
+
+/// The table or database a statement the parser cannot read changes, if
+/// the words before the name say.
+fn unreadable_statement(sql: &str, default_db: &str) -> Option<Unreadable> {
+    static TABLE: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(
+            r"(?is)^(?:ALTER\s+(?:ONLINE\s+)?(?:IGNORE\s+)?|CREATE\s+(?:OR\s+REPLACE\s+)?|DROP\s+)TABLE\s+(?:IF\s+(?:NOT\s+)?EXISTS\s+)?",
+        )
+        .expect("a valid pattern")
+    });
+    static DATABASE: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"(?is)^ALTER\s+(?:DATABASE|SCHEMA)\b\s*").expect("a valid pattern")
     });
     let text = ddl_statement::statement_text(sql);
-    let rest = &text[ALTER.find(text)?.end()..];
-    let name: ObjectName = Parser::new(&MySqlDialect {})
-        .try_with_sql(rest)
-        .ok()?
-        .parse_object_name(false)
-        .ok()?;
-    Some(qualified(&name, default_db))
+    let name = |rest: &str| -> Option<ObjectName> {
+        Parser::new(&MySqlDialect {})
+            .try_with_sql(rest)
+            .ok()?
+            .parse_object_name(false)
+            .ok()
+    };
+    if let Some(found) = TABLE.find(text) {
+        let table = name(&text[found.end()..])?;
+        return Some(Unreadable::Table(qualified(&table, default_db)));
+    }
+    let found = DATABASE.find(text)?;
+    let rest = &text[found.end()..];
+    // `ALTER DATABASE CHARACTER SET …` changes the default database.
+    let named = name(rest).map(|n| qualified(&n, "").1).filter(|n| {
+        !["CHARACTER", "CHARSET", "DEFAULT", "COLLATE", "COMMENT"]
+            .iter()
+            .any(|word| n.eq_ignore_ascii_case(word))
+    });
+    Some(Unreadable::Database(
+        named.unwrap_or_else(|| default_db.to_owned()),
+    ))
 }
 
 mod table_changes;

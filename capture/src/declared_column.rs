@@ -10,58 +10,13 @@
 //! the server would round or convert, a type it does not know) is
 //! [`Unmodelled`]: the caller then reads the table from the server instead.
 
-use mysql_async::Conn;
-use mysql_async::prelude::Queryable;
 use sqlparser::ast::{ColumnOption, DataType, Expr, GeneratedAs, UnaryOperator, Value};
 use sqlparser::tokenizer::Token;
 
 use crate::column_default::DefaultExpr;
-use crate::error::CaptureError;
+use crate::server_rules::ServerRules;
 use crate::table_definition::DeclaredType;
 use crate::table_model::ColumnModel;
-
-/// How the server stores definitions.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ServerRules {
-    /// MariaDB: quoted defaults keep their escapes, expressions are shown.
-    pub mariadb: bool,
-    /// Integer types show their display width (MariaDB, MySQL before 8.0.19).
-    pub int_widths: bool,
-    /// `explicit_defaults_for_timestamp` is on (else a `TIMESTAMP` column
-    /// without `NULL` or a default gets implicit ones).
-    pub explicit_defaults_for_timestamp: bool,
-}
-
-impl ServerRules {
-    /// The rules of a server whose `VERSION()` is `version`.
-    pub fn of(version: &str, explicit_defaults_for_timestamp: bool) -> ServerRules {
-        let mariadb = version.to_ascii_lowercase().contains("mariadb");
-        let mut numbers = version
-            .split(|c: char| !c.is_ascii_digit())
-            .map(|n| n.parse::<u32>().unwrap_or(0));
-        let release = (
-            numbers.next().unwrap_or(0),
-            numbers.next().unwrap_or(0),
-            numbers.next().unwrap_or(0),
-        );
-        ServerRules {
-            mariadb,
-            int_widths: mariadb || release < (8, 0, 19),
-            explicit_defaults_for_timestamp,
-        }
-    }
-}
-
-impl ServerRules {
-    /// The rules of the server `conn` is connected to, whose `VERSION()` is `version`.
-    pub async fn read(conn: &mut Conn, version: &str) -> Result<ServerRules, CaptureError> {
-        let explicit: Option<(String, String)> = conn
-            .query_first("SHOW VARIABLES LIKE 'explicit_defaults_for_timestamp'")
-            .await?;
-        let explicit = explicit.is_some_and(|(_, value)| value.eq_ignore_ascii_case("ON"));
-        Ok(ServerRules::of(version, explicit))
-    }
-}
 
 /// Why a statement cannot be replayed exactly (for the debug log).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -111,9 +66,11 @@ pub fn declare(
             ColumnOption::Default(expr) => default = Some(expr),
             ColumnOption::PrimaryKey(_) => primary_key = true,
             ColumnOption::Unique(_) => unique = true,
-            ColumnOption::CharacterSet(name) => charset = Some(charset_name(&name.to_string())),
+            ColumnOption::CharacterSet(name) => {
+                charset = Some(rules.charset_name(&name.to_string()))
+            }
             ColumnOption::Collation(name) => {
-                collation_charset = Some(charset_of_collation(&name.to_string()))
+                collation_charset = Some(rules.charset_of_collation(&name.to_string()))
             }
             ColumnOption::Comment(text) => comment = text.clone(),
             ColumnOption::OnUpdate(expr) => {
@@ -165,7 +122,7 @@ pub fn declare(
     } else if holds_text(&declared.base) {
         charset
             .or(collation_charset)
-            .or_else(|| national.then(|| "utf8mb3".to_owned()))
+            .or_else(|| national.then(|| rules.charset_name("utf8")))
             .or_else(|| table_charset.map(str::to_owned))
     } else {
         None
@@ -176,8 +133,7 @@ pub fn declare(
     sized_by_length(&mut declared, charset.as_deref())?;
     if declared.base == "timestamp"
         && !rules.explicit_defaults_for_timestamp
-        && nullable.is_none()
-        && default.is_none()
+        && nullable != Some(true)
     {
         return Err(Unmodelled(
             "a TIMESTAMP with implicit defaults (explicit_defaults_for_timestamp=OFF)".into(),
@@ -299,7 +255,7 @@ fn sized_by_length(declared: &mut DeclaredType, charset: Option<&str>) -> Result
         ("blob", _) => 1,
         (_, Some("latin1" | "ascii" | "latin2" | "cp1250" | "cp1251" | "cp1252")) => 1,
         (_, Some("ucs2")) => 2,
-        (_, Some("utf8mb3")) => 3,
+        (_, Some("utf8mb3" | "utf8")) => 3,
         (_, Some("utf8mb4" | "utf16" | "utf32")) => 4,
         (_, other) => {
             return Err(Unmodelled(format!(
@@ -339,24 +295,6 @@ fn holds_text(base: &str) -> bool {
     )
 }
 
-/// A character set as `information_schema` names it (`utf8` is `utf8mb3`).
-pub fn charset_name(name: &str) -> String {
-    let name = name.trim_matches(['`', '\'', '"']).to_ascii_lowercase();
-    if name == "utf8" {
-        "utf8mb3".into()
-    } else {
-        name
-    }
-}
-
-/// The character set of a collation (`utf8mb4_bin` is `utf8mb4`'s).
-pub fn charset_of_collation(collation: &str) -> String {
-    let collation = collation
-        .trim_matches(['`', '\'', '"'])
-        .to_ascii_lowercase();
-    charset_name(collation.split('_').next().unwrap_or_default())
-}
-
 fn is_current_timestamp(expr: &Expr) -> bool {
     match expr {
         Expr::Function(function) => {
@@ -389,6 +327,8 @@ pub(crate) fn default_expr(
     if is_current_timestamp(expr) {
         return Ok(DefaultExpr::CurrentTimestamp);
     }
+    let numeric = matches!(expr, Expr::Value(v) if matches!(v.value, Value::Number(..)))
+        || matches!(expr, Expr::UnaryOp { .. });
     let literal = match expr {
         Expr::Value(value) => match &value.value {
             Value::Null => return Ok(DefaultExpr::None),
@@ -450,6 +390,10 @@ pub(crate) fn default_expr(
         "datetime" | "timestamp" => {
             datetime(&literal, declared.length.unwrap_or(0)).map(|d| quoted(&d))
         }
+        // A number is an ENUM's or SET's index (or bits) to the server; MySQL
+        // drops (or refuses) a literal default of a TEXT or BLOB.
+        "enum" | "set" if numeric => None,
+        base if !rules.mariadb && (base.ends_with("text") || base.ends_with("blob")) => None,
         base if holds_text(base) || (is_bytes(base) && base != "binary") => Some(quoted(&literal)),
         _ => None,
     };

@@ -18,7 +18,7 @@ use mysql_async::binlog::events::{
     Event, EventData, GtidEvent, PreviousGtidsEvent, RowsEventData, TableMapEvent,
 };
 use mysql_async::prelude::Queryable;
-use mysql_async::{BinlogStream, Pool};
+use mysql_async::{BinlogStream, Conn, Pool};
 use mysql_common::binlog::EventStreamReader;
 use mysql_common::packets::Tag;
 use prometheus_client::metrics::counter::Counter;
@@ -32,7 +32,6 @@ use crate::change_stream::{ReaderItem, SchemaChange};
 use crate::config::FailureHandling;
 use crate::ddl_replay::SchemaModel;
 use crate::ddl_statement::{self, TableChangeKind};
-use crate::declared_column::ServerRules;
 use crate::error::CaptureError;
 use crate::event_shape::EventShape;
 use crate::filter::TableFilter;
@@ -442,13 +441,12 @@ impl EventDecoder {
         let flavor = Flavor {
             mariadb_connector: self.setup.shape.connector == "mariadb",
         };
-        let mut conn = self.setup.pool.get_conn().await?;
-        if self.schemas.is_none() {
-            let rules = ServerRules::read(&mut conn, &self.setup.info.version).await?;
-            self.schemas = Some(SchemaModel::new(rules));
-        }
-        let schemas = self.schemas.as_mut().expect("made above");
+        let rules = self.setup.info.schema_rules;
+        let schemas = self.schemas.get_or_insert_with(|| SchemaModel::new(rules));
+        // A connection only for what the model does not have.
+        let mut conn = None;
         for needed in schemas.databases_needed(sql, db) {
+            let conn = lookup_conn(&mut conn, &self.setup.pool).await?;
             let charset: Option<String> = conn
                 .exec_first(
                     "SELECT DEFAULT_CHARACTER_SET_NAME FROM information_schema.SCHEMATA \
@@ -468,7 +466,8 @@ impl EventDecoder {
                     match schemas.table(&effect.db, table) {
                         Some(model) => Some(model.definition(flavor)),
                         None => {
-                            let model = TableModel::read(&mut conn, &effect.db, table).await?;
+                            let conn = lookup_conn(&mut conn, &self.setup.pool).await?;
+                            let model = TableModel::read(conn, &effect.db, table).await?;
                             model.map(|model| {
                                 let definition = model.definition(flavor);
                                 schemas.set_table(&effect.db, table, model);
@@ -875,3 +874,14 @@ fn now_ms() -> i64 {
 
 #[cfg(test)]
 mod tests;
+
+/// The look-up connection in `conn`, taken from `pool` at first use.
+async fn lookup_conn<'a>(
+    conn: &'a mut Option<Conn>,
+    pool: &Pool,
+) -> Result<&'a mut Conn, CaptureError> {
+    if conn.is_none() {
+        *conn = Some(pool.get_conn().await?);
+    }
+    Ok(conn.as_mut().expect("taken above"))
+}

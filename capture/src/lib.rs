@@ -55,6 +55,7 @@ pub mod row_image;
 mod row_query;
 pub mod schema;
 pub mod schema_change_record;
+pub mod server_rules;
 pub mod signal_request;
 pub mod sink;
 pub mod snapshot;
@@ -85,7 +86,6 @@ use binlog_reader::{BinlogReader, ReaderSetup};
 use change_stream::ChangeStream;
 use chunk_source::ChunkSource;
 use config::{SnapshotMode, SourceKind};
-use declared_column::ServerRules;
 use event_shape::EventShape;
 use incremental::Incremental;
 use incremental::mysql_chunks::MySqlChunks;
@@ -221,9 +221,7 @@ async fn run_mysql(
     let chunks = MySqlChunks::new(config, info.is_mariadb, shape.clone());
     let incremental = Incremental::new(config, chunks, metrics, from.incremental);
     let schemas = if shape.debezium_schema_changes && config.events().include_schema_changes {
-        let mut conn = source::connect(&config.source).await?;
-        let rules = ServerRules::read(&mut conn, &info.version).await?;
-        let topic = &shape.server_name;
+        let (topic, rules) = (&shape.server_name, info.schema_rules);
         Some(recorded_schemas::rebuild(&config.kafka, topic, &from.source, rules).await?)
     } else {
         None

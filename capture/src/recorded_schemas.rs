@@ -16,10 +16,10 @@ use tracing::{info, warn};
 use tributary_kafka::KafkaConfig;
 
 use crate::ddl_replay::SchemaModel;
-use crate::declared_column::ServerRules;
 use crate::error::CaptureError;
 use crate::position::BinlogPosition;
 use crate::schema_change_record::table_from_json;
+use crate::server_rules::ServerRules;
 use crate::source_position::SourcePosition;
 use crate::table_model::TableModel;
 use crate::topic_reader::read_to_end;
@@ -41,6 +41,12 @@ pub async fn rebuild(
         .set("enable.partition.eof", "false")
         .set("isolation.level", "read_committed")
         .create()?;
+    if until.file.rsplit_once('.').is_none() {
+        // A start given as a GTID set only: which records come before it is
+        // unknown. Tables are read from the server at their first statement.
+        info!(%topic, "a start without a binlog file: table definitions are read from the server");
+        return Ok(SchemaModel::new(rules));
+    }
     let topic = topic.to_owned();
     let until = until.clone();
     tokio::task::spawn_blocking(move || {
@@ -117,7 +123,9 @@ mod tests {
     const MARIADB: ServerRules = ServerRules {
         mariadb: true,
         int_widths: true,
+        utf8mb3_shown: true,
         explicit_defaults_for_timestamp: true,
+        lower_case_table_names: false,
     };
 
     fn record(

@@ -21,8 +21,8 @@ pub struct DescribedChange {
     /// The statement's `source` block (its event's position and time).
     pub source: SourceInfo,
     /// One record each: what the statement does, and the changed table as
-    /// `information_schema` shows it when capture reads the statement
-    /// (`None`: dropped, or gone since).
+    /// the statement left it ([`crate::ddl_replay`]; `None`: dropped, or
+    /// gone since where it was read from the server).
     pub effects: Vec<(DdlEffect, Option<TableDefinition>)>,
 }
 

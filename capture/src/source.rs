@@ -12,6 +12,7 @@ use crate::config::SourceConfig;
 use crate::error::CaptureError;
 use crate::position::BinlogPosition;
 use crate::schema::InfoColumn;
+use crate::server_rules::ServerRules;
 use crate::source_tls::{SourceTls, tls_refusal};
 
 /// What preflight learned about the server.
@@ -28,6 +29,8 @@ pub struct ServerInfo {
     /// MySQL with `gtid_mode=ON`: every transaction has a GTID, so positions
     /// can keep the executed GTID set and resume by it.
     pub gtid_mode_on: bool,
+    /// How the server stores table definitions (for DDL replay).
+    pub schema_rules: ServerRules,
 }
 
 /// Connection options for the source.
@@ -134,8 +137,10 @@ pub async fn preflight(conn: &mut Conn) -> Result<ServerInfo, CaptureError> {
             .filter_map(|(id, charset)| Some((id?, charset?))),
     );
     let gtid_mode_on = !is_mariadb && mysql_gtid_mode_on(conn).await?;
+    let schema_rules = ServerRules::read(conn, &version).await?;
     info!(%version, "source database ready for capture");
     Ok(ServerInfo {
+        schema_rules,
         version,
         is_mariadb,
         full_row_metadata,

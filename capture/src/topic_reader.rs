@@ -15,7 +15,7 @@ use rdkafka::{Offset, TopicPartitionList};
 
 use crate::error::CaptureError;
 
-/// Longest a read to the end may take.
+/// Longest a read to the end may wait for its next record.
 const READ_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Calls `each` with every record of `topic`'s `partition`, in order; an
@@ -37,14 +37,14 @@ pub(crate) fn read_to_end(
     if usize::try_from(partition).map_or(true, |p| p >= partitions) {
         return Ok(()); // no such topic (yet)
     }
-    let (_, high) = consumer.fetch_watermarks(topic, partition, Duration::from_secs(10))?;
-    if high <= 0 {
-        return Ok(());
+    let (low, high) = consumer.fetch_watermarks(topic, partition, Duration::from_secs(10))?;
+    if high <= low {
+        return Ok(()); // empty, or every record deleted
     }
     let mut tpl = TopicPartitionList::new();
     tpl.add_partition_offset(topic, partition, Offset::Beginning)?;
     consumer.assign(&tpl)?;
-    let deadline = Instant::now() + READ_TIMEOUT;
+    let mut deadline = Instant::now() + READ_TIMEOUT;
     let next_offset = || -> Result<i64, CaptureError> {
         let position = consumer.position()?;
         Ok(
@@ -53,7 +53,7 @@ pub(crate) fn read_to_end(
                 .map(|e| e.offset())
             {
                 Some(Offset::Offset(n)) => n,
-                _ => 0,
+                _ => low,
             },
         )
     };
@@ -65,7 +65,10 @@ pub(crate) fn read_to_end(
             Duration::from_secs(1)
         };
         match consumer.poll(idle_wait) {
-            Some(Ok(msg)) => each(&msg)?,
+            Some(Ok(msg)) => {
+                each(&msg)?;
+                deadline = Instant::now() + READ_TIMEOUT;
+            }
             Some(Err(e)) => return Err(e.into()),
             None if caught_up || next_offset()? >= high => return Ok(()),
             None if Instant::now() > deadline => {

@@ -7,7 +7,8 @@ use sqlparser::ast::{
 };
 
 use crate::column_default::DefaultExpr;
-use crate::declared_column::{self, Declared, ServerRules, Unmodelled};
+use crate::declared_column::{self, Declared, Unmodelled};
+use crate::server_rules::ServerRules;
 use crate::table_definition::DeclaredType;
 use crate::table_model::TableModel;
 
@@ -104,6 +105,10 @@ pub(super) fn alter(
                         model
                             .primary_key
                             .retain(|c| !c.eq_ignore_ascii_case(&removed.name));
+                        if model.primary_key.is_empty() {
+                            // The server may promote a unique key.
+                            return Err(Unmodelled("the primary key's last column dropped".into()));
+                        }
                     }
                     None if *if_exists => {}
                     None => return Err(Unmodelled(format!("no column {name}"))),
@@ -129,6 +134,7 @@ pub(super) fn alter(
             column_position,
         } => {
             let at = index(model, old_name)?;
+            renamable(model, old_name, new_name)?;
             let options: Vec<&ColumnOption> = options.iter().collect();
             let declared = declare(model, new_name, data_type, &options, rules)?;
             rename_in_key(model, &model.columns[at].name.clone(), &new_name.value);
@@ -139,6 +145,7 @@ pub(super) fn alter(
             new_column_name,
         } => {
             let at = index(model, old_column_name)?;
+            renamable(model, old_column_name, new_column_name)?;
             let old = std::mem::replace(&mut model.columns[at].name, new_column_name.value.clone());
             rename_in_key(model, &old, &new_column_name.value);
         }
@@ -173,9 +180,11 @@ pub(super) fn alter(
             }
             model.primary_key.clear();
         }
-        AlterTableOperation::DropIndex { .. }
-        | AlterTableOperation::DropForeignKey { .. }
-        | AlterTableOperation::DropConstraint { .. }
+        AlterTableOperation::DropIndex { .. } | AlterTableOperation::DropConstraint { .. } => {
+            // It may be the unique index the server took as primary key.
+            return Err(Unmodelled("DROP INDEX".into()));
+        }
+        AlterTableOperation::DropForeignKey { .. }
         | AlterTableOperation::Algorithm { .. }
         | AlterTableOperation::Lock { .. }
         | AlterTableOperation::AutoIncrement { .. } => {}
@@ -219,6 +228,19 @@ fn place(
     }
     key_columns_not_null(model);
     Ok(())
+}
+
+/// A column can be renamed `new` unless another column has that name: the
+/// server resolves each operation against the columns before the statement
+/// (`RENAME COLUMN a TO b, RENAME COLUMN b TO a` swaps them), the model one
+/// operation after the other.
+fn renamable(model: &TableModel, old: &Ident, new: &Ident) -> Result<(), Unmodelled> {
+    match model.column_index(&new.value) {
+        Some(i) if !model.columns[i].name.eq_ignore_ascii_case(&old.value) => Err(Unmodelled(
+            format!("{old} renamed to {new}, which names another column"),
+        )),
+        _ => Ok(()),
+    }
 }
 
 fn rename_in_key(model: &mut TableModel, old: &str, new: &str) {

@@ -4,7 +4,9 @@ use crate::column_default::DefaultExpr;
 const MARIADB: ServerRules = ServerRules {
     mariadb: true,
     int_widths: true,
+    utf8mb3_shown: true,
     explicit_defaults_for_timestamp: true,
+    lower_case_table_names: false,
 };
 
 fn model() -> SchemaModel {
@@ -210,4 +212,91 @@ fn a_recorded_definition_gives_back_its_model() {
         let rebuilt = TableModel::from_definition(&definition, true);
         assert_eq!(rebuilt.definition(flavor), definition);
     }
+}
+
+#[test]
+fn what_the_server_may_resolve_otherwise_is_read_from_it() {
+    let mut m = model();
+    let create = "CREATE TABLE t (id INT PRIMARY KEY, a INT, b INT, UNIQUE KEY u (a))";
+    for sql in [
+        "ALTER TABLE t RENAME COLUMN a TO b, RENAME COLUMN b TO a",
+        "ALTER TABLE t CHANGE a b INT, CHANGE b a BIGINT",
+        "ALTER TABLE t DROP INDEX u",
+        "ALTER TABLE t DROP INDEX `PRIMARY`",
+        "DROP INDEX u ON t",
+        "ALTER TABLE t DROP COLUMN id",
+    ] {
+        m.apply(create, "shop");
+        m.apply(sql, "shop");
+        assert!(m.table("shop", "t").is_none(), "{sql}");
+    }
+    m.apply("CREATE TABLE k (a INT, b INT)", "shop");
+    m.apply("ALTER TABLE k MODIFY a INT NOT NULL", "shop");
+    assert!(
+        m.table("shop", "k").is_none(),
+        "a keyless table may get a promoted key"
+    );
+}
+
+#[test]
+fn renames_follow_each_other_and_names_resolve_as_the_server_does() {
+    let mut m = model();
+    m.apply("CREATE TABLE a (id INT PRIMARY KEY)", "shop");
+    m.apply("CREATE TABLE b (id INT PRIMARY KEY, v INT)", "shop");
+    let (a, b) = (m.table("shop", "a").cloned(), m.table("shop", "b").cloned());
+    m.apply("RENAME TABLE a TO tmp, b TO a, tmp TO b", "shop");
+    assert_eq!(
+        (m.table("shop", "a").cloned(), m.table("shop", "b").cloned()),
+        (b.clone(), a)
+    );
+    assert!(m.table("shop", "tmp").is_none());
+    m.apply("RENAME TABLE unknown TO a", "shop");
+    assert!(
+        m.table("shop", "a").is_none(),
+        "renamed from a table not seen"
+    );
+    m.set_database("archive", "latin1");
+    m.apply("CREATE TABLE archive.copy LIKE b", "shop");
+    assert_eq!(
+        m.table("archive", "copy"),
+        m.table("shop", "b"),
+        "LIKE names a table of the default database"
+    );
+    m.apply("ALTER TABLE archive.copy RENAME TO moved", "shop");
+    assert!(
+        m.table("shop", "moved").is_some(),
+        "RENAME TO names a table of the default database"
+    );
+}
+
+#[test]
+fn database_character_sets_are_forgotten_when_they_may_have_changed() {
+    let mut m = model();
+    m.apply(
+        "CREATE DATABASE IF NOT EXISTS shop CHARACTER SET latin1",
+        "",
+    );
+    assert!(
+        !m.knows_database("shop"),
+        "shop existed: its character set is the server's"
+    );
+    m.apply("CREATE DATABASE sales COLLATE utf8mb4_bin", "");
+    assert!(m.knows_database("sales"));
+    m.apply("ALTER DATABASE sales CHARACTER SET latin1", "");
+    assert!(!m.knows_database("sales"));
+    m.set_database("shop", "utf8mb4");
+    m.apply("ALTER DATABASE CHARACTER SET latin1", "shop");
+    assert!(!m.knows_database("shop"), "the default database");
+}
+
+#[test]
+fn names_are_compared_as_lower_case_table_names_says() {
+    let mut m = SchemaModel::new(ServerRules {
+        lower_case_table_names: true,
+        ..MARIADB
+    });
+    m.set_database("Shop", "utf8mb4");
+    m.apply("CREATE TABLE Orders (id INT PRIMARY KEY)", "SHOP");
+    m.apply("ALTER TABLE ORDERS ADD COLUMN v INT", "shop");
+    assert_eq!(m.table("shop", "orders").unwrap().columns.len(), 2);
 }

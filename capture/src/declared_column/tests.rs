@@ -7,7 +7,9 @@ use super::*;
 const MARIADB: ServerRules = ServerRules {
     mariadb: true,
     int_widths: true,
+    utf8mb3_shown: true,
     explicit_defaults_for_timestamp: true,
+    lower_case_table_names: false,
 };
 
 fn declared(column: &str, rules: ServerRules) -> Result<Declared, Unmodelled> {
@@ -179,13 +181,16 @@ fn what_the_server_would_round_or_convert_is_not_modelled() {
         ..MARIADB
     };
     assert!(declared("ts TIMESTAMP", implicit).is_err());
+    assert!(declared("ts TIMESTAMP NOT NULL", implicit).is_err());
+    assert!(declared("ts TIMESTAMP DEFAULT CURRENT_TIMESTAMP", implicit).is_err());
     assert!(declared("ts TIMESTAMP NULL", implicit).is_ok());
+    assert!(declared("e ENUM('a','b') DEFAULT 1", MARIADB).is_err());
 }
 
 #[test]
 fn mysql_8_drops_integer_display_widths_and_quotes() {
-    let rules = ServerRules::of("8.0.36", true);
-    assert!(!rules.mariadb && !rules.int_widths);
+    let rules = ServerRules::of("8.0.36");
+    assert!(!rules.mariadb && !rules.int_widths && rules.utf8mb3_shown);
     let stored = |column| declared(column, rules).unwrap().column;
     assert_eq!(stored("i INT UNSIGNED").column_type, "int unsigned");
     assert_eq!(stored("i BOOLEAN").column_type, "tinyint(1)");
@@ -205,6 +210,21 @@ fn mysql_8_drops_integer_display_widths_and_quotes() {
         stored("d DATE DEFAULT curdate()").default,
         DefaultExpr::Expression(None)
     );
-    assert!(ServerRules::of("5.7.44-log", true).int_widths);
-    assert!(ServerRules::of("10.11.19-MariaDB-0+deb12u1-log", true).mariadb);
+    assert!(
+        declared("t TEXT DEFAULT 'x'", rules).is_err(),
+        "MySQL refuses it"
+    );
+    let old = ServerRules::of("5.7.44-log");
+    assert!(old.int_widths && !old.utf8mb3_shown);
+    assert_eq!(
+        declared("c VARCHAR(3) CHARACTER SET utf8mb3", old)
+            .unwrap()
+            .column
+            .charset
+            .as_deref(),
+        Some("utf8"),
+        "5.7 names it utf8"
+    );
+    assert!(ServerRules::of("10.11.19-MariaDB-0+deb12u1-log").mariadb);
+    assert!(!ServerRules::of("10.5.9-MariaDB").utf8mb3_shown);
 }

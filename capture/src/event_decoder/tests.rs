@@ -24,6 +24,7 @@ use crate::column_rules::ColumnRules;
 use crate::config::{Patterns, UndecodableText};
 use crate::event_shape::DecodeOptions;
 use crate::message_key::MessageKeyColumns;
+use crate::server_rules::ServerRules;
 use crate::value_modes::ValueModes;
 
 const SERVER_ID: u32 = 1;
@@ -312,6 +313,7 @@ fn decoder(
             full_row_metadata: true,
             collations: Collations::new([(255, "utf8mb4".into()), (8, "latin1".into())]),
             gtid_mode_on,
+            schema_rules: ServerRules::of("8.0.36"),
         },
         // Never connected to: every TABLE_MAP here has full metadata.
         pool: Pool::new("mysql://nobody@127.0.0.1:9/none"),
