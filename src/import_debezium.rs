@@ -322,8 +322,9 @@ impl Builder {
                 self.brokers = Some(value.to_owned());
                 self.note_not_needed(
                     key,
-                    "taken as kafka.brokers; Tributary keeps no schema history to recover from \
-                     (column names and types come with every binlog TABLE_MAP)",
+                    "taken as kafka.brokers; Tributary keeps no separate schema history (row \
+                     events take their columns from binlog TABLE_MAP events; the schema change \
+                     topic is read back to replay DDL)",
                 );
             }
             _ => self.other(key, value)?,
@@ -422,7 +423,10 @@ impl Builder {
             ),
             "recovery" | "schema_only_recovery" => (
                 "initial",
-                Some("there is no schema history to recover: Tributary needs none"),
+                Some(
+                    "there is no separate schema history to recover: Tributary rebuilds its \
+                     tables from the schema change topic at every start",
+                ),
             ),
             "configuration_based" | "custom" => (
                 "initial",
@@ -509,13 +513,20 @@ impl Builder {
                 _,
             ) => not_needed(
                 "a Debezium or JDBC tuning knob: Tributary's queues are bounded by max_pending_mb, \
-                 and it parses no DDL",
+                 and it reads DDL with its own parser",
+            ),
+            ("schema.history.internal.store.only.captured.tables.ddl", "true") => not_reproduced(
+                "the schema change topic describes every table of the captured databases \
+                 (Debezium's default, false)",
             ),
             (k, _)
                 if k.starts_with("schema.history.internal.")
                     || k.starts_with("database.history.") =>
             {
-                not_needed("Tributary keeps no schema history to recover from")
+                not_needed(
+                    "Tributary keeps no separate schema history: it rebuilds its tables from \
+                     the schema change topic",
+                )
             }
             (k, _) if k.starts_with("errors.") => {
                 not_needed("Kafka Connect's error handling: capture stops on an error, naming it")

@@ -1267,16 +1267,19 @@ async fn a_snapshot_starts_with_debeziums_schema_records() {
     conn.query_drop(format!(
         "CREATE TABLE `{db}`.a (id INT PRIMARY KEY, s VARCHAR(5)) DEFAULT CHARSET=utf8mb4; \
          CREATE TABLE `{db}`.b (id BIGINT UNSIGNED PRIMARY KEY); \
+         CREATE TABLE `{db}`.c (id INT PRIMARY KEY); \
          INSERT INTO `{db}`.a VALUES (1, 'x')"
     ))
     .await
     .unwrap();
     let mut setup = CaptureSetup::new(&db, "").with_snapshot(10);
-    setup.extra = "compat: debezium\n".into();
+    // c is not captured, but described, as by Debezium's default
+    // (schema.history.internal.store.only.captured.tables.ddl=false).
+    setup.extra = format!("compat: debezium\nexclude: {{ tables: ['{db}\\.c'] }}\n");
     let capture = TributaryProcess::capture(&setup.yaml());
     let topic = setup.server_name.clone();
-    let records = schema_changes_of(&topic, &db, 7).await;
-    assert_eq!(records.len(), 7, "log:\n{}", capture.log());
+    let records = schema_changes_of(&topic, &db, 9).await;
+    assert_eq!(records.len(), 9, "log:\n{}", capture.log());
     // Expected from the server itself.
     let (charset, collation): (String, String) = conn
         .exec_first(
@@ -1288,7 +1291,7 @@ async fn a_snapshot_starts_with_debeziums_schema_records() {
         .unwrap()
         .unwrap();
     let mut shown = Vec::new();
-    for table in ["a", "b"] {
+    for table in ["a", "b", "c"] {
         let (_, ddl): (String, String) = conn
             .query_first(format!("SHOW CREATE TABLE `{db}`.{table}"))
             .await
@@ -1305,21 +1308,23 @@ async fn a_snapshot_starts_with_debeziums_schema_records() {
         [
             format!("DROP TABLE IF EXISTS `{db}`.`a`"),
             format!("DROP TABLE IF EXISTS `{db}`.`b`"),
+            format!("DROP TABLE IF EXISTS `{db}`.`c`"),
             format!("DROP DATABASE IF EXISTS `{db}`"),
             format!("CREATE DATABASE `{db}` CHARSET {charset} COLLATE {collation}"),
             format!("USE `{db}`"),
             shown[0].clone(),
             shown[1].clone(),
+            shown[2].clone(),
         ]
     );
     for record in &records {
         assert_eq!(record["payload"]["source"]["snapshot"], "true");
     }
-    let created = &records[5]["payload"]["tableChanges"][0];
+    let created = &records[6]["payload"]["tableChanges"][0];
     assert_eq!(created["type"], "CREATE");
     assert_eq!(created["table"]["defaultCharsetName"], "utf8mb4");
     assert_eq!(created["table"]["columns"][1]["charsetName"], "utf8mb4");
-    let b = &records[6]["payload"]["tableChanges"][0]["table"]["columns"][0];
+    let b = &records[7]["payload"]["tableChanges"][0]["table"]["columns"][0];
     assert_eq!(b["typeName"], "BIGINT UNSIGNED");
     // The server's character set first, on no database.
     let first = read_raw(&topic, WAIT, |r| !r.is_empty()).await[0].json();

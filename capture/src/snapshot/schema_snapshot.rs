@@ -2,9 +2,12 @@
 //! (`events.schema.changes.format: debezium`), in Debezium 3.6's order
 //! (`BinlogSnapshotChangeEventSource.readTableStructure`): the server's
 //! character set (`SET character_set_server=…, collation_server=…`), a `DROP
-//! TABLE IF EXISTS` per captured table, then per database `DROP DATABASE IF
-//! EXISTS`, `CREATE DATABASE … CHARSET … COLLATE …` and `USE`, and each of its
-//! tables' `SHOW CREATE TABLE` as the table's `CREATE`.
+//! TABLE IF EXISTS` per table, then per database `DROP DATABASE IF EXISTS`,
+//! `CREATE DATABASE … CHARSET … COLLATE …` and `USE`, and each of its tables'
+//! `SHOW CREATE TABLE` as the table's `CREATE`. The tables are every table of
+//! the captured tables' databases, as with Debezium's default
+//! `schema.history.internal.store.only.captured.tables.ddl=false`: a table a
+//! filter leaves out is described too.
 
 use mysql_async::Conn;
 use mysql_async::prelude::Queryable;
@@ -50,20 +53,32 @@ pub(crate) async fn schema_changes(
         ),
         None,
     )];
-    for table in tables {
+    let mut databases: Vec<&str> = tables.iter().map(|t| t.db.as_str()).collect();
+    databases.sort_unstable();
+    databases.dedup();
+    let mut described: Vec<(String, String)> = Vec::new();
+    for db in &databases {
+        let names: Vec<Vec<u8>> = conn
+            .exec(
+                "SELECT TABLE_NAME FROM information_schema.TABLES \
+                 WHERE TABLE_SCHEMA = ? AND TABLE_TYPE = 'BASE TABLE' ORDER BY TABLE_NAME",
+                (*db,),
+            )
+            .await?;
+        described.extend(names.into_iter().map(|name| ((*db).to_owned(), text(name))));
+    }
+    for (db, table) in &described {
         records.push(record(
             DdlEffect {
-                table: Some((TableChangeKind::Drop, table.table.clone())),
+                table: Some((TableChangeKind::Drop, table.clone())),
                 ..statement(
-                    &table.db,
-                    format!("DROP TABLE IF EXISTS {}", quoted_table(table)),
+                    db,
+                    format!("DROP TABLE IF EXISTS {}", quoted_table(db, table)),
                 )
             },
             None,
         ));
     }
-    let mut databases: Vec<&str> = tables.iter().map(|t| t.db.as_str()).collect();
-    databases.dedup();
     for db in databases {
         let locale: Option<Locale> = conn
             .exec_first(
@@ -87,16 +102,15 @@ pub(crate) async fn schema_changes(
         ] {
             records.push(record(statement(db, ddl), None));
         }
-        for table in tables.iter().filter(|t| t.db == db) {
+        for (_, table) in described.iter().filter(|(table_db, _)| table_db == db) {
             let shown: Option<(Vec<u8>, Vec<u8>)> = conn
-                .query_first(format!("SHOW CREATE TABLE {}", quoted_table(table)))
+                .query_first(format!("SHOW CREATE TABLE {}", quoted_table(db, table)))
                 .await?;
             let Some((_, ddl)) = shown else { continue };
-            let definition =
-                table_model::read_definition(conn, &table.db, &table.table, flavor).await?;
+            let definition = table_model::read_definition(conn, db, table, flavor).await?;
             records.push(record(
                 DdlEffect {
-                    table: Some((TableChangeKind::Create, table.table.clone())),
+                    table: Some((TableChangeKind::Create, table.clone())),
                     ..statement(db, text(ddl))
                 },
                 definition,
@@ -119,6 +133,6 @@ fn quoted(name: &str) -> String {
     format!("`{}`", name.replace('`', "``"))
 }
 
-fn quoted_table(table: &SnapshotTable) -> String {
-    format!("{}.{}", quoted(&table.db), quoted(&table.table))
+fn quoted_table(db: &str, table: &str) -> String {
+    format!("{}.{}", quoted(db), quoted(table))
 }
