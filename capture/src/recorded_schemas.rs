@@ -120,14 +120,6 @@ fn apply(
 mod tests {
     use super::*;
 
-    const MARIADB: ServerRules = ServerRules {
-        mariadb: true,
-        int_widths: true,
-        utf8mb3_shown: true,
-        explicit_defaults_for_timestamp: true,
-        lower_case_table_names: false,
-    };
-
     fn record(
         snapshot: &str,
         pos: u64,
@@ -149,7 +141,7 @@ mod tests {
 
     #[test]
     fn records_before_the_position_are_applied_in_order() {
-        let mut source = SchemaModel::new(MARIADB);
+        let mut source = SchemaModel::new(ServerRules::mariadb_10_11());
         source.set_database("shop", "utf8mb4");
         source.apply("CREATE TABLE t (id INT PRIMARY KEY)", "shop");
         let v1 = crate::schema_change_record::table_json(
@@ -165,7 +157,7 @@ mod tests {
             pos: 500,
             ..BinlogPosition::default()
         };
-        let mut model = SchemaModel::new(MARIADB);
+        let mut model = SchemaModel::new(ServerRules::mariadb_10_11());
         let records = [
             record(
                 "true",

@@ -102,3 +102,11 @@ impl ServerRules {
         }
     }
 }
+
+#[cfg(test)]
+impl ServerRules {
+    /// The rules of MariaDB 10.11 (the test stack's server) with its defaults.
+    pub(crate) fn mariadb_10_11() -> ServerRules {
+        ServerRules::of("10.11.19-MariaDB-log")
+    }
+}

@@ -1,16 +1,8 @@
 use super::*;
 use crate::column_default::DefaultExpr;
 
-const MARIADB: ServerRules = ServerRules {
-    mariadb: true,
-    int_widths: true,
-    utf8mb3_shown: true,
-    explicit_defaults_for_timestamp: true,
-    lower_case_table_names: false,
-};
-
 fn model() -> SchemaModel {
-    let mut model = SchemaModel::new(MARIADB);
+    let mut model = SchemaModel::new(ServerRules::mariadb_10_11());
     model.set_database("shop", "utf8mb4");
     model
 }
@@ -293,7 +285,7 @@ fn database_character_sets_are_forgotten_when_they_may_have_changed() {
 fn names_are_compared_as_lower_case_table_names_says() {
     let mut m = SchemaModel::new(ServerRules {
         lower_case_table_names: true,
-        ..MARIADB
+        ..ServerRules::mariadb_10_11()
     });
     m.set_database("Shop", "utf8mb4");
     m.apply("CREATE TABLE Orders (id INT PRIMARY KEY)", "SHOP");

@@ -4,14 +4,6 @@ use sqlparser::parser::Parser;
 
 use super::*;
 
-const MARIADB: ServerRules = ServerRules {
-    mariadb: true,
-    int_widths: true,
-    utf8mb3_shown: true,
-    explicit_defaults_for_timestamp: true,
-    lower_case_table_names: false,
-};
-
 fn declared(column: &str, rules: ServerRules) -> Result<Declared, Unmodelled> {
     let sql = format!("CREATE TABLE t ({column})");
     let Statement::CreateTable(create) =
@@ -31,7 +23,9 @@ fn declared(column: &str, rules: ServerRules) -> Result<Declared, Unmodelled> {
 }
 
 fn shown(column: &str) -> (String, Option<String>, bool, DefaultExpr, String) {
-    let c = declared(column, MARIADB).unwrap().column;
+    let c = declared(column, ServerRules::mariadb_10_11())
+        .unwrap()
+        .column;
     (c.column_type, c.charset, c.nullable, c.default, c.extra)
 }
 
@@ -103,11 +97,11 @@ fn types_are_stored_as_mariadb_stores_them() {
 
 #[test]
 fn serial_primary_key_and_not_null_columns_are_not_nullable() {
-    let serial = declared("sr SERIAL", MARIADB).unwrap();
+    let serial = declared("sr SERIAL", ServerRules::mariadb_10_11()).unwrap();
     assert_eq!(serial.column.column_type, "bigint(20) unsigned");
     assert_eq!((serial.column.nullable, serial.unique), (false, true));
     assert_eq!(serial.column.extra, "auto_increment");
-    let key = declared("id INT PRIMARY KEY", MARIADB).unwrap();
+    let key = declared("id INT PRIMARY KEY", ServerRules::mariadb_10_11()).unwrap();
     assert!(key.primary_key && !key.column.nullable);
     assert!(!shown("n INT NOT NULL").2);
     assert!(shown("n INT NULL").2);
@@ -174,17 +168,20 @@ fn what_the_server_would_round_or_convert_is_not_modelled() {
         "d TEXT(10) CHARACTER SET big5",
         "d INT DEFAULT (5)",
     ] {
-        assert!(declared(column, MARIADB).is_err(), "{column}");
+        assert!(
+            declared(column, ServerRules::mariadb_10_11()).is_err(),
+            "{column}"
+        );
     }
     let implicit = ServerRules {
         explicit_defaults_for_timestamp: false,
-        ..MARIADB
+        ..ServerRules::mariadb_10_11()
     };
     assert!(declared("ts TIMESTAMP", implicit).is_err());
     assert!(declared("ts TIMESTAMP NOT NULL", implicit).is_err());
     assert!(declared("ts TIMESTAMP DEFAULT CURRENT_TIMESTAMP", implicit).is_err());
     assert!(declared("ts TIMESTAMP NULL", implicit).is_ok());
-    assert!(declared("e ENUM('a','b') DEFAULT 1", MARIADB).is_err());
+    assert!(declared("e ENUM('a','b') DEFAULT 1", ServerRules::mariadb_10_11()).is_err());
 }
 
 #[test]
