@@ -741,6 +741,62 @@ const DEFAULTED: &[(&str, &str)] = &[
     ("vb", "VARBINARY(4) DEFAULT 'ab'"),
 ];
 
+/// A capture behind an `ALTER … SET DEFAULT` declares, for the rows before
+/// it, the default of their time (the replayed table's), and replaces their
+/// NULLs with it.
+#[tokio::test(flavor = "multi_thread")]
+async fn rows_before_an_alter_set_default_declare_the_default_of_their_time() {
+    let mut conn = root_conn().await;
+    let db = create_db(&mut conn, "dbzdefaultlag").await;
+    let before = gtid_now(&mut conn).await;
+    // Rows 10 and 20 take the defaults of their time: the expected values.
+    conn.query_drop(format!(
+        "CREATE TABLE `{db}`.t (id INT PRIMARY KEY, v INT DEFAULT 1, s VARCHAR(5) DEFAULT 'old'); \
+         INSERT INTO `{db}`.t VALUES (1, NULL, NULL); INSERT INTO `{db}`.t (id) VALUES (10); \
+         ALTER TABLE `{db}`.t ALTER COLUMN v SET DEFAULT 2, ALTER COLUMN s SET DEFAULT 'new'; \
+         INSERT INTO `{db}`.t VALUES (2, NULL, NULL); INSERT INTO `{db}`.t (id) VALUES (20)"
+    ))
+    .await
+    .unwrap();
+    let stored: Vec<(i64, i64, String)> = conn
+        .query(format!(
+            "SELECT id, v, s FROM `{db}`.t WHERE id IN (10, 20) ORDER BY id"
+        ))
+        .await
+        .unwrap();
+    assert_ne!(stored[0].1, stored[1].1, "the default changed");
+    // Capture starts only now, from before the table was created.
+    let mut setup = CaptureSetup::new(&db, &before);
+    setup.extra = "compat: debezium\n".into();
+    let capture = TributaryProcess::capture(&setup.yaml());
+    let records = read_raw(&setup.topic("t"), WAIT, |r| r.len() >= 4).await;
+    assert_eq!(records.len(), 4, "log:\n{}", capture.log());
+    for (row, (_, v, s)) in [1, 2].into_iter().zip(&stored) {
+        let record = records
+            .iter()
+            .map(RawRecord::json)
+            .find(|r| r["payload"]["after"]["id"] == row)
+            .expect("an event per row");
+        let after = &record["payload"]["after"];
+        assert_eq!(
+            (&after["v"], &after["s"]),
+            (&json!(v), &json!(s)),
+            "row {row}"
+        );
+        let fields = record["schema"]["fields"][1]["fields"]
+            .as_array()
+            .unwrap()
+            .clone();
+        let default =
+            |name: &str| fields.iter().find(|f| f["field"] == name).unwrap()["default"].clone();
+        assert_eq!(
+            (default("v"), default("s")),
+            (json!(v), json!(s)),
+            "row {row}"
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn column_defaults_are_declared_and_replace_nulls_as_the_json_converter_does() {
     let mut conn = root_conn().await;

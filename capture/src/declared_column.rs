@@ -150,6 +150,7 @@ pub fn declare(
             charset,
             nullable: nullable.unwrap_or(true) && !primary_key,
             default,
+            default_exact: true,
             extra: extra.join(" "),
             comment,
         },

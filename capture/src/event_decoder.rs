@@ -511,7 +511,12 @@ impl EventDecoder {
         let schema = if self.setup.filter.decodes(&db, &table) {
             let complete = TableSchema::table_map_is_complete(tme);
             let info = if !complete || self.setup.shape.needs_info() {
-                Some(source::info_columns(&self.setup.pool, &db, &table).await?)
+                let mut info = source::info_columns(&self.setup.pool, &db, &table).await?;
+                // The server shows today's defaults; the model, those of the position.
+                if let Some(model) = self.schemas.as_ref().and_then(|s| s.table(&db, &table)) {
+                    model.set_defaults_of(&mut info);
+                }
+                Some(info)
             } else {
                 None
             };

@@ -46,6 +46,9 @@ pub struct ColumnModel {
     pub nullable: bool,
     /// `COLUMN_DEFAULT`.
     pub default: DefaultExpr,
+    /// Whether `default` is the server's own (read, or replayed), not
+    /// rebuilt from a recorded definition, which keeps only its text.
+    pub default_exact: bool,
     /// `EXTRA`: `auto_increment`, `on update current_timestamp()`, …
     pub extra: String,
     /// `COLUMN_COMMENT` (empty: none).
@@ -107,6 +110,7 @@ impl TableModel {
                     charset: column.charset.clone(),
                     nullable: column.nullable,
                     default: DefaultExpr::parse(default.as_deref(), &extra, mariadb),
+                    default_exact: true,
                     extra,
                     comment,
                 },
@@ -184,6 +188,7 @@ impl TableModel {
                             escaped: mariadb,
                         },
                     },
+                    default_exact: false,
                     extra: if column.auto_incremented {
                         "auto_increment".to_owned()
                     } else {
@@ -198,6 +203,26 @@ impl TableModel {
             comment: definition.comment.clone().unwrap_or_default(),
             columns,
             primary_key: definition.primary_key.clone(),
+        }
+    }
+
+    /// Sets the defaults of the server's `columns` (read when a table's
+    /// rows are decoded, perhaps after later DDL) to this model's, where
+    /// they are the same columns and the model's defaults are exact: rows
+    /// before an `ALTER … SET DEFAULT` declare the default of their time.
+    pub fn set_defaults_of(&self, columns: &mut [InfoColumn]) {
+        let same = columns.len() == self.columns.len()
+            && columns
+                .iter()
+                .zip(&self.columns)
+                .all(|(info, model)| info.name.eq_ignore_ascii_case(&model.name));
+        if !same {
+            return;
+        }
+        for (info, model) in columns.iter_mut().zip(&self.columns) {
+            if model.default_exact {
+                info.default = model.default.clone();
+            }
         }
     }
 

@@ -156,9 +156,11 @@ pub(super) fn alter(
                     let declared = DeclaredType::parse(&model.columns[at].column_type);
                     model.columns[at].default =
                         declared_column::default_expr(value, &declared, rules)?;
+                    model.columns[at].default_exact = true;
                 }
                 AlterColumnOperation::DropDefault => {
                     model.columns[at].default = DefaultExpr::None;
+                    model.columns[at].default_exact = true;
                 }
                 other => return Err(Unmodelled(format!("ALTER COLUMN {other}"))),
             }
