@@ -1108,7 +1108,9 @@ async fn a_capture_behind_its_ddl_describes_each_table_as_the_statement_left_it(
         ),
         ("ALTER TABLE `DB`.t2 DROP COLUMN code", "t2"),
         (
-            "CREATE TABLE `DB`.v (id SERIAL, d DATE DEFAULT '2021-3-4', f FLOAT DEFAULT 2.25, j JSON)",
+            "CREATE TABLE `DB`.v (id SERIAL, d DATE DEFAULT '2021-3-4', f FLOAT DEFAULT 2.25, j JSON, \
+             u VARCHAR(36) DEFAULT (uuid()), cd DATE DEFAULT CURRENT_DATE, n INT DEFAULT (-1), \
+             at DATETIME DEFAULT (NOW()))",
             "v",
         ),
         ("ALTER TABLE `DB`.v MODIFY d DATE NOT NULL", "v"),

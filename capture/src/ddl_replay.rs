@@ -394,9 +394,9 @@ fn table_options(create: &CreateTable, rules: ServerRules) -> TableOptions {
     let listed: &[SqlOption] = match &create.table_options {
         CreateTableOptions::None => &[],
         CreateTableOptions::With(list)
-        | sqlparser::ast::CreateTableOptions::Options(list)
-        | sqlparser::ast::CreateTableOptions::Plain(list)
-        | sqlparser::ast::CreateTableOptions::TableProperties(list) => list,
+        | CreateTableOptions::Options(list)
+        | CreateTableOptions::Plain(list)
+        | CreateTableOptions::TableProperties(list) => list,
     };
     for option in listed {
         match option {

@@ -325,6 +325,22 @@ pub(crate) fn default_expr(
             declared.column_type()
         )))
     };
+    // MariaDB stores `DEFAULT (1)`, `(-1)`, `(NOW())`, `(uuid())` without
+    // their parentheses, and shows other expressions in them (`(1 + 2)`);
+    // MySQL 8 takes any parenthesised default as an expression.
+    let mut expr = expr;
+    let mut nested = false;
+    while let Expr::Nested(inner) = expr {
+        expr = inner;
+        nested = true;
+    }
+    if nested && !rules.mariadb {
+        return if is_current_timestamp(expr) {
+            unmodelled()
+        } else {
+            Ok(DefaultExpr::Expression(None))
+        };
+    }
     if is_current_timestamp(expr) {
         return Ok(DefaultExpr::CurrentTimestamp);
     }
@@ -358,15 +374,17 @@ pub(crate) fn default_expr(
             },
             _ => return unmodelled(),
         },
-        Expr::Function(function)
-            if function.args.to_string().is_empty() || function.args.to_string() == "()" =>
-        {
-            let call = format!("{}()", function.name.to_string().to_ascii_lowercase());
-            return Ok(DefaultExpr::Expression(rules.mariadb.then_some(call)));
+        Expr::Function(function) => {
+            let arguments = function.args.to_string();
+            let name = function.name.to_string().to_ascii_lowercase();
+            return match shown_function(&name) {
+                Some(shown) if arguments.is_empty() || arguments == "()" => Ok(
+                    DefaultExpr::Expression(rules.mariadb.then(|| format!("{shown}()"))),
+                ),
+                _ => unmodelled(),
+            };
         }
-        Expr::Nested(inner) if !matches!(**inner, Expr::Value(_)) => {
-            return Ok(DefaultExpr::Expression(None));
-        }
+        _ if nested => return Ok(DefaultExpr::Expression(None)),
         _ => return unmodelled(),
     };
     let bare = |text: String| DefaultExpr::Literal {
@@ -401,6 +419,19 @@ pub(crate) fn default_expr(
     match shown {
         Some(shown) => Ok(shown),
         None => unmodelled(),
+    }
+}
+
+/// The name MariaDB shows a function without arguments by, in a default
+/// (`CURRENT_DATE` is `curdate()`); `None` for one not known here.
+fn shown_function(name: &str) -> Option<&str> {
+    match name {
+        "current_date" | "curdate" => Some("curdate"),
+        "current_time" | "curtime" => Some("curtime"),
+        "utc_timestamp" | "utc_date" | "utc_time" | "uuid" | "uuid_short" | "rand" | "user" => {
+            Some(name)
+        }
+        _ => None,
     }
 }
 

@@ -877,9 +877,6 @@ fn now_ms() -> i64 {
         .map_or(0, |d| d.as_millis() as i64)
 }
 
-#[cfg(test)]
-mod tests;
-
 /// The look-up connection in `conn`, taken from `pool` at first use.
 async fn lookup_conn<'a>(
     conn: &'a mut Option<Conn>,
@@ -890,3 +887,6 @@ async fn lookup_conn<'a>(
     }
     Ok(conn.as_mut().expect("taken above"))
 }
+
+#[cfg(test)]
+mod tests;

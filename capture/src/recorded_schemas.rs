@@ -32,6 +32,12 @@ pub async fn rebuild(
     until: &BinlogPosition,
     rules: ServerRules,
 ) -> Result<SchemaModel, CaptureError> {
+    if until.file.rsplit_once('.').is_none() {
+        // A start given as a GTID set only: which records come before it is
+        // unknown. Tables are read from the server at their first statement.
+        info!(%topic, "a start without a binlog file: table definitions are read from the server");
+        return Ok(SchemaModel::new(rules));
+    }
     let consumer: BaseConsumer = kafka
         .consumer(
             "capture.schemas",
@@ -41,17 +47,11 @@ pub async fn rebuild(
         .set("enable.partition.eof", "false")
         .set("isolation.level", "read_committed")
         .create()?;
-    if until.file.rsplit_once('.').is_none() {
-        // A start given as a GTID set only: which records come before it is
-        // unknown. Tables are read from the server at their first statement.
-        info!(%topic, "a start without a binlog file: table definitions are read from the server");
-        return Ok(SchemaModel::new(rules));
-    }
     let topic = topic.to_owned();
     let until = until.clone();
     tokio::task::spawn_blocking(move || {
         let mut model = SchemaModel::new(rules);
-        let (mut applied, mut unreadable) = (0usize, 0usize);
+        let (mut applied, mut unreadable, mut first_unreadable) = (0usize, 0usize, None);
         read_to_end(&consumer, &topic, 0, "the end of the schema change topic", |msg| {
             let record = msg
                 .payload()
@@ -63,12 +63,20 @@ pub async fn rebuild(
             match payload.map(|payload| apply(&mut model, payload, &until, rules.mariadb)) {
                 Some(Some(true)) => applied += 1,
                 Some(Some(false)) => {}
-                _ => unreadable += 1,
+                _ => {
+                    unreadable += 1;
+                    first_unreadable.get_or_insert(msg.offset());
+                }
             }
             Ok(())
         })?;
-        if unreadable > 0 {
-            warn!(%topic, unreadable, "schema change records that are not Debezium's were skipped");
+        if let Some(offset) = first_unreadable {
+            warn!(
+                %topic,
+                unreadable,
+                first_offset = offset,
+                "schema change records that are not Debezium's were skipped: their tables are read from the server"
+            );
         }
         info!(%topic, applied, until = %until, "table definitions rebuilt from the schema change topic");
         Ok(model)

@@ -144,6 +144,26 @@ fn defaults_are_shown_as_mariadb_shows_them() {
         ("d INT DEFAULT -5", literal("-5", false)),
         ("d INT DEFAULT 007", literal("7", false)),
         ("d CHAR(2) DEFAULT \"q\"", literal("q", true)),
+        // Parentheses MariaDB drops; function names it shows by another.
+        ("d INT DEFAULT (1)", literal("1", false)),
+        ("d INT DEFAULT (-1)", literal("-1", false)),
+        ("d DATETIME DEFAULT (NOW())", DefaultExpr::CurrentTimestamp),
+        (
+            "d VARCHAR(36) DEFAULT (uuid())",
+            DefaultExpr::Expression(Some("uuid()".into())),
+        ),
+        (
+            "d DATE DEFAULT CURRENT_DATE",
+            DefaultExpr::Expression(Some("curdate()".into())),
+        ),
+        (
+            "d TIME DEFAULT CURRENT_TIME",
+            DefaultExpr::Expression(Some("curtime()".into())),
+        ),
+        (
+            "d DATETIME DEFAULT UTC_TIMESTAMP()",
+            DefaultExpr::Expression(Some("utc_timestamp()".into())),
+        ),
     ];
     for (column, expected) in cases {
         assert_eq!(shown(column).3, expected, "{column}");
@@ -166,7 +186,8 @@ fn what_the_server_would_round_or_convert_is_not_modelled() {
         "d BINARY(4) DEFAULT 'a'",
         "d CHAR(2) CHARACTER SET binary",
         "d TEXT(10) CHARACTER SET big5",
-        "d INT DEFAULT (5)",
+        "d VARCHAR(9) DEFAULT concat('a', 'b')",
+        "d VARCHAR(9) DEFAULT CURRENT_USER()",
     ] {
         assert!(
             declared(column, ServerRules::mariadb_10_11()).is_err(),
