@@ -7,6 +7,7 @@ use anyhow::{Context as _, bail};
 use clap::Args;
 use prometheus_client::registry::Registry;
 use tributary_enricher::bounds::{StartAt, StopAt};
+use tributary_enricher::sql::JobFile as Text;
 use tributary_enricher::{Bounds, EnrichConfig, EnrichMetrics, JobSummary};
 use tributary_tables::progress::Progress;
 use tributary_tables::{JobTables, TablesConfig, TablesMetrics};
@@ -16,7 +17,7 @@ use crate::{http, kafka_check, shutdown_on_signal, status};
 /// Arguments of `tributary enrich`.
 #[derive(Args)]
 pub(crate) struct EnrichArgs {
-    /// Job file (YAML).
+    /// Job file: YAML (`jobs:` or `sql:`), or SQL (`.sql`).
     #[arg(long, short)]
     config: PathBuf,
     /// Bounded run: start at `committed`, `beginning`, an offset or an RFC 3339 time.
@@ -35,11 +36,30 @@ pub(crate) struct JobFile {
 }
 
 impl JobFile {
+    /// Reads a job file (YAML or SQL) and the tables config it names; SQL jobs
+    /// are compiled with the keys of their tables, and the keys they declare
+    /// are given to the local tables to check against their data.
     pub(crate) fn load(path: &Path) -> anyhow::Result<Self> {
-        let config = EnrichConfig::load(path)?;
-        let tables = match &config.tables {
-            Some(file) => Some(TablesConfig::load_referenced(path, file)?),
-            None => None,
+        let (config, tables) = match Text::read(path)? {
+            Text::Config(config) => {
+                let tables = match &config.tables {
+                    Some(file) => Some(TablesConfig::load_referenced(path, file)?),
+                    None => None,
+                };
+                (*config, tables)
+            }
+            Text::Sql(sql) => {
+                let mut tables = match sql.tables() {
+                    Some(file) => Some(TablesConfig::load_referenced(path, &file)?),
+                    None => None,
+                };
+                let keys = tables.as_ref().map(TablesConfig::keys).unwrap_or_default();
+                let config = sql.compile(&keys)?;
+                if let Some(tables) = &mut tables {
+                    tables.declare_keys(&sql.declared_keys());
+                }
+                (config, tables)
+            }
         };
         let names = tables.as_ref().map(TablesConfig::names).unwrap_or_default();
         config.check_tables(&names)?;

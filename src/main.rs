@@ -70,15 +70,23 @@ enum Command {
         #[command(subcommand)]
         command: tables_cmd::TablesCommand,
     },
-    /// Check a configuration file (capture, tables or jobs) and name the first bad field.
+    /// Check a configuration file (capture, tables or jobs, YAML or SQL) and
+    /// name the first bad field (or the line and column of SQL).
     Validate {
-        /// Configuration file (YAML).
+        /// Configuration file (YAML, or a job file in SQL: `.sql`).
         file: PathBuf,
         /// Also reach the Kafka cluster and a capture's source database (can it
         /// be captured, by this user?), and check that the topic of every
         /// partitioned table was written with its partitioner and key format.
         #[arg(long)]
         connect: bool,
+    },
+    /// Print the plan of a job file's jobs (YAML or SQL): input, filters,
+    /// joins with their tables, keys and fetched columns, output fields and
+    /// topics, delivery.
+    Explain {
+        /// Job file (YAML or `.sql`).
+        file: PathBuf,
     },
     /// Print the records of a topic as JSON lines (key, value, partition, offset).
     Tail(tail::TailArgs),
@@ -126,6 +134,12 @@ async fn main() -> anyhow::Result<()> {
         Command::Lookup(args) => lookup_cmd::run(*args).await,
         Command::Enrich(args) => enrich_cmd::run(args).await,
         Command::Validate { file, connect } => validate(&file, connect).await,
+        Command::Explain { file } => {
+            let job = enrich_cmd::JobFile::load(&file)
+                .with_context(|| format!("{} is not a valid job file", file.display()))?;
+            print!("{}", tributary_enricher::explain::explain(&job.config));
+            Ok(())
+        }
         Command::Tail(args) => tail::run(args).await,
         Command::Status(args) => status_cmd::run(args).await,
         Command::ImportDebezium {
@@ -140,10 +154,19 @@ async fn main() -> anyhow::Result<()> {
 /// top-level keys; with `connect`, reaches its Kafka cluster, a capture's
 /// source database, and samples the topics of partitioned tables.
 async fn validate(file: &std::path::Path, connect: bool) -> anyhow::Result<()> {
-    let doc: serde_json::Value = tributary_config::load_yaml(file)?;
-    let tables = if doc.get("jobs").is_some() {
+    let is_sql = file
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("sql"));
+    let doc: serde_json::Value = if is_sql {
+        serde_json::json!({ "sql": true })
+    } else {
+        tributary_config::load_yaml(file)?
+    };
+    let mut kafka = None;
+    let tables = if doc.get("jobs").is_some() || doc.get("sql").is_some() {
         let job = enrich_cmd::JobFile::load(file)
             .with_context(|| format!("{} is not a valid job file", file.display()))?;
+        kafka = Some(job.config.kafka);
         job.tables
     } else if doc.get("tables").is_some() {
         let config = TablesConfig::load(file)
@@ -163,7 +186,11 @@ async fn validate(file: &std::path::Path, connect: bool) -> anyhow::Result<()> {
         None
     };
     if connect {
-        kafka_check::reach(&kafka_check::section_of(file)?, "validate").await?;
+        let kafka = match kafka {
+            Some(kafka) => kafka,
+            None => kafka_check::section_of(file)?,
+        };
+        kafka_check::reach(&kafka, "validate").await?;
         if let Some(tables) = tables.filter(|t| !t.tables.is_empty()) {
             kafka_check::reach(&tables.kafka, "validate").await?;
             let lines = tokio::task::spawn_blocking(move || {

@@ -19,6 +19,21 @@
 //!     output: { topic: orders.enriched, key: order_id }
 //!     dead_letter: { topic: orders.dlq }
 //! ```
+//!
+//! Aliases, a filter and computed fields (the stages a SQL job compiles to):
+//!
+//! ```yaml
+//!   - name: order-totals
+//!     input: { topics: [orders], as: o }
+//!     joins:
+//!       - { table: products, key: o.sku, as: p }   # copies nothing: the row is `p`
+//!     filter: "o.quantity > 0 AND p IS NOT NULL"    # an event it does not hold for is skipped
+//!     output:
+//!       topic: order-totals
+//!       key: id
+//!       fields: ["*", { total: "p.price * o.quantity" }, { title: "UPPER(p.title)" }]
+//!     dead_letter: { topic: orders.dlq }
+//! ```
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -29,7 +44,11 @@ use tributary_config::{ConfigError, HttpConfig, Validate};
 pub use tributary_kafka::KafkaConfig;
 pub use tributary_proto::event_time::TimeUnit;
 
+use crate::expr::{Names as _, Ref};
 use crate::field_path::FieldPath;
+use crate::job_names::JobNames;
+pub use crate::stages::OutputField;
+use crate::stages::{StageError, Stages};
 
 /// Default port of the HTTP endpoint (`/metrics`, `/healthz`, `/readyz`).
 pub const DEFAULT_HTTP_PORT: u16 = 9102;
@@ -96,6 +115,12 @@ pub struct JobConfig {
     /// Where events wait before another attempt (joins with `on_miss: retry`).
     #[serde(default)]
     pub retry: Option<RetryConfig>,
+    /// A condition (SQL expression) an event must meet to be written; others
+    /// are skipped (counted, `reason="filtered"`). Each part of an `AND` is
+    /// checked as soon as the joins it reads have run (before any, when it
+    /// reads only the input's fields).
+    #[serde(default)]
+    pub filter: Option<String>,
 }
 
 /// The retry topic of a job: an event whose inner join misses is written there
@@ -115,6 +140,26 @@ pub struct RetryConfig {
 }
 
 impl JobConfig {
+    /// The names its expressions and join keys may use.
+    pub fn names(&self) -> JobNames<'_> {
+        let joins = self.joins.iter();
+        JobNames::new(
+            self.input.alias.as_deref(),
+            joins
+                .map(|j| j.alias.as_deref().map(|a| (a, j.select.as_deref())))
+                .collect(),
+        )
+    }
+
+    /// Its filter and output fields, compiled; the error names the field below the job.
+    pub fn stages(&self) -> Result<Stages, StageError> {
+        Stages::compile(
+            &self.names(),
+            self.filter.as_deref(),
+            self.output.fields.as_deref(),
+        )
+    }
+
     /// The job's consumer group.
     pub fn group_id(&self) -> String {
         self.group_id
@@ -132,6 +177,9 @@ pub struct InputConfig {
     /// How record values are read.
     #[serde(default)]
     pub format: InputFormat,
+    /// A name for the event in expressions (`o.quantity`).
+    #[serde(default, rename = "as")]
+    pub alias: Option<String>,
 }
 
 /// How input record values are read.
@@ -172,6 +220,11 @@ pub struct JoinConfig {
     /// Join the row as it was at the event's time (a `versioned` local table).
     #[serde(default)]
     pub as_of: Option<AsOfConfig>,
+    /// A name for the row found, in expressions and later keys (`u.name`;
+    /// `u` is the whole row, NULL on a miss). An aliased join copies nothing
+    /// into the event: `output.fields` says what is written.
+    #[serde(default, rename = "as")]
+    pub alias: Option<String>,
 }
 
 /// The time an as-of join reads its table at.
@@ -248,6 +301,11 @@ pub struct OutputConfig {
     /// record's key when absent).
     #[serde(default)]
     pub key: Option<KeyFields>,
+    /// The output's fields, in order (the event with what the joins copied
+    /// into it when absent): `"*"` for that event (first, if at all), a name
+    /// (`id`, `u.name`: written under its last part), or `{ name: expression }`.
+    #[serde(default)]
+    pub fields: Option<Vec<OutputField>>,
 }
 
 /// The dead-letter topic.
@@ -460,9 +518,36 @@ impl Validate for EnrichConfig {
             if let Some(key) = &job.output.key {
                 check_paths(&at("output.key"), key)?;
             }
+            let names = job.names();
+            let mut aliases: Vec<&str> = job.input.alias.as_deref().into_iter().collect();
+            if let Some(alias) = &job.input.alias {
+                tributary_config::check_name(at("input.as"), alias)?;
+            }
             for (i, join) in job.joins.iter().enumerate() {
                 let at = |field: &str| format!("jobs[{j}].joins[{i}].{field}");
                 check_paths(&at("key"), &join.key)?;
+                check_key_names(&at("key"), &join.key, &names.before(i))?;
+                if let Some(alias) = &join.alias {
+                    tributary_config::check_name(at("as"), alias)?;
+                    if aliases.contains(&alias.as_str()) {
+                        return Err(ConfigError::new(
+                            at("as"),
+                            format!("{alias:?} names another join or the input already"),
+                        ));
+                    }
+                    aliases.push(alias);
+                    if !join.rename.is_empty() || join.into.is_some() {
+                        return Err(ConfigError::new(
+                            at(if join.into.is_some() {
+                                "into"
+                            } else {
+                                "rename"
+                            }),
+                            "an aliased join copies nothing into the event: name its columns in \
+                             `output.fields` (`{ user_name: u.name }`)",
+                        ));
+                    }
+                }
                 if join.on_miss == Some(MissPolicy::Retry) && job.retry.is_none() {
                     return Err(ConfigError::new(
                         at("on_miss"),
@@ -494,9 +579,29 @@ impl Validate for EnrichConfig {
                     ));
                 }
             }
+            job.stages()
+                .map_err(|e| ConfigError::new(at(&e.field), e.problem))?;
         }
         Ok(())
     }
+}
+
+/// A key path naming a join (`u.fav_sku`) names one before this join.
+fn check_key_names(field: &str, key: &KeyFields, names: &JobNames<'_>) -> Result<(), ConfigError> {
+    for path in key.paths() {
+        let parts: Vec<String> = path.split('.').map(str::to_owned).collect();
+        match names.resolve(&parts) {
+            Ok(Ref::Row(_)) => {
+                return Err(ConfigError::new(
+                    field,
+                    format!("`{path}` is a whole row: name one of its columns"),
+                ));
+            }
+            Ok(_) => {}
+            Err(problem) => return Err(ConfigError::new(field, problem)),
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -44,6 +44,17 @@ impl FieldPath {
         })
     }
 
+    /// The path of these fields (each non-empty).
+    pub fn from_segments(segments: Vec<String>) -> Result<Self, NotAPath> {
+        FieldPath::parse(&segments.join(".")).and_then(|path| {
+            if path.segments == segments {
+                Ok(path)
+            } else {
+                Err(NotAPath(segments.join(".")))
+            }
+        })
+    }
+
     /// The first field, and the fields below it.
     pub fn split_first(&self) -> (&str, &[String]) {
         let (first, below) = self.segments.split_first().expect("parsed non-empty");
@@ -59,23 +70,28 @@ impl FieldPath {
         })
     }
 
+    /// Its fields, in order.
+    pub fn segments(&self) -> &[String] {
+        &self.segments
+    }
+
     /// The path as written.
     pub fn as_str(&self) -> &str {
         &self.text
     }
 }
 
-/// The lookup key `paths` give in an event (`get` reads a path): the bare value
-/// for one path, an array in path order for several. `Ok(None)` when a key field
-/// is null (nothing to look up); an error names a missing field or one that is
-/// not a scalar.
+/// The lookup key `paths` give in an event (`get` reads the `i`th path): the
+/// bare value for one path, an array in path order for several. `Ok(None)` when
+/// a key field is null (nothing to look up); an error names a missing field or
+/// one that is not a scalar.
 pub fn key_of(
     paths: &[FieldPath],
-    get: impl Fn(&FieldPath) -> Option<Value>,
+    get: impl Fn(usize, &FieldPath) -> Option<Value>,
 ) -> Result<Option<Value>, KeyFieldError> {
     let mut values = Vec::with_capacity(paths.len());
-    for path in paths {
-        let Some(value) = get(path) else {
+    for (i, path) in paths.iter().enumerate() {
+        let Some(value) = get(i, path) else {
             return Err(KeyFieldError::Missing(path.as_str().to_owned()));
         };
         match value {
@@ -120,7 +136,7 @@ mod tests {
     }
 
     fn key_in(event: &Value, texts: &[&str]) -> Result<Option<Value>, KeyFieldError> {
-        key_of(&paths(texts), |p| {
+        key_of(&paths(texts), |_, p| {
             FieldPath::descend(event.clone(), &p.segments)
         })
     }

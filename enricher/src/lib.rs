@@ -4,6 +4,9 @@
 //! - [`config`]: the job file (validated; errors name the field).
 //! - [`field_path`]: field paths into events and the keys they make.
 //! - [`event`]: an input event as indexed text, and the fields joins add to it.
+//! - [`dialect`], [`expr`]: SQL expressions (filters, computed fields), compiled
+//!   once and evaluated per event; [`job_names`]: the names they may use;
+//!   [`stages`]: a job's filter and output fields.
 //! - [`pipeline`]: what a job does to one record (joins, projection, dead letters).
 //! - [`job`]: the consume → enrich → produce loop of one job, at-least-once.
 //! - [`retry`]: the retry topic of `on_miss: retry`.
@@ -22,16 +25,22 @@
 
 pub mod bounds;
 pub mod config;
+pub mod dialect;
 pub mod error;
 pub mod event;
+pub mod explain;
+pub mod expr;
 pub mod field_path;
 pub mod headers;
 pub mod job;
+pub mod job_names;
 pub mod metrics;
 pub mod pipeline;
 pub mod recovery;
 pub mod retry;
 pub mod skip;
+pub mod sql;
+pub mod stages;
 pub mod transactions;
 
 use std::collections::HashMap;

@@ -96,6 +96,8 @@ pub struct JobMetrics {
     deleted: Counter,
     /// Events an inner join dropped.
     missed: Counter,
+    /// Events the job's filter skipped.
+    filtered: Counter,
 }
 
 impl JobMetrics {
@@ -107,6 +109,7 @@ impl JobMetrics {
             &self.retried,
             &self.deleted,
             &self.missed,
+            &self.filtered,
         ]
         .iter()
         .map(|c| c.get())
@@ -118,6 +121,7 @@ impl JobMetrics {
         match skip {
             Skip::Deleted => &self.deleted,
             Skip::Missed => &self.missed,
+            Skip::Filtered => &self.filtered,
         }
     }
 }
@@ -216,6 +220,7 @@ impl EnrichMetrics {
         JobMetrics {
             deleted: skipped(Skip::Deleted),
             missed: skipped(Skip::Missed),
+            filtered: skipped(Skip::Filtered),
             events_in,
             events_out,
             dead_lettered,

@@ -8,6 +8,11 @@
 //! to `max_wait_ms` for it, then joins what the table holds and counts it
 //! (`result="ahead"`). A time older than the history the table keeps is a
 //! miss with that reason (`result="beyond_history"`).
+//!
+//! An aliased join (`as: u`) keeps the row it found for the job's expressions
+//! instead of copying columns into the event; the filter's parts run between
+//! the joins ([`crate::stages`]), and the output's fields, when named, are
+//! computed last.
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -22,9 +27,11 @@ use tributary_table_api::{AsOf, Columns, LookupError, Table};
 
 use crate::config::{AsOfConfig, InputFormat, JobConfig, JoinType, MissPolicy};
 use crate::event::Event;
+use crate::expr::{Names as _, Ref, Scope};
 use crate::field_path::{FieldPath, KeyFieldError, key_of};
 use crate::metrics::EnrichMetrics;
 use crate::skip::Skip;
+use crate::stages::{Compiled, OutputFields, Stages};
 
 /// What to write for one input record.
 #[derive(Debug, Clone, PartialEq)]
@@ -130,6 +137,10 @@ impl AsOfJoin {
 pub struct Join {
     table: Arc<dyn Table>,
     key: Vec<FieldPath>,
+    /// What each key path reads (an aliased join's column, or the event).
+    key_refs: Vec<Ref>,
+    /// An aliased join: the row is kept for expressions, not copied.
+    bound: bool,
     on_miss: Option<MissPolicy>,
     /// The selected columns (`None`: every column of the row).
     select: Option<Vec<String>>,
@@ -214,14 +225,26 @@ impl Join {
     }
 
     /// Looks the event's key up (as of its time, for an as-of join) and adds
-    /// the row's columns; `Err` ends the event.
+    /// the row's columns; `Err` ends the event. The job's joins are `joins`,
+    /// this one the `index`th: an aliased join keeps its row in `rows[index]`.
     async fn apply<'e>(
         &'e self,
+        index: usize,
         event: &mut Event<'e>,
+        rows: &mut [Option<Row>],
+        joins: &[Join],
         record_ms: Option<i64>,
     ) -> Result<(), Outcome> {
         let dead = |reason: String| Outcome::Dead(format!("join `{}`: {reason}", self.name()));
-        let key = key_of(&self.key, |path| event.get(path)).map_err(|r| dead(r.to_string()))?;
+        let scope = EventScope {
+            event: &*event,
+            rows: &*rows,
+            joins,
+        };
+        let key = key_of(&self.key, |i, _| {
+            scope.get(&self.key_refs[i]).map(Cow::into_owned)
+        })
+        .map_err(|r| dead(r.to_string()))?;
         let time = match &self.as_of {
             Some(as_of) => Some(as_of.time_of(event, record_ms).map_err(dead)?),
             None => None,
@@ -247,7 +270,11 @@ impl Join {
         let missed = match found {
             Found::Row(row) => {
                 self.hits.inc();
-                self.project(event, Some(&row));
+                if self.bound {
+                    rows[index] = Some(row);
+                } else {
+                    self.project(event, Some(&row));
+                }
                 return Ok(());
             }
             Found::Missing => None,
@@ -256,7 +283,9 @@ impl Join {
         self.misses.inc();
         let policy = match self.on_miss {
             None => {
-                self.project(event, None);
+                if !self.bound {
+                    self.project(event, None);
+                }
                 return Ok(());
             }
             Some(MissPolicy::Drop) => return Err(Outcome::Skip(Skip::Missed)),
@@ -343,10 +372,57 @@ impl Serialize for Nested<'_> {
     }
 }
 
+/// What an event's expressions read: its fields and the rows aliased joins found.
+struct EventScope<'s, 'e> {
+    event: &'s Event<'e>,
+    rows: &'s [Option<Row>],
+    joins: &'s [Join],
+}
+
+impl Scope for EventScope<'_, '_> {
+    fn get(&self, name: &Ref) -> Option<Cow<'_, Value>> {
+        match name {
+            Ref::Event(path) => self.event.get(path).map(Cow::Owned),
+            Ref::Row(join) => match self.rows[*join].as_ref()? {
+                Row::Whole(row) => Some(Cow::Borrowed(row.as_ref())),
+                Row::Columns(columns) => {
+                    let select = self.joins[*join].select.iter().flatten();
+                    let object = select
+                        .enumerate()
+                        .map(|(i, c)| {
+                            (c.clone(), columns.get(i, c).cloned().unwrap_or(Value::Null))
+                        })
+                        .collect();
+                    Some(Cow::Owned(Value::Object(object)))
+                }
+            },
+            Ref::Column {
+                join,
+                column,
+                below,
+            } => {
+                let value = match self.rows[*join].as_ref()? {
+                    Row::Whole(row) => row.get(column)?,
+                    Row::Columns(columns) => {
+                        let select = self.joins[*join].select.as_deref().unwrap_or_default();
+                        let i = select.iter().position(|c| c == column)?;
+                        columns.get(i, column)?
+                    }
+                };
+                if below.is_empty() {
+                    return Some(Cow::Borrowed(value));
+                }
+                FieldPath::descend(value.clone(), below).map(Cow::Owned)
+            }
+        }
+    }
+}
+
 /// A job's steps for one record.
 pub struct Pipeline {
     format: InputFormat,
     joins: Vec<Join>,
+    stages: Stages,
     output_key: Option<Vec<FieldPath>>,
     max_event_bytes: usize,
 }
@@ -366,16 +442,28 @@ impl Pipeline {
         max_event_bytes: usize,
         metrics: &EnrichMetrics,
     ) -> Self {
+        let names = job.names();
         let joins = job
             .joins
             .iter()
-            .map(|j| Join {
+            .enumerate()
+            .map(|(i, j)| Join {
                 table: tables
                     .iter()
                     .find(|t| t.name() == j.table)
                     .expect("join tables checked with the config")
                     .clone(),
                 key: paths(&j.key.paths()),
+                key_refs: paths(&j.key.paths())
+                    .iter()
+                    .map(|p| {
+                        let before = names.before(i);
+                        before
+                            .resolve(p.segments())
+                            .expect("key names checked with the config")
+                    })
+                    .collect(),
+                bound: j.alias.is_some(),
                 on_miss: match j.join_type {
                     JoinType::Left => None,
                     JoinType::Inner => Some(j.on_miss.unwrap_or(MissPolicy::Drop)),
@@ -401,6 +489,7 @@ impl Pipeline {
         Pipeline {
             format: job.input.format,
             joins,
+            stages: job.stages().expect("stages checked with the config"),
             output_key: job.output.key.as_ref().map(|k| paths(&k.paths())),
             max_event_bytes,
         }
@@ -455,18 +544,102 @@ impl Pipeline {
             }
         };
         let mut event = Event::parse(text).map_err(|e| dead(e.to_string()))?;
-        for join in &self.joins {
-            join.apply(&mut event, timestamp_ms).await?;
+        let mut rows: Vec<Option<Row>> = (0..self.joins.len()).map(|_| None).collect();
+        for (i, join) in self.joins.iter().enumerate() {
+            self.check(i, &event, &rows)?;
+            join.apply(i, &mut event, &mut rows, &self.joins, timestamp_ms)
+                .await?;
         }
-        let key = match &self.output_key {
-            None => key.map(<[u8]>::to_vec),
-            Some(paths) => Some(output_key(&event, paths).map_err(|e| dead(e.to_string()))?),
+        self.check(self.joins.len(), &event, &rows)?;
+        let scope = EventScope {
+            event: &event,
+            rows: &rows,
+            joins: &self.joins,
         };
-        // Room for the event and what the joins added, without regrowing.
         let mut out = Vec::with_capacity(value.len() + 256);
-        event.write(&mut out);
-        Ok(Outcome::Emit { key, value: out })
+        let output_key = match &self.stages.output {
+            None => {
+                let key = self.output_key(key, |p| event.get(p))?;
+                event.write(&mut out);
+                key
+            }
+            Some(OutputFields {
+                event: false,
+                fields,
+            }) => {
+                let mut object = Map::with_capacity(fields.len());
+                for (name, expr) in fields {
+                    object.insert(name.clone(), field_value(name, expr, &scope)?);
+                }
+                let key = self.output_key(key, |p| {
+                    let (first, below) = p.split_first();
+                    FieldPath::descend(object.get(first)?.clone(), below)
+                })?;
+                serde_json::to_writer(&mut out, &object).expect("JSON serializes");
+                key
+            }
+            Some(OutputFields {
+                event: true,
+                fields,
+            }) => {
+                let values = fields
+                    .iter()
+                    .map(|(name, expr)| field_value(name, expr, &scope))
+                    .collect::<Result<Vec<_>, _>>()?;
+                for ((name, _), value) in fields.iter().zip(&values) {
+                    event.set(name.as_str(), value);
+                }
+                let key = self.output_key(key, |p| event.get(p))?;
+                event.write(&mut out);
+                key
+            }
+        };
+        Ok(Outcome::Emit {
+            key: output_key,
+            value: out,
+        })
     }
+
+    /// Checks the filter's parts due before join `i` (after the last, when
+    /// `i` is the number of joins).
+    fn check(&self, i: usize, event: &Event<'_>, rows: &[Option<Row>]) -> Result<(), Outcome> {
+        let scope = EventScope {
+            event,
+            rows,
+            joins: &self.joins,
+        };
+        for part in &self.stages.filters[i] {
+            match part.expr.truth(&scope) {
+                Ok(Some(true)) => {}
+                Ok(_) => return Err(Outcome::Skip(Skip::Filtered)),
+                Err(e) => return Err(Outcome::Dead(format!("filter: {e}"))),
+            }
+        }
+        Ok(())
+    }
+
+    /// The output record's key: the input's, or the output key's fields as
+    /// `get` reads them.
+    fn output_key(
+        &self,
+        input: Option<&[u8]>,
+        get: impl Fn(&FieldPath) -> Option<Value>,
+    ) -> Result<Option<Vec<u8>>, Outcome> {
+        match &self.output_key {
+            None => Ok(input.map(<[u8]>::to_vec)),
+            Some(paths) => output_key(paths, get)
+                .map(Some)
+                .map_err(|e| Outcome::Dead(e.to_string())),
+        }
+    }
+}
+
+/// The value of output field `name`.
+fn field_value(name: &str, field: &Compiled, scope: &EventScope<'_, '_>) -> Result<Value, Outcome> {
+    field
+        .expr
+        .eval(scope)
+        .map_err(|e| Outcome::Dead(format!("output field `{name}`: {e}")))
 }
 
 /// Why an enriched event has no output key.
@@ -482,10 +655,13 @@ enum OutputKeyError {
 
 /// The output record key: a JSON object of the key fields (named by their last
 /// path segment), like the keys of change topics, so outputs can feed tables.
-fn output_key(event: &Event<'_>, paths: &[FieldPath]) -> Result<Vec<u8>, OutputKeyError> {
+fn output_key(
+    paths: &[FieldPath],
+    get: impl Fn(&FieldPath) -> Option<Value>,
+) -> Result<Vec<u8>, OutputKeyError> {
     let mut key = Map::new();
     for path in paths {
-        let value = match key_of(std::slice::from_ref(path), |p| event.get(p))? {
+        let value = match key_of(std::slice::from_ref(path), |_, p| get(p))? {
             Some(value) => value,
             None => return Err(OutputKeyError::Null(path.as_str().to_owned())),
         };
@@ -719,6 +895,128 @@ mod tests {
             run(&without_retry, event).await,
             Outcome::Dead(reason.into())
         );
+    }
+
+    /// A pipeline of the job whose settings after `name` and `input` are `rest`.
+    fn job(rest: &str, fault: Option<Fault>) -> Pipeline {
+        let text = format!(
+            "kafka: {{ brokers: b }}\njobs:\n  - name: j\n    input: {{ topics: [in], as: o }}\n    dead_letter: {{ topic: dlq }}\n{rest}"
+        );
+        let config = EnrichConfig::parse(&text, &["users", "stock"])
+            .unwrap_or_else(|e| panic!("{e}\n{text}"));
+        Pipeline::new(
+            &config.jobs[0],
+            &tables(fault),
+            500,
+            &EnrichMetrics::default(),
+        )
+    }
+
+    #[tokio::test]
+    async fn aliased_joins_feed_the_filter_and_the_computed_fields() {
+        let p = job(
+            "    joins:
+      - { table: users, key: o.user_id, as: u }
+      - { table: stock, key: [o.line.sku, o.line.region], as: s, select: [qty] }
+    filter: \"o.qty > 0 AND u.tier = 'gold' AND s.qty >= o.qty\"
+    output:
+      topic: out
+      key: order_id
+      fields: ['*', { total: 's.qty * o.qty' }, { user: 'CASE WHEN u IS NOT NULL THEN STRUCT(UPPER(u.name) AS customer, u.tier) END' }]
+",
+            None,
+        );
+        let order = |qty: i64, user: i64| {
+            format!(
+                r#"{{"order_id": 1, "user_id": {user}, "qty": {qty}, "line": {{"sku": "A-1", "region": "eu"}}}}"#
+            )
+        };
+        let out = run(&p, &order(2, 7)).await;
+        let Outcome::Emit { key, value } = out else {
+            panic!("{out:?}")
+        };
+        assert_eq!(key.as_deref(), Some(&br#"{"order_id":1}"#[..]));
+        assert_eq!(
+            String::from_utf8(value).unwrap(),
+            r#"{"order_id": 1, "user_id": 7, "qty": 2, "line": {"sku": "A-1", "region": "eu"},"total":6,"user":{"customer":"ADA","tier":"gold"}}"#,
+            "the event's text as it came, then the fields"
+        );
+        for (event, why) in [
+            (order(0, 7), "o.qty > 0 fails"),
+            (order(4, 7), "more than the stock"),
+            (order(2, 8), "no user: u.tier is NULL"),
+        ] {
+            assert_eq!(
+                run(&p, &event).await,
+                Outcome::Skip(Skip::Filtered),
+                "{why}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn a_filter_on_the_input_runs_before_any_lookup() {
+        // The table fails every lookup: an event the filter rejects never reaches it.
+        let p = job(
+            "    joins: [{ table: users, key: o.user_id, as: u }]
+    filter: \"o.kind = 'sale' AND u.tier = 'gold'\"
+    output: { topic: out, fields: ['*'] }
+",
+            Some(Fault::Unavailable("down".into())),
+        );
+        let refund = r#"{"kind": "refund", "user_id": 7}"#;
+        assert_eq!(run(&p, refund).await, Outcome::Skip(Skip::Filtered));
+        let sale = r#"{"kind": "sale", "user_id": 7}"#;
+        assert!(dead(run(&p, sale).await).contains("down"));
+        let bad = dead(run(&p, r#"{"kind": 3, "user_id": 7}"#).await);
+        assert_eq!(
+            bad,
+            "filter: cannot compare a number with text (3, \"sale\")"
+        );
+    }
+
+    #[tokio::test]
+    async fn named_fields_alone_make_the_output_and_its_key() {
+        let p = job(
+            "    joins: [{ table: users, key: o.user_id, as: u, select: [name] }]
+    output: { topic: out, key: id, fields: [{ id: o.order_id }, u.name, { n: 'CHAR_LENGTH(u.name)' }, { per: o.order_id / o.parts }] }
+",
+            None,
+        );
+        let (key, value) = emitted(run(&p, r#"{"order_id": 5, "user_id": 7, "x": 1}"#).await);
+        assert_eq!(key, r#"{"id":5}"#);
+        assert_eq!(value, json!({"id": 5, "name": "Ada", "n": 3, "per": null}));
+        let (_, miss) = emitted(run(&p, r#"{"order_id": 6, "user_id": 8, "parts": 4}"#).await);
+        assert_eq!(miss, json!({"id": 6, "name": null, "n": null, "per": 1}));
+        let reason = dead(run(&p, r#"{"order_id": 6, "user_id": 7, "parts": 0}"#).await);
+        assert_eq!(reason, "output field `per`: division by zero (6 / 0)");
+    }
+
+    /// What `into:` writes, the SQL form writes byte for byte: the event's
+    /// text, then the row nested under its name (NULL on a miss).
+    #[tokio::test]
+    async fn nesting_under_a_name_matches_into_byte_for_byte() {
+        let yaml = pipeline(
+            "[{ table: users, key: user_id, select: [name, tier], rename: { name: customer }, into: user }]",
+            None,
+        );
+        let sql_form = job(
+            "    joins: [{ table: users, key: o.user_id, as: u, select: [name, tier] }]
+    output: { topic: out, key: order_id, fields: ['*', { user: 'CASE WHEN u IS NOT NULL THEN STRUCT(u.name AS customer, u.tier) END' }] }
+",
+            None,
+        );
+        for event in [
+            r#"{"order_id": 1, "user_id": 7, "note": "caf\u00e9"}"#,
+            r#"{"order_id":2,"user_id":8}"#,
+            r#"{"order_id": 3, "user_id": null}"#,
+        ] {
+            assert_eq!(
+                run(&yaml, event).await,
+                run(&sql_form, event).await,
+                "{event}"
+            );
+        }
     }
 
     /// A versioned table whose key partition holds versions up to `until`

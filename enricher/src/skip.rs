@@ -7,6 +7,8 @@ pub enum Skip {
     Deleted,
     /// An inner join with `on_miss: drop` found no row.
     Missed,
+    /// The job's `filter` (a SQL job's `WHERE`) did not hold.
+    Filtered,
 }
 
 impl Skip {
@@ -15,6 +17,7 @@ impl Skip {
         match self {
             Skip::Deleted => "deleted",
             Skip::Missed => "missed",
+            Skip::Filtered => "filtered",
         }
     }
 }

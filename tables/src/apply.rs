@@ -40,6 +40,9 @@ pub(crate) struct Layout {
     pub(crate) fill_unavailable: bool,
     /// A versioned table keeps each key's versions ([`history`](crate::history)).
     pub(crate) versioned: Option<VersionRule>,
+    /// The key columns declared for the table (config `key:`, or a SQL job's
+    /// `CREATE TABLE … PRIMARY KEY`): records keyed otherwise stop it.
+    pub(crate) key: Option<Vec<String>>,
 }
 
 /// What applying one record did.
@@ -137,6 +140,17 @@ impl Applier {
             None => key,
         };
         if known != Some(&key.shape) {
+            if let Some(declared) = &layout.key
+                && *declared != key.shape.columns
+            {
+                return Err(TableError::KeyMismatch {
+                    table: table.to_owned(),
+                    partition,
+                    offset: record.offset,
+                    declared: declared.clone(),
+                    found: key.shape.columns.clone(),
+                });
+            }
             batch.key_shape(table, partition, &key.shape)?;
             // Lookups write keys as the producer now does (a schema wrapper added,
             // integers quoted), without waiting for a restart.
@@ -423,6 +437,7 @@ mod tests {
             partitions: 1,
             fill_unavailable: false,
             versioned: config.tables[0].versioned.as_ref().map(VersionRule::of),
+            key: None,
         };
         let shape = SharedShape::default();
         let mut batch = store.batch();
@@ -440,6 +455,42 @@ mod tests {
                 .unwrap();
         }
         batch.commit().unwrap();
+    }
+
+    #[test]
+    fn records_keyed_otherwise_than_the_declared_key_stop_the_table() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::store::Store::open(dir.path(), &crate::config::RocksDbConfig::default())
+            .unwrap();
+        let layout = Layout {
+            partitioning: Some(Partitioning::default()),
+            partitions: 1,
+            fill_unavailable: false,
+            versioned: None,
+            key: Some(vec!["sku".into(), "region".into()]),
+        };
+        let (shape, mut applier, mut time) = (SharedShape::default(), Applier::default(), None);
+        let mut batch = store.batch();
+        let mut apply = |key: &'static [u8], offset| {
+            let record = Record {
+                partition: 0,
+                key: Some(key),
+                payload: Some(br#"{"sku":"a","region":"eu","qty":1}"#),
+                timestamp_ms: 0,
+                offset,
+            };
+            applier.apply(&shape, &mut batch, "stock", &layout, record, &mut time)
+        };
+        // The declared columns, written in the declared order: applied.
+        assert!(apply(br#"{"sku":"a","region":"eu"}"#, 0).unwrap().is_ok());
+        assert!(apply(br#"{"region":"eu","sku":"b"}"#, 1).unwrap().is_ok());
+        let error = apply(br#"{"sku":"a"}"#, 2).unwrap_err().to_string();
+        assert_eq!(
+            error,
+            "table stock: the record at partition 0 offset 2 is keyed by [\"sku\"], not by the \
+             declared key [\"sku\", \"region\"]: fix the declared key (tables config `key:`, or \
+             the SQL job's CREATE TABLE … PRIMARY KEY) or the topic's keys"
+        );
     }
 
     #[test]

@@ -172,6 +172,12 @@ pub struct LocalTableConfig {
     /// crate's `history` module).
     #[serde(default)]
     pub versioned: Option<VersionedConfig>,
+    /// The key columns, in key order: a job's join is checked against them
+    /// before it runs, and the table checks each record's key against them
+    /// (a record keyed otherwise stops the table, naming its offset). Learnt
+    /// from the first record when absent.
+    #[serde(default)]
+    pub key: Option<Vec<String>>,
 }
 
 /// How a versioned table keeps its history.
@@ -647,6 +653,30 @@ impl TablesConfig {
             .collect()
     }
 
+    /// The key columns of every table that declares them (remote tables
+    /// always do; local ones with `key:`).
+    pub fn keys(&self) -> std::collections::HashMap<String, Vec<String>> {
+        let local = self
+            .tables
+            .iter()
+            .filter_map(|t| Some((t.name.clone(), t.key.clone()?)));
+        let remote = self
+            .remote
+            .iter()
+            .map(|r| (r.name.clone(), r.key_columns().to_vec()));
+        local.chain(remote).collect()
+    }
+
+    /// Declares the key of local tables that have none in the file (a SQL
+    /// job's `CREATE TABLE … PRIMARY KEY`), for them to check against their data.
+    pub fn declare_keys(&mut self, keys: &std::collections::HashMap<String, Vec<String>>) {
+        for table in &mut self.tables {
+            if table.key.is_none() {
+                table.key = keys.get(&table.name).cloned();
+            }
+        }
+    }
+
     /// The names of the local tables that keep history (`versioned`).
     pub fn versioned_names(&self) -> Vec<&str> {
         let versioned = self.tables.iter().filter(|t| t.versioned.is_some());
@@ -718,6 +748,15 @@ impl Validate for TablesConfig {
             }
             if let Some(v) = &t.versioned {
                 v.validate(&format!("tables[{i}].versioned"), t.mode)?;
+            }
+            if let Some(key) = &t.key
+                && (key.is_empty() || key.iter().any(|c| c.trim().is_empty()))
+            {
+                return Err(ConfigError::new(
+                    format!("tables[{i}].key"),
+                    "name the key columns, none empty (or leave it out to learn them from the \
+                     first record)",
+                ));
             }
         }
         if self.batch_max_records == 0 {

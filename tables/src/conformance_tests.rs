@@ -94,6 +94,7 @@ impl Local {
             partitions: self.partitions,
             fill_unavailable: false,
             versioned: table_config.versioned.as_ref().map(VersionRule::of),
+            key: table_config.key.clone(),
         };
         if self.mode == TableMode::Global {
             store

@@ -49,6 +49,26 @@ pub enum TableError {
         /// What disagrees, and the settings that would fit.
         problem: String,
     },
+    /// A record keyed by other columns than the table's declared key (joins
+    /// were checked against the declared key: the table stops rather than
+    /// answer them wrongly).
+    #[error(
+        "table {table}: the record at partition {partition} offset {offset} is keyed by \
+         {found:?}, not by the declared key {declared:?}: fix the declared key (tables \
+         config `key:`, or the SQL job's CREATE TABLE … PRIMARY KEY) or the topic's keys"
+    )]
+    KeyMismatch {
+        /// Table name.
+        table: String,
+        /// Partition of the record.
+        partition: i32,
+        /// Offset of the record.
+        offset: i64,
+        /// The declared key columns.
+        declared: Vec<String>,
+        /// The record's key columns.
+        found: Vec<String>,
+    },
     /// A stored value is not what the materializer writes.
     #[error("table {table}: corrupt stored value: {problem}")]
     Corrupt {

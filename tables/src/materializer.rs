@@ -134,6 +134,7 @@ impl Materializer {
                     partitions,
                     fill_unavailable: t.fill_unavailable_values,
                     versioned: t.versioned.as_ref().map(VersionRule::of),
+                    key: t.key.clone(),
                 },
             );
             routes

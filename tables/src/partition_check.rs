@@ -266,6 +266,7 @@ mod tests {
             key_format,
             fill_unavailable_values: false,
             versioned: None,
+            key: None,
         }
     }
 

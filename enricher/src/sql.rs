@@ -1,0 +1,220 @@
+//! Jobs written in SQL, compiled to the job model (so a SQL job runs, is
+//! measured and recovers exactly as the YAML job it compiles to):
+//!
+//! ```sql
+//! SET kafka.brokers = '127.0.0.1:19092';
+//! SET tables = 'tables.yaml';
+//! CREATE STREAM orders (proc_time AS PROCTIME()) WITH (topic = 'shop.orders', format = 'change');
+//! CREATE STREAM enriched_orders (PRIMARY KEY (id) NOT ENFORCED) WITH (topic = 'orders.enriched');
+//! CREATE TABLE users (PRIMARY KEY (id) NOT ENFORCED);
+//! CREATE JOB enrich_orders WITH (dead_letter_topic = 'orders.dlq') AS
+//! INSERT INTO enriched_orders
+//! SELECT o.*, u.name AS user_name
+//! FROM orders AS o
+//! LEFT JOIN users FOR SYSTEM_TIME AS OF o.proc_time AS u ON u.id = o.user_id
+//! WHERE o.quantity > 0;
+//! ```
+//!
+//! - [`script`]: the statements (`SET`, `CREATE STREAM`, `CREATE TABLE`,
+//!   `CREATE JOB … AS INSERT INTO … SELECT …`), parsed by `sqlparser` in
+//!   [`crate::dialect`].
+//! - [`compile`]: a job's query to the job model, refusing what is outside the
+//!   subset with the line and column and what is supported.
+
+mod compile;
+mod script;
+
+use std::collections::HashMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+pub use script::{JobDecl, Script, StreamDecl, TableDecl};
+use serde::Deserialize;
+use serde_json::{Map, Value};
+use tributary_config::ConfigError;
+
+use crate::config::EnrichConfig;
+use crate::expr::Position;
+
+/// A SQL job file that cannot be compiled: where, and why.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub struct SqlError {
+    /// Where the offending part starts (absent for whole-file problems).
+    pub at: Option<Position>,
+    /// What is wrong, and what is supported.
+    pub message: String,
+}
+
+impl fmt::Display for SqlError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.at {
+            Some(at) => write!(f, "{at}: {}", self.message),
+            None => f.write_str(&self.message),
+        }
+    }
+}
+
+impl SqlError {
+    fn at(node: &impl sqlparser::ast::Spanned, message: impl Into<String>) -> Self {
+        SqlError {
+            at: Position::of(node),
+            message: message.into(),
+        }
+    }
+
+    fn new(at: Option<Position>, message: impl Into<String>) -> Self {
+        SqlError {
+            at,
+            message: message.into(),
+        }
+    }
+}
+
+impl From<crate::expr::CompileError> for SqlError {
+    fn from(e: crate::expr::CompileError) -> Self {
+        SqlError {
+            at: e.at,
+            message: e.message,
+        }
+    }
+}
+
+/// The key columns of the tables the tables config declares them for.
+pub type TableKeys = HashMap<String, Vec<String>>;
+
+/// Parses a SQL job file.
+pub fn parse(text: &str) -> Result<Script, SqlError> {
+    script::parse(text)
+}
+
+impl Script {
+    /// The job file these statements declare, with the tables' keys `keys`
+    /// (from the tables config; `CREATE TABLE … PRIMARY KEY` adds to them).
+    pub fn compile(&self, keys: &TableKeys) -> Result<EnrichConfig, SqlError> {
+        compile::job_file(self, keys, Map::new())
+    }
+}
+
+/// A job file as read: YAML jobs, or SQL jobs that compile once the keys of
+/// their tables are known (from the tables config the file names).
+#[derive(Debug)]
+pub enum JobFile {
+    /// A YAML job file with `jobs:`.
+    Config(Box<EnrichConfig>),
+    /// A `.sql` file, or a YAML job file with `sql:`.
+    Sql(SqlJobFile),
+}
+
+/// SQL jobs and the settings around them.
+#[derive(Debug)]
+pub struct SqlJobFile {
+    /// Where the SQL is (for errors).
+    origin: PathBuf,
+    /// The YAML file's settings (empty for a `.sql` file: its SETs give them).
+    settings: Map<String, Value>,
+    script: Script,
+}
+
+/// The `sql:` field of a YAML job file: the SQL, or the file holding it.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum SqlField {
+    Text(String),
+    File {
+        /// Relative to the job file.
+        file: PathBuf,
+    },
+}
+
+impl JobFile {
+    /// Reads `path`: SQL when it ends in `.sql`, else YAML (with `jobs:` or
+    /// `sql:`). Errors name the file and the field, or the line and column.
+    pub fn read(path: &Path) -> Result<JobFile, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError::new("", format!("cannot read {}: {e}", path.display())))?;
+        let sql_error = |origin: &Path, e: SqlError| {
+            ConfigError::new(origin.display().to_string(), e.to_string())
+        };
+        if path
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("sql"))
+        {
+            let script = parse(&text).map_err(|e| sql_error(path, e))?;
+            return Ok(JobFile::Sql(SqlJobFile {
+                origin: path.to_owned(),
+                settings: Map::new(),
+                script,
+            }));
+        }
+        let mut settings: Map<String, Value> = tributary_config::parse_yaml(&text)?;
+        let Some(field) = settings.remove("sql") else {
+            return tributary_config::parse(&text).map(|c| JobFile::Config(Box::new(c)));
+        };
+        if settings.contains_key("jobs") {
+            return Err(ConfigError::new(
+                "sql",
+                "a job file declares its jobs in `jobs:` or in `sql:`, not both",
+            ));
+        }
+        let field: SqlField = serde_json::from_value(field)
+            .map_err(|_| ConfigError::new("sql", "the SQL text, or `{ file: jobs.sql }`"))?;
+        let (origin, text) = match field {
+            SqlField::Text(text) => (path.to_owned(), text),
+            SqlField::File { file } => {
+                let file = path.parent().unwrap_or(Path::new(".")).join(file);
+                let text = std::fs::read_to_string(&file).map_err(|e| {
+                    ConfigError::new("sql.file", format!("cannot read {}: {e}", file.display()))
+                })?;
+                (file, text)
+            }
+        };
+        let script = parse(&text).map_err(|e| sql_error(&origin, e))?;
+        if let Some((name, _, at)) = script.settings.first() {
+            let e = SqlError::new(
+                *at,
+                format!(
+                    "SET {}: the YAML job file holds the settings",
+                    name.join(".")
+                ),
+            );
+            return Err(sql_error(&origin, e));
+        }
+        Ok(JobFile::Sql(SqlJobFile {
+            origin,
+            settings,
+            script,
+        }))
+    }
+}
+
+impl SqlJobFile {
+    /// The tables config the file names (`tables:` or `SET tables = '…'`).
+    pub fn tables(&self) -> Option<PathBuf> {
+        let set =
+            self.script.settings.iter().find_map(|(name, value, _)| {
+                (name.len() == 1 && name[0] == "tables").then_some(value)
+            });
+        set.or(self.settings.get("tables"))
+            .and_then(Value::as_str)
+            .map(PathBuf::from)
+    }
+
+    /// The job file, compiled with the keys of the tables.
+    pub fn compile(&self, keys: &TableKeys) -> Result<EnrichConfig, ConfigError> {
+        compile::job_file(&self.script, keys, self.settings.clone())
+            .map_err(|e| ConfigError::new(self.origin.display().to_string(), e.to_string()))
+    }
+
+    /// The table keys the SQL declares (`CREATE TABLE … PRIMARY KEY`), for
+    /// the tables to check against their data.
+    pub fn declared_keys(&self) -> TableKeys {
+        self.script
+            .tables
+            .iter()
+            .map(|t| (t.name.clone(), t.key.clone()))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests;
