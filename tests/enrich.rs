@@ -44,20 +44,25 @@ impl JobFiles {
         }
     }
 
+    /// Writes `tables.yaml`, whose `tables:` is the YAML fragment `tables`.
+    fn write_tables(&self, tables: &str) {
+        std::fs::write(
+            self.dir.join("tables.yaml"),
+            format!(
+                "data_dir: '{}'\nkafka: {{ brokers: '{}' }}\ntables: {tables}\n",
+                self.dir.join("data").display(),
+                self.brokers
+            ),
+        )
+        .unwrap();
+    }
+
     /// Writes `tables.yaml` (when `tables` is given) and `job.yaml`; `joins` and
     /// `extra` are YAML fragments.
     fn write(&self, tables: Option<&str>, joins: &str, extra: &str) -> PathBuf {
         let tables_line = match tables {
             Some(tables) => {
-                std::fs::write(
-                    self.dir.join("tables.yaml"),
-                    format!(
-                        "data_dir: '{}'\nkafka: {{ brokers: '{}' }}\ntables: {tables}\n",
-                        self.dir.join("data").display(),
-                        self.brokers
-                    ),
-                )
-                .unwrap();
+                self.write_tables(tables);
                 "tables: tables.yaml\n"
             }
             None => "",
@@ -71,6 +76,29 @@ impl JobFiles {
         );
         let path = self.dir.join("job.yaml");
         std::fs::write(&path, job).unwrap();
+        path
+    }
+
+    /// Writes `tables.yaml` and `job.sql`: the settings, the input and output
+    /// streams (the output keyed by `order_id`), then the statements `sql`,
+    /// whose job reads `orders` and writes `enriched` (`$DLQ` and `$GROUP`
+    /// stand for the files' dead-letter topic and group).
+    fn write_sql(&self, tables: &str, sql: &str) -> PathBuf {
+        self.write_tables(tables);
+        let text = format!(
+            "SET kafka.brokers = '{}';\nSET tables = 'tables.yaml';\nSET metrics.listen = '127.0.0.1:{}';\n\
+             CREATE STREAM orders (proc_time AS PROCTIME()) WITH (topic = '{}');\n\
+             CREATE STREAM enriched (PRIMARY KEY (order_id) NOT ENFORCED) WITH (topic = '{}');\n\
+             {}",
+            self.brokers,
+            self.metrics_port,
+            self.input,
+            self.output,
+            sql.replace("$DLQ", &self.dead_letter)
+                .replace("$GROUP", &self.group)
+        );
+        let path = self.dir.join("job.sql");
+        std::fs::write(&path, text).unwrap();
         path
     }
 
@@ -163,8 +191,52 @@ async fn shop_orders_are_enriched_with_users_from_cdc_and_follow_row_changes() {
         "",
     );
     let enricher = TributaryProcess::start(&["enrich"], &job, &[]);
+    // The same job in SQL, in a process of its own (its own tables), writing
+    // to another topic: the same records, byte for byte.
+    let sql_files = JobFiles {
+        output: format!("{orders}.sql-enriched"),
+        group: format!("{orders}.sql-group"),
+        ..JobFiles::new(&orders)
+    };
+    let sql_job = sql_files.write_sql(
+        &format!(
+            "[{{ name: users, topic: '{}' }}]\nremote:\n  - {{ name: products, mysql: {{ url: 'mysql://tributary:tributary@127.0.0.1:{port}', table: {db}.products, key: [sku], columns: [sku, title, price] }} }}",
+            capture.topic("users")
+        ),
+        "CREATE TABLE users (PRIMARY KEY (id) NOT ENFORCED);
+CREATE JOB shop WITH (dead_letter_topic = '$DLQ', group_id = '$GROUP') AS
+INSERT INTO enriched
+SELECT o.*,
+  CASE WHEN u IS NOT NULL THEN STRUCT(u.name AS user_name, u.tier) END AS user,
+  CASE WHEN p IS NOT NULL THEN STRUCT(p.title, p.price) END AS product
+FROM orders AS o
+LEFT JOIN users FOR SYSTEM_TIME AS OF o.proc_time AS u ON u.id = o.user_id
+LEFT JOIN products FOR SYSTEM_TIME AS OF o.proc_time AS p ON p.sku = o.sku;",
+    );
+    let sql_enricher = TributaryProcess::start(&["enrich"], &sql_job, &[]);
     let out = read_raw(&files.output, Duration::from_secs(90), |r| r.len() >= 300).await;
     assert_eq!(out.len(), 300, "log:\n{}", enricher.log());
+    let sql_out = read_raw(&sql_files.output, Duration::from_secs(90), |r| {
+        r.len() >= 300
+    })
+    .await;
+    assert_eq!(sql_out.len(), 300, "log:\n{}", sql_enricher.log());
+    let by_order = |records: &[RawRecord]| -> BTreeMap<u64, (Option<Vec<u8>>, Option<Vec<u8>>)> {
+        records
+            .iter()
+            .map(|r| {
+                (
+                    r.json()["order_id"].as_u64().unwrap(),
+                    (r.key.clone(), r.value.clone()),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(
+        by_order(&sql_out),
+        by_order(&out),
+        "the SQL job writes what the YAML job writes"
+    );
 
     // Expected from the database itself.
     let rows: Vec<(u64, String, String)> = conn
