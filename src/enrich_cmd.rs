@@ -40,27 +40,14 @@ impl JobFile {
     /// are compiled with the keys of their tables, and the keys they declare
     /// are given to the local tables to check against their data.
     pub(crate) fn load(path: &Path) -> anyhow::Result<Self> {
-        let (config, tables) = match Text::read(path)? {
-            Text::Config(config) => {
-                let tables = match &config.tables {
-                    Some(file) => Some(TablesConfig::load_referenced(path, file)?),
-                    None => None,
-                };
-                (*config, tables)
-            }
-            Text::Sql(sql) => {
-                let mut tables = match sql.tables() {
-                    Some(file) => Some(TablesConfig::load_referenced(path, &file)?),
-                    None => None,
-                };
-                let keys = tables.as_ref().map(TablesConfig::keys).unwrap_or_default();
-                let config = sql.compile(&keys)?;
-                if let Some(tables) = &mut tables {
-                    tables.declare_keys(&sql.declared_keys());
-                }
-                (config, tables)
-            }
-        };
+        let (config, tables) = Text::load(
+            path,
+            |file| TablesConfig::load_referenced(path, file),
+            |tables, declared| {
+                tables.declare_keys(declared);
+                tables.keys()
+            },
+        )?;
         let names = tables.as_ref().map(TablesConfig::names).unwrap_or_default();
         config.check_tables(&names)?;
         let versioned = tables.as_ref().map(TablesConfig::versioned_names);

@@ -221,7 +221,8 @@ LEFT JOIN products FOR SYSTEM_TIME AS OF o.proc_time AS p ON p.sku = o.sku;",
     })
     .await;
     assert_eq!(sql_out.len(), 300, "log:\n{}", sql_enricher.log());
-    let by_order = |records: &[RawRecord]| -> BTreeMap<u64, (Option<Vec<u8>>, Option<Vec<u8>>)> {
+    type KeyAndValue = (Option<Vec<u8>>, Option<Vec<u8>>);
+    let by_order = |records: &[RawRecord]| -> BTreeMap<u64, KeyAndValue> {
         records
             .iter()
             .map(|r| {

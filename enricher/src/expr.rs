@@ -58,6 +58,11 @@ pub trait Names {
 pub trait Scope {
     /// The value `name` refers to (`None`: missing, read as NULL).
     fn get(&self, name: &Ref) -> Option<Cow<'_, Value>>;
+
+    /// Whether `name` is NULL (or missing).
+    fn is_null(&self, name: &Ref) -> bool {
+        self.get(name).is_none_or(|v| v.is_null())
+    }
 }
 
 /// Where in the expression's text something is (1-based).
@@ -596,47 +601,70 @@ impl Expr {
         refs
     }
 
+    /// The names whose values the expression reads: a whole row only tested
+    /// for NULL (`t IS NULL`: did the join find one?) needs none of its columns.
+    pub fn values_read(&self) -> Vec<&Ref> {
+        let mut refs = Vec::new();
+        self.each_value_read(&mut |r| refs.push(r));
+        refs
+    }
+
+    fn each_value_read<'e>(&'e self, visit: &mut impl FnMut(&'e Ref)) {
+        match self {
+            Expr::IsNull(inner, _) if matches!(**inner, Expr::Ref(Ref::Row(_))) => {}
+            Expr::Ref(r) => visit(r),
+            _ => self.each_child(&mut |child| child.each_value_read(visit)),
+        }
+    }
+
     fn each_ref<'e>(&'e self, visit: &mut impl FnMut(&'e Ref)) {
         match self {
-            Expr::Literal(_) => {}
             Expr::Ref(r) => visit(r),
+            _ => self.each_child(&mut |child| child.each_ref(visit)),
+        }
+    }
+
+    /// Calls `visit` with each direct sub-expression.
+    fn each_child<'e>(&'e self, visit: &mut impl FnMut(&'e Expr)) {
+        match self {
+            Expr::Literal(_) | Expr::Ref(_) => {}
             Expr::Not(e)
             | Expr::Neg(e)
             | Expr::IsNull(e, _)
             | Expr::Cast(e, _)
-            | Expr::JsonValue(e, _) => e.each_ref(visit),
-            Expr::IsBool { expr, .. } => expr.each_ref(visit),
+            | Expr::JsonValue(e, _) => visit(e),
+            Expr::IsBool { expr, .. } => visit(expr),
             Expr::Arith(_, a, b)
             | Expr::Compare(_, a, b)
             | Expr::And(a, b)
             | Expr::Or(a, b)
             | Expr::Like(a, b, _) => {
-                a.each_ref(visit);
-                b.each_ref(visit);
+                visit(a);
+                visit(b);
             }
             Expr::Between(e, low, high, _) => {
                 for e in [e, low, high] {
-                    e.each_ref(visit);
+                    visit(e);
                 }
             }
             Expr::InList(e, list, _) => {
-                e.each_ref(visit);
-                list.iter().for_each(|e| e.each_ref(visit));
+                visit(e);
+                list.iter().for_each(visit);
             }
             Expr::Case {
                 operand,
                 branches,
                 otherwise,
             } => {
-                operand.iter().for_each(|e| e.each_ref(visit));
+                operand.iter().for_each(|e| visit(e));
                 for (when, then) in branches {
-                    when.each_ref(visit);
-                    then.each_ref(visit);
+                    visit(when);
+                    visit(then);
                 }
-                otherwise.iter().for_each(|e| e.each_ref(visit));
+                otherwise.iter().for_each(|e| visit(e));
             }
-            Expr::Call(_, args) => args.iter().for_each(|e| e.each_ref(visit)),
-            Expr::Struct(members) => members.iter().for_each(|(_, e)| e.each_ref(visit)),
+            Expr::Call(_, args) => args.iter().for_each(visit),
+            Expr::Struct(members) => members.iter().for_each(|(_, e)| visit(e)),
         }
     }
 
@@ -657,7 +685,13 @@ impl Expr {
             },
             Expr::And(a, b) => ops::and(a.truth(scope)?, || b.truth(scope))?,
             Expr::Or(a, b) => ops::or(a.truth(scope)?, || b.truth(scope))?,
-            Expr::IsNull(e, negated) => Value::Bool(e.eval(scope)?.is_null() != *negated),
+            Expr::IsNull(e, negated) => {
+                let null = match &**e {
+                    Expr::Ref(name) => scope.is_null(name),
+                    e => e.eval(scope)?.is_null(),
+                };
+                Value::Bool(null != *negated)
+            }
             Expr::IsBool {
                 expr,
                 value,
@@ -683,28 +717,10 @@ impl Expr {
                     None => Value::Null,
                 }
             }
-            Expr::Case {
-                operand,
-                branches,
-                otherwise,
-            } => {
-                let operand = operand.as_ref().map(|o| o.eval(scope)).transpose()?;
-                for (when, then) in branches {
-                    let taken = match &operand {
-                        None => when.truth(scope)? == Some(true),
-                        Some(operand) => {
-                            ops::compare(operand, &when.eval(scope)?)?.is_some_and(|o| o.is_eq())
-                        }
-                    };
-                    if taken {
-                        return then.eval(scope);
-                    }
-                }
-                match otherwise {
-                    Some(e) => e.eval(scope)?,
-                    None => Value::Null,
-                }
-            }
+            Expr::Case { .. } => match self.case_branch(scope)? {
+                Some(branch) => branch.eval(scope)?,
+                None => Value::Null,
+            },
             Expr::Cast(e, target) => target.apply(e.eval(scope)?)?,
             Expr::Call(function, args) => function.call(args, scope)?,
             Expr::JsonValue(e, path) => path.value_in(e.eval(scope)?)?,
@@ -716,6 +732,63 @@ impl Expr {
                 Value::Object(object)
             }
         })
+    }
+
+    /// Writes the value as JSON text, without building the objects of
+    /// `STRUCT`s or copying the values of names (what `eval` would serialize).
+    pub fn write_json(&self, scope: &dyn Scope, out: &mut Vec<u8>) -> Result<(), EvalError> {
+        match self {
+            Expr::Ref(name) => match scope.get(name) {
+                Some(value) => serde_json::to_writer(&mut *out, value.as_ref()),
+                None => serde_json::to_writer(&mut *out, &Value::Null),
+            }
+            .expect("JSON serializes"),
+            Expr::Struct(members) => {
+                out.push(b'{');
+                for (i, (name, e)) in members.iter().enumerate() {
+                    if i > 0 {
+                        out.push(b',');
+                    }
+                    serde_json::to_writer(&mut *out, name).expect("JSON serializes");
+                    out.push(b':');
+                    e.write_json(scope, out)?;
+                }
+                out.push(b'}');
+            }
+            Expr::Case { .. } => match self.case_branch(scope)? {
+                Some(branch) => branch.write_json(scope, out)?,
+                None => out.extend_from_slice(b"null"),
+            },
+            other => {
+                serde_json::to_writer(&mut *out, &other.eval(scope)?).expect("JSON serializes")
+            }
+        }
+        Ok(())
+    }
+
+    /// The branch a `CASE` takes (`None`: no branch and no `ELSE`).
+    fn case_branch(&self, scope: &dyn Scope) -> Result<Option<&Expr>, EvalError> {
+        let Expr::Case {
+            operand,
+            branches,
+            otherwise,
+        } = self
+        else {
+            unreachable!("a CASE")
+        };
+        let operand = operand.as_ref().map(|o| o.eval(scope)).transpose()?;
+        for (when, then) in branches {
+            let taken = match &operand {
+                None => when.truth(scope)? == Some(true),
+                Some(operand) => {
+                    ops::compare(operand, &when.eval(scope)?)?.is_some_and(|o| o.is_eq())
+                }
+            };
+            if taken {
+                return Ok(Some(then));
+            }
+        }
+        Ok(otherwise.as_deref())
     }
 
     /// The expression as a condition: TRUE, FALSE or NULL (`None`).

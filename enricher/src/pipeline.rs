@@ -380,6 +380,13 @@ struct EventScope<'s, 'e> {
 }
 
 impl Scope for EventScope<'_, '_> {
+    fn is_null(&self, name: &Ref) -> bool {
+        match name {
+            Ref::Row(join) => self.rows[*join].is_none(),
+            other => self.get(other).is_none_or(|v| v.is_null()),
+        }
+    }
+
     fn get(&self, name: &Ref) -> Option<Cow<'_, Value>> {
         match name {
             Ref::Event(path) => self.event.get(path).map(Cow::Owned),
@@ -567,27 +574,32 @@ impl Pipeline {
                 event: false,
                 fields,
             }) => {
-                let mut object = Map::with_capacity(fields.len());
-                for (name, expr) in fields {
-                    object.insert(name.clone(), field_value(name, expr, &scope)?);
-                }
+                let written = write_fields(fields, &scope)?;
                 let key = self.output_key(key, |p| {
                     let (first, below) = p.split_first();
-                    FieldPath::descend(object.get(first)?.clone(), below)
+                    let (_, json) = written.iter().find(|(name, _)| *name == first)?;
+                    let value = serde_json::from_slice(json).expect("JSON written here");
+                    FieldPath::descend(value, below)
                 })?;
-                serde_json::to_writer(&mut out, &object).expect("JSON serializes");
+                out.push(b'{');
+                for (i, (name, json)) in written.iter().enumerate() {
+                    if i > 0 {
+                        out.push(b',');
+                    }
+                    serde_json::to_writer(&mut out, name).expect("JSON serializes");
+                    out.push(b':');
+                    out.extend_from_slice(json);
+                }
+                out.push(b'}');
                 key
             }
             Some(OutputFields {
                 event: true,
                 fields,
             }) => {
-                let values = fields
-                    .iter()
-                    .map(|(name, expr)| field_value(name, expr, &scope))
-                    .collect::<Result<Vec<_>, _>>()?;
-                for ((name, _), value) in fields.iter().zip(&values) {
-                    event.set(name.as_str(), value);
+                let written = write_fields(fields, &scope)?;
+                for (name, json) in written.iter() {
+                    event.set_json(name, json);
                 }
                 let key = self.output_key(key, |p| event.get(p))?;
                 event.write(&mut out);
@@ -634,12 +646,39 @@ impl Pipeline {
     }
 }
 
-/// The value of output field `name`.
-fn field_value(name: &str, field: &Compiled, scope: &EventScope<'_, '_>) -> Result<Value, Outcome> {
-    field
-        .expr
-        .eval(scope)
-        .map_err(|e| Outcome::Dead(format!("output field `{name}`: {e}")))
+/// The output fields' values, as JSON text.
+struct Written<'f> {
+    text: Vec<u8>,
+    /// Each field's name and where its value is in `text`.
+    fields: Vec<(&'f str, std::ops::Range<usize>)>,
+}
+
+impl Written<'_> {
+    fn iter(&self) -> impl Iterator<Item = (&str, &[u8])> {
+        self.fields
+            .iter()
+            .map(|(name, range)| (*name, &self.text[range.clone()]))
+    }
+}
+
+/// Writes each output field's value.
+fn write_fields<'f>(
+    fields: &'f [(String, Compiled)],
+    scope: &EventScope<'_, '_>,
+) -> Result<Written<'f>, Outcome> {
+    let mut written = Written {
+        text: Vec::with_capacity(64 * fields.len()),
+        fields: Vec::with_capacity(fields.len()),
+    };
+    for (name, field) in fields {
+        let start = written.text.len();
+        field
+            .expr
+            .write_json(scope, &mut written.text)
+            .map_err(|e| Outcome::Dead(format!("output field `{name}`: {e}")))?;
+        written.fields.push((name, start..written.text.len()));
+    }
+    Ok(written)
 }
 
 /// Why an enriched event has no output key.

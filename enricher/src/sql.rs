@@ -187,6 +187,32 @@ impl JobFile {
     }
 }
 
+impl JobFile {
+    /// Reads the job file at `path` and the tables config it names, read by
+    /// `read_tables` (with the file name as written). SQL jobs are compiled
+    /// with the keys `keys` gives after being told the keys the SQL declares.
+    pub fn load<T>(
+        path: &Path,
+        read_tables: impl FnOnce(&Path) -> Result<T, ConfigError>,
+        keys: impl FnOnce(&mut T, &TableKeys) -> TableKeys,
+    ) -> Result<(EnrichConfig, Option<T>), ConfigError> {
+        match JobFile::read(path)? {
+            JobFile::Config(config) => {
+                let tables = config.tables.as_deref().map(read_tables).transpose()?;
+                Ok((*config, tables))
+            }
+            JobFile::Sql(sql) => {
+                let mut tables = sql.tables().as_deref().map(read_tables).transpose()?;
+                let keys = match &mut tables {
+                    Some(tables) => keys(tables, &sql.declared_keys()),
+                    None => TableKeys::new(),
+                };
+                Ok((sql.compile(&keys)?, tables))
+            }
+        }
+    }
+}
+
 impl SqlJobFile {
     /// The tables config the file names (`tables:` or `SET tables = '…'`).
     pub fn tables(&self) -> Option<PathBuf> {

@@ -411,11 +411,11 @@ impl<'s> Job<'s> {
                             return Err(SqlError::at(e, format!("name this field: `{e} AS name`")));
                         }
                     };
-                    reads.extend(expr::compile(e, &names)?.refs().into_iter().cloned());
+                    reads.extend(expr::compile(e, &names)?.values_read().into_iter().cloned());
                     fields.push(json!({ name: e.to_string() }));
                 }
                 SelectItem::ExprWithAlias { expr: e, alias } => {
-                    reads.extend(expr::compile(e, &names)?.refs().into_iter().cloned());
+                    reads.extend(expr::compile(e, &names)?.values_read().into_iter().cloned());
                     fields.push(json!({ alias.value.clone(): e.to_string() }));
                 }
                 other => return Err(SqlError::at(other, format!("`{other}` is not supported"))),
@@ -427,7 +427,7 @@ impl<'s> Job<'s> {
                 if !matches!(compiled.kind(), expr::Kind::Bool | expr::Kind::Any) {
                     return Err(SqlError::at(condition, "WHERE needs a condition"));
                 }
-                reads.extend(compiled.refs().into_iter().cloned());
+                reads.extend(compiled.values_read().into_iter().cloned());
                 Some(condition.to_string())
             }
             None => None,

@@ -58,7 +58,7 @@ WHERE o.quantity > 0 AND (u.tier <> 'banned' OR u IS NULL);",
   left join users as u
     key: o.user_id
     reads: the latest row
-    fetches: every column
+    fetches: name, tier
   filter: u.tier <> 'banned' OR u IS NULL
   inner join (on a miss: dead-letter) products as p
     key: o.sku
@@ -86,7 +86,20 @@ FROM orders o LEFT JOIN users FOR SYSTEM_TIME AS OF PROCTIME() u ON o.user_id = 
     let job = &config.jobs[0];
     assert_eq!(job.input.alias.as_deref(), Some("o"));
     assert_eq!(job.joins[0].alias.as_deref(), Some("u"));
-    assert_eq!(job.joins[0].select, None, "`u` reads the whole row");
+    assert_eq!(
+        job.joins[0].select.as_deref(),
+        Some(&["name".to_owned(), "tier".to_owned()][..]),
+        "`u IS NOT NULL` needs no column"
+    );
+    let whole = compile(
+        "CREATE JOB j WITH (dead_letter_topic = 'dlq') AS INSERT INTO enriched_orders
+SELECT o.id, u AS user FROM orders o LEFT JOIN users FOR SYSTEM_TIME AS OF PROCTIME() u ON o.user_id = u.id",
+    )
+    .unwrap();
+    assert_eq!(
+        whole.jobs[0].joins[0].select, None,
+        "`u` reads the whole row"
+    );
     assert!(explain(&config).contains(
         "    fields: the event's own, then
     user = CASE WHEN u IS NOT NULL THEN STRUCT(u.name AS customer, u.tier) END
