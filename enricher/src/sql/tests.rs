@@ -1,6 +1,8 @@
 //! Golden tests: SQL → plan (`explain`) for each construct, and each
 //! rejection with its line, column and message.
 
+use tributary_config::ConfigError;
+
 use super::*;
 use crate::config::{JoinType, MissPolicy};
 use crate::explain::explain;
@@ -229,4 +231,86 @@ fn what_is_outside_the_subset_is_refused_with_its_position() {
             "{sql}\n  gave: {error}\n  want: {expected}"
         );
     }
+}
+
+#[test]
+fn job_files_hold_sql_in_a_file_of_their_own_inline_or_in_another_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let job = "CREATE STREAM a WITH (topic = 'a');
+CREATE STREAM b WITH (topic = 'b');
+CREATE JOB j WITH (dead_letter_topic = 'dlq') AS INSERT INTO b SELECT a.* FROM a WHERE a.n > 0;
+";
+    let read = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        JobFile::read(&path)
+    };
+    let compiled = |file: Result<JobFile, ConfigError>| match file.unwrap() {
+        JobFile::Sql(sql) => sql.compile(&TableKeys::new()),
+        JobFile::Config(_) => panic!("read as YAML jobs"),
+    };
+    // A .sql file: its SETs are the settings.
+    let own = compiled(read(
+        "own.sql",
+        &format!("SET kafka.brokers = 'k:1';\n{job}"),
+    ))
+    .unwrap();
+    assert_eq!(own.kafka.brokers, "k:1");
+    // YAML settings and the SQL in a file next to it, or inline.
+    std::fs::write(dir.path().join("jobs.sql"), job).unwrap();
+    let settings = "kafka: { brokers: 'k:2' }\ndelivery: exactly_once\n";
+    let in_file = compiled(read(
+        "a.yaml",
+        &format!("{settings}sql: {{ file: jobs.sql }}\n"),
+    ))
+    .unwrap();
+    assert_eq!(in_file.delivery, crate::config::Delivery::ExactlyOnce);
+    assert_eq!(in_file.jobs[0].filter.as_deref(), Some("a.n > 0"));
+    let inline = format!(
+        "{settings}sql: |\n{}",
+        job.lines().map(|l| format!("  {l}\n")).collect::<String>()
+    );
+    let inline = compiled(read("b.yaml", &inline)).unwrap();
+    assert_eq!(inline.kafka.brokers, "k:2");
+    assert_eq!(inline.jobs[0].name, "j");
+    // What does not fit.
+    let error = |file: Result<JobFile, ConfigError>| file.unwrap_err().to_string();
+    let both = error(read(
+        "c.yaml",
+        &format!("{settings}jobs: []\nsql: {{ file: jobs.sql }}\n"),
+    ));
+    assert!(both.contains("not both"), "{both}");
+    let set = error(read(
+        "d.yaml",
+        &format!("{settings}sql: \"SET concurrency = 1;\"\n"),
+    ));
+    assert!(
+        set.contains("line 1, column 1: SET concurrency: the YAML job file holds the settings"),
+        "{set}"
+    );
+    let missing = error(read(
+        "e.yaml",
+        &format!("{settings}sql: {{ file: gone.sql }}\n"),
+    ));
+    assert!(
+        missing.contains("sql.file") && missing.contains("gone.sql"),
+        "{missing}"
+    );
+    let bad = error(read(
+        "bad.sql",
+        "SET kafka.brokers = 'k';\nCREATE JOB j AS SELECT 1;",
+    ));
+    assert!(
+        bad.contains("bad.sql")
+            && bad.contains("line 2, column 17: a job is `INSERT INTO <stream> SELECT …`"),
+        "{bad}"
+    );
+    // YAML jobs stay YAML jobs.
+    let yaml = read(
+        "f.yaml",
+        &format!(
+            "{settings}jobs: [{{ name: j, input: {{ topics: [a] }}, output: {{ topic: b }}, dead_letter: {{ topic: d }} }}]\n"
+        ),
+    );
+    assert!(matches!(yaml.unwrap(), JobFile::Config(_)));
 }
