@@ -126,6 +126,21 @@ jobs:
     dead_letter: { topic: $server.orders.dlq }
 YAML
 "$bin" validate "$demo_dir/jobs.yaml"
+echo "[demo] the same job in SQL (docs/sql.md), and the plan it compiles to:"
+cat >"$demo_dir/jobs.sql" <<SQL
+SET kafka.brokers = '$TRIBUTARY_KAFKA_BROKERS';
+SET tables = 'tables.yaml';
+CREATE STREAM orders (proc_time AS PROCTIME()) WITH (topic = '$server.shop.orders', format = 'change');
+CREATE STREAM orders_enriched (PRIMARY KEY (id) NOT ENFORCED) WITH (topic = '$server.orders.enriched');
+CREATE TABLE users (PRIMARY KEY (id) NOT ENFORCED);
+CREATE JOB orders_enriched WITH (dead_letter_topic = '$server.orders.dlq', group_id = '$server.orders-enriched') AS
+INSERT INTO orders_enriched
+SELECT o.*, CASE WHEN u IS NOT NULL THEN STRUCT(u.name AS customer, u.tier) END AS user
+FROM orders AS o
+LEFT JOIN users FOR SYSTEM_TIME AS OF o.proc_time AS u ON u.id = o.user_id;
+SQL
+cat "$demo_dir/jobs.sql"
+"$bin" explain "$demo_dir/jobs.sql"
 sql <<'SQL'
 INSERT INTO shop.orders VALUES (100, 2, 'SKU-1', 1), (101, 1, 'SKU-1', 3), (102, 2, 'SKU-1', 2);
 SQL
