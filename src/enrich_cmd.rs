@@ -7,7 +7,7 @@ use anyhow::{Context as _, bail};
 use clap::Args;
 use prometheus_client::registry::Registry;
 use tributary_enricher::bounds::{StartAt, StopAt};
-use tributary_enricher::sql::JobFile as Text;
+use tributary_enricher::sql::{DeclaredTable, JobFile as Text};
 use tributary_enricher::{Bounds, EnrichConfig, EnrichMetrics, JobSummary};
 use tributary_tables::progress::Progress;
 use tributary_tables::{JobTables, TablesConfig, TablesMetrics};
@@ -43,10 +43,7 @@ impl JobFile {
         let (config, tables) = Text::load(
             path,
             |file| TablesConfig::load_referenced(path, file),
-            |tables, declared| {
-                tables.declare_keys(declared);
-                tables.keys()
-            },
+            |tables, declared| tables.declare_tables(declared.iter().map(DeclaredTable::parts)),
         )?;
         let names = tables.as_ref().map(TablesConfig::names).unwrap_or_default();
         config.check_tables(&names)?;

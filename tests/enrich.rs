@@ -1169,18 +1169,19 @@ async fn events_wait_in_the_retry_topic_while_a_remote_table_is_unavailable() {
         .collect();
     produce_raw(&input, &events).await;
     let files = JobFiles::new(&input);
-    let job = files.write(
-        Some(&format!(
-            "[]\nremote:\n  - {{ name: catalog, http: {{ url: 'http://127.0.0.1:{port}/products/{{sku}}', key: [sku] }}, retries: {{ max: 0 }} }}"
-        )),
-        "[{ table: catalog, key: sku, select: [title], type: inner, on_miss: dlq }]",
-        "",
+    // A SQL job, whose remote table is declared in the SQL.
+    let job = files.write_sql(
+        "[]",
+        &format!(
+            "CREATE TABLE catalog (PRIMARY KEY (sku) NOT ENFORCED)
+  WITH (http.url = 'http://127.0.0.1:{port}/products/{{sku}}', retries.max = 0);
+CREATE JOB shop WITH (dead_letter_topic = '$DLQ', group_id = '$GROUP', c.on_miss = 'dlq',
+  retry_topic = '{input}.retry', retry_delay_ms = 1000, retry_max_attempts = 20) AS
+INSERT INTO enriched
+SELECT o.*, c.title FROM orders AS o
+JOIN catalog FOR SYSTEM_TIME AS OF o.proc_time AS c ON c.sku = o.sku;"
+        ),
     );
-    let mut text = std::fs::read_to_string(&job).unwrap();
-    text.push_str(&format!(
-        "    retry: {{ topic: '{input}.retry', delay_ms: 1000, max_attempts: 20 }}\n"
-    ));
-    std::fs::write(&job, text).unwrap();
     let enricher = TributaryProcess::start(&["enrich"], &job, &[]);
     let deadline = Instant::now() + Duration::from_secs(30);
     while files.metric("tributary_enrich_retried_total").await < 3.0 {

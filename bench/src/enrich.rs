@@ -14,7 +14,7 @@ use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::{Message, Offset, TopicPartitionList};
 use tokio_util::sync::CancellationToken;
 use tributary_enricher::bounds::{StartAt, StopAt};
-use tributary_enricher::sql::JobFile;
+use tributary_enricher::sql::{DeclaredTable, JobFile};
 use tributary_enricher::{Bounds, EnrichMetrics};
 use tributary_kafka::KafkaConfig;
 use tributary_proto::partition::partition_for_key;
@@ -226,10 +226,7 @@ async fn enrich(
     let (config, tables) = JobFile::load(
         job_file,
         |file| TablesConfig::load_referenced(job_file, file),
-        |tables, declared| {
-            tables.declare_keys(declared);
-            tables.keys()
-        },
+        |tables, declared| tables.declare_tables(declared.iter().map(DeclaredTable::parts)),
     )?;
     let tables = tables.context("the job file names no tables")?;
     config.check_tables(&tables.names())?;

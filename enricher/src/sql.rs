@@ -82,6 +82,25 @@ impl From<crate::expr::CompileError> for SqlError {
 /// The key columns of the tables the tables config declares them for.
 pub type TableKeys = HashMap<String, Vec<String>>;
 
+/// A table a SQL job file declares (`CREATE TABLE`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeclaredTable {
+    /// Its name.
+    pub name: String,
+    /// Its key columns, in key order.
+    pub key: Vec<String>,
+    /// Its settings, as the tables config's entry for it would hold them
+    /// (empty: a table of the tables config, whose key this declares).
+    pub entry: Map<String, Value>,
+}
+
+impl DeclaredTable {
+    /// Its name, key and entry.
+    pub fn parts(&self) -> (&str, &[String], &Map<String, Value>) {
+        (&self.name, &self.key, &self.entry)
+    }
+}
+
 /// Parses a SQL job file.
 pub fn parse(text: &str) -> Result<Script, SqlError> {
     script::parse(text)
@@ -139,6 +158,8 @@ impl JobFile {
             .extension()
             .is_some_and(|e| e.eq_ignore_ascii_case("sql"))
         {
+            // `${NAME}` is read from the environment, as in YAML files.
+            let text = tributary_config::interpolate_env(&text)?;
             let script = parse(&text).map_err(|e| sql_error(path, e))?;
             return Ok(JobFile::Sql(SqlJobFile {
                 origin: path.to_owned(),
@@ -165,7 +186,7 @@ impl JobFile {
                 let text = std::fs::read_to_string(&file).map_err(|e| {
                     ConfigError::new("sql.file", format!("cannot read {}: {e}", file.display()))
                 })?;
-                (file, text)
+                (file, tributary_config::interpolate_env(&text)?)
             }
         };
         let script = parse(&text).map_err(|e| sql_error(&origin, e))?;
@@ -190,11 +211,12 @@ impl JobFile {
 impl JobFile {
     /// Reads the job file at `path` and the tables config it names, read by
     /// `read_tables` (with the file name as written). SQL jobs are compiled
-    /// with the keys `keys` gives after being told the keys the SQL declares.
+    /// with the keys `declare` gives after being told the tables the SQL
+    /// declares (it adds them to the tables config, or sets their key).
     pub fn load<T>(
         path: &Path,
         read_tables: impl FnOnce(&Path) -> Result<T, ConfigError>,
-        keys: impl FnOnce(&mut T, &TableKeys) -> TableKeys,
+        declare: impl FnOnce(&mut T, &[DeclaredTable]) -> Result<TableKeys, ConfigError>,
     ) -> Result<(EnrichConfig, Option<T>), ConfigError> {
         match JobFile::read(path)? {
             JobFile::Config(config) => {
@@ -203,8 +225,16 @@ impl JobFile {
             }
             JobFile::Sql(sql) => {
                 let mut tables = sql.tables().as_deref().map(read_tables).transpose()?;
+                let declared = sql.declared_tables()?;
                 let keys = match &mut tables {
-                    Some(tables) => keys(tables, &sql.declared_keys()),
+                    Some(tables) => declare(tables, &declared)?,
+                    None if declared.iter().any(|t| !t.entry.is_empty()) => {
+                        return Err(ConfigError::new(
+                            sql.origin.display().to_string(),
+                            "CREATE TABLE … WITH (…) adds a table to the tables config: name \
+                             it with SET tables = 'tables.yaml' (its data_dir and kafka)",
+                        ));
+                    }
                     None => TableKeys::new(),
                 };
                 Ok((sql.compile(&keys)?, tables))
@@ -231,14 +261,25 @@ impl SqlJobFile {
             .map_err(|e| ConfigError::new(self.origin.display().to_string(), e.to_string()))
     }
 
-    /// The table keys the SQL declares (`CREATE TABLE … PRIMARY KEY`), for
-    /// the tables to check against their data.
-    pub fn declared_keys(&self) -> TableKeys {
-        self.script
-            .tables
-            .iter()
-            .map(|t| (t.name.clone(), t.key.clone()))
-            .collect()
+    /// The tables the SQL declares (`CREATE TABLE`): each one's name, key
+    /// and, for a table it adds to the tables config, its settings as a
+    /// tables config entry (empty for a table of the tables config).
+    pub fn declared_tables(&self) -> Result<Vec<DeclaredTable>, ConfigError> {
+        let mut tables = Vec::with_capacity(self.script.tables.len());
+        for table in &self.script.tables {
+            let mut entry = Map::new();
+            for (name, value) in &table.options {
+                compile::set(&mut entry, name, value.clone(), table.at).map_err(|e| {
+                    ConfigError::new(self.origin.display().to_string(), e.to_string())
+                })?;
+            }
+            tables.push(DeclaredTable {
+                name: table.name.clone(),
+                key: table.key.clone(),
+                entry,
+            });
+        }
+        Ok(tables)
     }
 }
 

@@ -18,10 +18,11 @@
 
 pub mod grpc;
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 
 use serde::Deserialize;
+use serde_json::{Map, Value};
 use tributary_config::{ConfigError, HttpConfig, Validate};
 pub use tributary_kafka::KafkaConfig;
 
@@ -622,13 +623,23 @@ impl VersionedConfig {
 }
 
 impl TablesConfig {
-    /// Reads, interpolates, parses and validates a file.
+    /// Reads, interpolates, parses and validates a file that declares tables
+    /// of its own (to run or serve them).
     pub fn load(path: &std::path::Path) -> Result<Self, ConfigError> {
-        tributary_config::load(path)
+        let config: Self = tributary_config::load(path)?;
+        if config.tables.is_empty() && config.remote.is_empty() {
+            return Err(ConfigError::new(
+                "tables",
+                "declare at least one table (tables: local, remote: remote)",
+            ));
+        }
+        Ok(config)
     }
 
     /// Loads the tables config `file` that `referrer` (a job file) names,
-    /// relative to `referrer`'s directory; an error names both.
+    /// relative to `referrer`'s directory; an error names both. It may
+    /// declare no table when the job file's SQL declares them
+    /// ([`TablesConfig::declare_tables`]).
     pub fn load_referenced(
         referrer: &std::path::Path,
         file: &std::path::Path,
@@ -637,7 +648,7 @@ impl TablesConfig {
             .parent()
             .unwrap_or(std::path::Path::new("."))
             .join(file);
-        Self::load(&file).map_err(|e| {
+        tributary_config::load(&file).map_err(|e: ConfigError| {
             ConfigError::new(
                 format!("tables ({}): {}", file.display(), e.field),
                 e.problem,
@@ -655,7 +666,7 @@ impl TablesConfig {
 
     /// The key columns of every table that declares them (remote tables
     /// always do; local ones with `key:`).
-    pub fn keys(&self) -> std::collections::HashMap<String, Vec<String>> {
+    pub fn keys(&self) -> HashMap<String, Vec<String>> {
         let local = self
             .tables
             .iter()
@@ -667,14 +678,60 @@ impl TablesConfig {
         local.chain(remote).collect()
     }
 
-    /// Declares the key of local tables that have none in the file (a SQL
-    /// job's `CREATE TABLE … PRIMARY KEY`), for them to check against their data.
-    pub fn declare_keys(&mut self, keys: &std::collections::HashMap<String, Vec<String>>) {
-        for table in &mut self.tables {
-            if table.key.is_none() {
-                table.key = keys.get(&table.name).cloned();
+    /// Adds the tables a SQL job file declares with their settings (`CREATE
+    /// TABLE name (PRIMARY KEY (…)) WITH (topic = …)`: `entry` holds what the
+    /// file's entry for it would), and declares the key of those it only
+    /// names (an empty `entry`), for them to check against their data. Returns
+    /// every table's key then known ([`TablesConfig::keys`]).
+    pub fn declare_tables<'d>(
+        &mut self,
+        declared: impl IntoIterator<Item = (&'d str, &'d [String], &'d Map<String, Value>)>,
+    ) -> Result<HashMap<String, Vec<String>>, ConfigError> {
+        for (name, key, entry) in declared {
+            let field = format!("CREATE TABLE {name}");
+            if entry.is_empty() {
+                if let Some(table) = self.tables.iter_mut().find(|t| t.name == name)
+                    && table.key.is_none()
+                {
+                    table.key = Some(key.to_vec());
+                }
+                continue;
+            }
+            let mut entry = entry.clone();
+            entry.insert("name".into(), Value::from(name));
+            let backend = ["mysql", "http", "tributary"]
+                .into_iter()
+                .find(|b| entry.contains_key(*b));
+            // The key goes where the entry keeps it: a remote backend's `key`,
+            // a local table's `key`.
+            let keyed = match backend {
+                Some(backend) => entry.get_mut(backend).and_then(Value::as_object_mut),
+                None => Some(&mut entry),
+            };
+            if let Some(keyed) = keyed
+                && !key.is_empty()
+                && keyed
+                    .insert("key".into(), Value::from(key.to_vec()))
+                    .is_some()
+            {
+                return Err(ConfigError::new(
+                    field,
+                    "the key is the PRIMARY KEY (…): no `key` option",
+                ));
+            }
+            let entry = Value::Object(entry);
+            let problem = |e: serde_json::Error| ConfigError::new(&field, e.to_string());
+            match backend {
+                Some(_) => self
+                    .remote
+                    .push(serde_json::from_value(entry).map_err(problem)?),
+                None => self
+                    .tables
+                    .push(serde_json::from_value(entry).map_err(problem)?),
             }
         }
+        self.validate()?;
+        Ok(self.keys())
     }
 
     /// The names of the local tables that keep history (`versioned`).
@@ -702,12 +759,6 @@ impl Validate for TablesConfig {
         self.kafka.validate("kafka")?;
         if self.group_id.trim().is_empty() {
             return Err(ConfigError::new("group_id", "must not be empty"));
-        }
-        if self.tables.is_empty() && self.remote.is_empty() {
-            return Err(ConfigError::new(
-                "tables",
-                "declare at least one table (tables: local, remote: remote)",
-            ));
         }
         let (mut names, mut topics) = (HashSet::new(), HashSet::new());
         for (i, r) in self.remote.iter().enumerate() {
@@ -962,5 +1013,56 @@ remote:
             "mode: global, versioned: { history: 1d } }",
         );
         assert_eq!(error(&global).field, "tables[1].versioned");
+    }
+
+    #[test]
+    fn tables_declared_by_a_sql_job_are_added_or_keyed() {
+        let mut config = TablesConfig::parse(
+            "data_dir: /x\nkafka: { brokers: b }\ntables: [{ name: users, topic: shop.users }]\n",
+        )
+        .unwrap();
+        let entry = |json: serde_json::Value| json.as_object().unwrap().clone();
+        let (id, sku) = (vec!["id".to_owned()], vec!["sku".to_owned()]);
+        let (none, remote, local) = (
+            Map::new(),
+            entry(serde_json::json!({"mysql": {"url": "mysql://r@db", "table": "shop.products"}})),
+            entry(serde_json::json!({"topic": "shop.stock", "mode": "global"})),
+        );
+        let keys = config
+            .declare_tables([
+                ("users", &id[..], &none),
+                ("products", &sku[..], &remote),
+                ("stock", &sku[..], &local),
+            ])
+            .unwrap();
+        assert_eq!(
+            config.tables[0].key,
+            Some(id.clone()),
+            "the file's table, keyed"
+        );
+        assert_eq!(config.remote[0].key_columns(), ["sku"]);
+        assert_eq!(config.tables[1].mode, TableMode::Global);
+        assert_eq!(
+            (
+                keys["users"].clone(),
+                keys["products"].clone(),
+                keys["stock"].clone()
+            ),
+            (id.clone(), sku.clone(), sku.clone())
+        );
+        let field = |declared: serde_json::Value| {
+            let mut config = config.clone();
+            let declared = entry(declared);
+            config
+                .declare_tables([("more", &sku[..], &declared)])
+                .unwrap_err()
+                .to_string()
+        };
+        assert!(field(serde_json::json!({"topic": "shop.stock"})).contains("feeds two tables"));
+        assert!(
+            field(serde_json::json!({"topc": "t"}))
+                .contains("CREATE TABLE more: unknown field `topc`")
+        );
+        assert!(field(serde_json::json!({"topic": "t", "key": ["x"]})).contains("no `key` option"));
     }
 }

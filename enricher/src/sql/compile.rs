@@ -91,7 +91,7 @@ pub(super) fn job_file(
 }
 
 /// `SET a.b.c = value` into the document.
-fn set(
+pub(super) fn set(
     document: &mut Map<String, Value>,
     name: &[String],
     value: Value,
@@ -126,7 +126,7 @@ fn stream<'s>(script: &'s Script, name: &ast::ObjectName) -> Result<&'s StreamDe
     script
         .streams
         .iter()
-        .find(|s| s.name == text || name.0.len() == 1 && ident(name) == Some(&s.name))
+        .find(|s| ident(name) == Some(&s.name))
         .ok_or_else(|| {
             SqlError::at(
                 name,
@@ -780,7 +780,7 @@ impl<'s> Job<'s> {
                 }
             }
         }
-        options.join_documents = self
+        options.join_types = self
             .joins
             .iter()
             .map(|j| j.document.get("type").cloned())
@@ -807,7 +807,7 @@ struct JobOptions {
     /// Per join: its index, the option, the value, where.
     joins: Vec<(usize, String, String, Option<Position>)>,
     /// Each join's type.
-    join_documents: Vec<Option<Value>>,
+    join_types: Vec<Option<Value>>,
 }
 
 impl JobOptions {
@@ -853,7 +853,7 @@ impl JobOptions {
             let target = joins[join].as_object_mut().expect("a join document");
             match option.as_str() {
                 "on_miss" => {
-                    if self.join_documents[join].as_ref() != Some(&json!("inner")) {
+                    if self.join_types[join].as_ref() != Some(&json!("inner")) {
                         return Err(SqlError::new(
                             at,
                             "on_miss applies to inner joins: a LEFT JOIN keeps the event, with \

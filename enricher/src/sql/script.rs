@@ -43,7 +43,7 @@ pub struct StreamDecl {
     pub key: Vec<String>,
 }
 
-/// `CREATE TABLE name (…, PRIMARY KEY (…) NOT ENFORCED)`.
+/// `CREATE TABLE name (…, PRIMARY KEY (…) NOT ENFORCED) [WITH (…)]`.
 #[derive(Debug, Clone)]
 pub struct TableDecl {
     /// The table's name in the tables config.
@@ -52,6 +52,9 @@ pub struct TableDecl {
     pub at: Option<Position>,
     /// Its key columns, in key order.
     pub key: Vec<String>,
+    /// Its settings as the tables config names them (`topic`, `mode`,
+    /// `mysql.url`, …): empty for a table of the tables config.
+    pub options: Vec<(Vec<String>, Value)>,
 }
 
 /// `CREATE JOB name [WITH (…)] AS INSERT INTO sink SELECT …`.
@@ -102,21 +105,15 @@ pub(super) fn parse(text: &str) -> Result<Script, SqlError> {
                 }
                 Token::Word(w) if w.keyword == Keyword::TABLE => {
                     let (name, columns, options) = relation(&mut parser)?;
-                    if let Some(option) = options.first() {
-                        return Err(SqlError::at(
-                            option,
-                            "a table's source is declared in the tables config; CREATE TABLE \
-                             here declares its key only: CREATE TABLE users (PRIMARY KEY (id) \
-                             NOT ENFORCED)",
-                        ));
-                    }
                     if columns.proc_time.is_some() {
                         return Err(SqlError::new(at, "a table has no PROCTIME() column"));
                     }
+                    let options = options.iter().map(table_option).collect::<Result<_, _>>()?;
                     script.tables.push(TableDecl {
                         name,
                         at,
                         key: columns.key,
+                        options,
                     });
                 }
                 _ => {
@@ -189,6 +186,20 @@ fn setting(value: &Expr) -> Result<Value, SqlError> {
             ));
         }
     })
+}
+
+/// A table's option: its dotted name and literal value.
+fn table_option(option: &SqlOption) -> Result<(Vec<String>, Value), SqlError> {
+    match option {
+        SqlOption::KeyValue { key, value } => {
+            let name = key.0.iter().map(|p| match p {
+                ast::ObjectNamePart::Identifier(i) => i.value.clone(),
+                other => other.to_string(),
+            });
+            Ok((name.collect(), setting(value)?))
+        }
+        other => Err(SqlError::at(other, "write options as name = 'value'")),
+    }
 }
 
 /// The column list of a stream or table.

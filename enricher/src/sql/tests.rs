@@ -223,6 +223,7 @@ fn what_is_outside_the_subset_is_refused_with_its_position() {
         ("DELETE FROM orders".into(), "line 5, column 1: `DELETE FROM orders` is not supported"),
         ("SELECT 1".into(), "line 5, column 1: `SELECT 1` is not supported"),
         ("CREATE JOB j WITH (dead_letter_topic = 'dlq') AS INSERT INTO enriched_orders SELECT o.* FROM orders o WHERE".into(), "Expected: an expression"),
+        ("CREATE TABLE carts WITH (topic = 'carts')".into(), "line 5, column 1: declare the key of table `carts`"),
     ];
     for (sql, expected) in cases {
         let error = rejected(&sql);
@@ -313,4 +314,33 @@ CREATE JOB j WITH (dead_letter_topic = 'dlq') AS INSERT INTO b SELECT a.* FROM a
         ),
     );
     assert!(matches!(yaml.unwrap(), JobFile::Config(_)));
+}
+
+#[test]
+fn tables_declared_with_settings_become_tables_config_entries() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("jobs.sql");
+    std::fs::write(
+        &path,
+        "CREATE TABLE users (PRIMARY KEY (id) NOT ENFORCED);
+CREATE TABLE products (sku STRING, PRIMARY KEY (sku) NOT ENFORCED)
+  WITH (mysql.url = 'mysql://r@db', mysql.table = 'shop.products', cache.ttl_s = 60);
+CREATE TABLE stock (PRIMARY KEY (sku, region) NOT ENFORCED) WITH (topic = 'shop.stock', mode = 'global');",
+    )
+    .unwrap();
+    let JobFile::Sql(sql) = JobFile::read(&path).unwrap() else {
+        panic!("read as YAML jobs")
+    };
+    let declared = sql.declared_tables().unwrap();
+    assert_eq!(declared.len(), 3);
+    assert_eq!(
+        declared[0].parts(),
+        ("users", &["id".to_owned()][..], &Map::new())
+    );
+    assert_eq!(
+        Value::Object(declared[1].entry.clone()),
+        serde_json::json!({"mysql": {"url": "mysql://r@db", "table": "shop.products"}, "cache": {"ttl_s": 60}})
+    );
+    assert_eq!(declared[2].key, ["sku", "region"]);
+    assert_eq!(declared[2].entry["mode"], "global");
 }
