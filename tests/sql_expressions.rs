@@ -120,6 +120,11 @@ const EXPRESSIONS: &[&str] = &[
     "CAST(' 1.5 ' AS FLOAT)",
     "CAST(2.345 AS DECIMAL(10, 2))",
     "CAST(-2.345 AS DECIMAL(10, 2))",
+    "CAST(1.005 AS DECIMAL(10, 2))",
+    "CAST(-1.005 AS DECIMAL(10, 2))",
+    "CAST(9.995 AS DECIMAL(10, 2))",
+    "CAST(0.5 AS DECIMAL(10, 0))",
+    "CAST(32767 AS SMALLINT)",
     "CAST(NULL AS BIGINT)",
 ];
 

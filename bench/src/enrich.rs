@@ -40,8 +40,8 @@ pub(crate) struct EnrichBenchArgs {
     concurrency: usize,
     /// Runs of each measured job (YAML, SQL, SQL with a filter and a computed
     /// field), in turns; the median of each is printed.
-    #[arg(long, default_value_t = 3)]
-    rounds: usize,
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(1..))]
+    rounds: u16,
     /// The stack to run against.
     #[command(flatten)]
     stack: crate::stack::Stack,

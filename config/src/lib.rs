@@ -133,6 +133,22 @@ pub fn parse<T: Validate>(text: &str) -> Result<T, ConfigError> {
     Ok(config)
 }
 
+/// Parses and validates a document built in memory (already interpolated:
+/// a `serde_json::Value`, say), naming the bad field on error.
+pub fn from_document<'de, T: Validate, D: serde::Deserializer<'de>>(
+    document: D,
+) -> Result<T, ConfigError>
+where
+    D::Error: std::fmt::Display,
+{
+    let config: T = serde_path_to_error::deserialize(document).map_err(|e| ConfigError {
+        field: e.path().to_string(),
+        problem: e.into_inner().to_string(),
+    })?;
+    config.validate()?;
+    Ok(config)
+}
+
 /// Interpolates the environment, then parses YAML into `T`, naming the bad field on error.
 pub fn parse_yaml<T: DeserializeOwned>(text: &str) -> Result<T, ConfigError> {
     let text = interpolate_env(text)?;

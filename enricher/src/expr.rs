@@ -96,7 +96,7 @@ impl fmt::Display for Position {
     }
 }
 
-/// An expression that cannot be compiled, and where.
+/// An expression (or a SQL job file) that cannot be compiled, and where.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("{}{message}", at.map(|p| format!("{p}: ")).unwrap_or_default())]
 pub struct CompileError {
@@ -109,8 +109,13 @@ pub struct CompileError {
 impl CompileError {
     /// An error at `node`.
     pub fn at(node: &impl Spanned, message: impl Into<String>) -> Self {
+        CompileError::new(Position::of(node), message)
+    }
+
+    /// An error at `at` (absent for a whole-file problem).
+    pub fn new(at: Option<Position>, message: impl Into<String>) -> Self {
         CompileError {
-            at: Position::of(node),
+            at,
             message: message.into(),
         }
     }
@@ -292,24 +297,30 @@ impl Compiler<'_> {
                 target: ast::InTarget::List(list),
                 negated,
                 global: false,
-            } => Expr::InList(
-                self.boxed(inner)?,
-                list.iter()
-                    .map(|e| self.expr(e))
-                    .collect::<Result<_, _>>()?,
-                *negated,
-            ),
+            } => {
+                let needle = self.expr(inner)?;
+                let mut items: Vec<Expr> = Vec::with_capacity(list.len());
+                for item in list {
+                    let compiled = self.expr(item)?;
+                    for other in std::iter::once(&needle).chain(&items) {
+                        comparable(expr, other, &compiled)?;
+                    }
+                    items.push(compiled);
+                }
+                Expr::InList(Box::new(needle), items, *negated)
+            }
             E::Between {
                 expr: inner,
                 negated,
                 low,
                 high,
-            } => Expr::Between(
-                self.boxed(inner)?,
-                self.boxed(low)?,
-                self.boxed(high)?,
-                *negated,
-            ),
+            } => {
+                let (value, low, high) = (self.expr(inner)?, self.expr(low)?, self.expr(high)?);
+                comparable(expr, &value, &low)?;
+                comparable(expr, &value, &high)?;
+                comparable(expr, &low, &high)?;
+                Expr::Between(Box::new(value), Box::new(low), Box::new(high), *negated)
+            }
             E::Like {
                 negated,
                 any: false,
@@ -333,7 +344,11 @@ impl Compiler<'_> {
                     .map(|when| {
                         let condition = match operand {
                             None => self.typed(&when.condition, Kind::Bool, "a WHEN condition")?,
-                            Some(_) => self.expr(&when.condition)?,
+                            Some(operand) => {
+                                let value = self.expr(&when.condition)?;
+                                comparable(expr, &self.expr(operand)?, &value)?;
+                                value
+                            }
                         };
                         Ok((condition, self.expr(&when.result)?))
                     })
@@ -364,18 +379,23 @@ impl Compiler<'_> {
                 substring_for,
                 ..
             } => {
-                let mut args = vec![self.typed(inner, Kind::Text, "SUBSTRING's string")?];
                 let from = substring_from.as_deref().ok_or_else(|| {
                     CompileError::at(
                         expr,
                         "SUBSTRING needs a start: SUBSTRING(s FROM start [FOR length])",
                     )
                 })?;
-                args.push(self.typed(from, Kind::Number, "SUBSTRING's start")?);
+                let mut args = vec![
+                    (inner.as_ref(), self.expr(inner)?),
+                    (from, self.typed(from, Kind::Number, "SUBSTRING's start")?),
+                ];
                 if let Some(length) = substring_for {
-                    args.push(self.typed(length, Kind::Number, "SUBSTRING's length")?);
+                    args.push((
+                        length,
+                        self.typed(length, Kind::Number, "SUBSTRING's length")?,
+                    ));
                 }
-                Expr::Call(Function::Substring, args)
+                self.call(expr, Function::Substring, args)?
             }
             E::Trim {
                 trim_where,
@@ -383,16 +403,16 @@ impl Compiler<'_> {
                 expr: inner,
                 trim_characters: None,
             } => {
-                let mut args = vec![self.typed(inner, Kind::Text, "TRIM's string")?];
+                let mut args = vec![(inner.as_ref(), self.expr(inner)?)];
                 if let Some(what) = trim_what {
-                    args.push(self.typed(what, Kind::Text, "TRIM's characters")?);
+                    args.push((what, self.typed(what, Kind::Text, "TRIM's characters")?));
                 }
                 let function = match trim_where {
                     None | Some(ast::TrimWhereField::Both) => Function::Trim,
                     Some(ast::TrimWhereField::Leading) => Function::TrimLeading,
                     Some(ast::TrimWhereField::Trailing) => Function::TrimTrailing,
                 };
-                Expr::Call(function, args)
+                self.call(expr, function, args)?
             }
             E::Function(function) => self.function(expr, function)?,
             E::Struct { values, fields } if fields.is_empty() => {
@@ -456,13 +476,7 @@ impl Compiler<'_> {
         };
         let compare = |op| -> Result<Expr, CompileError> {
             let (l, r) = (self.expr(left)?, self.expr(right)?);
-            let (lk, rk) = (l.kind(), r.kind());
-            if lk != Kind::Any && rk != Kind::Any && lk != rk {
-                return Err(CompileError::at(
-                    expr,
-                    format!("cannot compare {} with {}: `{expr}`", lk.name(), rk.name()),
-                ));
-            }
+            comparable(expr, &l, &r)?;
             Ok(Expr::Compare(op, Box::new(l), Box::new(r)))
         };
         match op {
@@ -533,15 +547,24 @@ impl Compiler<'_> {
             };
             compiled.push((arg, self.expr(arg)?));
         }
+        self.call(expr, function, compiled)
+    }
+
+    /// A call of `function` with these arguments, checked.
+    fn call(
+        &self,
+        expr: &ast::Expr,
+        function: Function,
+        args: Vec<(&ast::Expr, Expr)>,
+    ) -> Result<Expr, CompileError> {
         function
-            .check(&compiled)
+            .check(&args)
             .map_err(|problem| CompileError::at(expr, problem))?;
-        let args = compiled.into_iter().map(|(_, e)| e);
+        let mut args = args.into_iter().map(|(_, e)| e);
         if function != Function::JsonValue {
             return Ok(Expr::Call(function, args.collect()));
         }
         // A JSON path is parsed once.
-        let mut args = args;
         let target = args.next().expect("checked: two arguments");
         let Some(Expr::Literal(Value::String(path))) = args.next() else {
             unreachable!("checked: a literal path")
@@ -550,6 +573,18 @@ impl Compiler<'_> {
             functions::JsonPath::parse(&path).map_err(|problem| CompileError::at(expr, problem))?;
         Ok(Expr::JsonValue(Box::new(target), path))
     }
+}
+
+/// `a` and `b` may be compared: neither is known to be of another kind.
+fn comparable(node: &ast::Expr, a: &Expr, b: &Expr) -> Result<(), CompileError> {
+    let (ak, bk) = (a.kind(), b.kind());
+    if ak != Kind::Any && bk != Kind::Any && ak != bk {
+        return Err(CompileError::at(
+            node,
+            format!("cannot compare {} with {}: `{node}`", ak.name(), bk.name()),
+        ));
+    }
+    Ok(())
 }
 
 fn unsupported(node: &impl Spanned, what: &str) -> CompileError {

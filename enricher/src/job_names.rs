@@ -2,7 +2,8 @@
 //! (or a bare field path) for the event, `<join alias>.column` for a column of
 //! the row an aliased join found, `<join alias>` for the whole row. A bare
 //! path reads the event as the joins before left it (with the fields an
-//! un-aliased join copied into it).
+//! un-aliased join copied into it); once the input is named, a dotted name
+//! must start with a name.
 
 use crate::expr::{Names, Ref};
 use crate::field_path::FieldPath;
@@ -62,6 +63,18 @@ impl Names for JobNames<'_> {
             .iter()
             .position(|j| j.is_some_and(|(alias, _)| alias == first));
         let Some(join) = join else {
+            // With a named input, a dotted name starts with a name: a typo
+            // (`ord.qty`) would otherwise read a missing field, NULL.
+            if let Some(input) = self.input
+                && !rest.is_empty()
+            {
+                let joins: Vec<&str> = self.joins.iter().flatten().map(|(a, _)| *a).collect();
+                return Err(format!(
+                    "`{}`: `{first}` names neither the input (`{input}`) nor a join before \
+                     this point ({joins:?}); write text in single quotes",
+                    parts.join(".")
+                ));
+            }
             return Self::event(parts);
         };
         let (_, select) = self.joins[join].expect("found an aliased join");

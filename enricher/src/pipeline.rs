@@ -241,8 +241,12 @@ impl Join {
             rows: &*rows,
             joins,
         };
-        let key = key_of(&self.key, |i, _| {
-            scope.get(&self.key_refs[i]).map(Cow::into_owned)
+        let key = key_of(&self.key, |i, _| match &self.key_refs[i] {
+            // A column of an earlier join that missed is NULL: no lookup.
+            column @ (Ref::Column { .. } | Ref::Row(_)) => {
+                Some(scope.get(column).map_or(Value::Null, Cow::into_owned))
+            }
+            field => scope.get(field).map(Cow::into_owned),
         })
         .map_err(|r| dead(r.to_string()))?;
         let time = match &self.as_of {
@@ -1029,6 +1033,20 @@ mod tests {
         assert_eq!(miss, json!({"id": 6, "name": null, "n": null, "per": 1}));
         let reason = dead(run(&p, r#"{"order_id": 6, "user_id": 7, "parts": 0}"#).await);
         assert_eq!(reason, "output field `per`: division by zero (6 / 0)");
+    }
+
+    #[tokio::test]
+    async fn a_key_read_from_a_join_that_missed_is_null_a_miss() {
+        let p = job(
+            "    joins:
+      - { table: users, key: o.user_id, as: u }
+      - { table: stock, key: [u.fav_sku, o.region], as: s, select: [qty] }
+    output: { topic: out, fields: ['*', s.qty] }
+",
+            None,
+        );
+        let (_, out) = emitted(run(&p, r#"{"user_id": 8, "region": "eu"}"#).await);
+        assert_eq!(out, json!({"user_id": 8, "region": "eu", "qty": null}));
     }
 
     /// What `into:` writes, the SQL form writes byte for byte: the event's

@@ -25,7 +25,6 @@ mod compile;
 mod script;
 
 use std::collections::HashMap;
-use std::fmt;
 use std::path::{Path, PathBuf};
 
 pub use script::{JobDecl, Script, StreamDecl, TableDecl};
@@ -34,50 +33,10 @@ use serde_json::{Map, Value};
 use tributary_config::ConfigError;
 
 use crate::config::EnrichConfig;
-use crate::expr::Position;
 
-/// A SQL job file that cannot be compiled: where, and why.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub struct SqlError {
-    /// Where the offending part starts (absent for whole-file problems).
-    pub at: Option<Position>,
-    /// What is wrong, and what is supported.
-    pub message: String,
-}
-
-impl fmt::Display for SqlError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.at {
-            Some(at) => write!(f, "{at}: {}", self.message),
-            None => f.write_str(&self.message),
-        }
-    }
-}
-
-impl SqlError {
-    fn at(node: &impl sqlparser::ast::Spanned, message: impl Into<String>) -> Self {
-        SqlError {
-            at: Position::of(node),
-            message: message.into(),
-        }
-    }
-
-    fn new(at: Option<Position>, message: impl Into<String>) -> Self {
-        SqlError {
-            at,
-            message: message.into(),
-        }
-    }
-}
-
-impl From<crate::expr::CompileError> for SqlError {
-    fn from(e: crate::expr::CompileError) -> Self {
-        SqlError {
-            at: e.at,
-            message: e.message,
-        }
-    }
-}
+/// A SQL job file that cannot be compiled: where, and why (what is
+/// supported); the same as an expression's error.
+pub type SqlError = crate::expr::CompileError;
 
 /// The key columns of the tables the tables config declares them for.
 pub type TableKeys = HashMap<String, Vec<String>>;
@@ -106,14 +65,6 @@ pub fn parse(text: &str) -> Result<Script, SqlError> {
     script::parse(text)
 }
 
-impl Script {
-    /// The job file these statements declare, with the tables' keys `keys`
-    /// (from the tables config; `CREATE TABLE … PRIMARY KEY` adds to them).
-    pub fn compile(&self, keys: &TableKeys) -> Result<EnrichConfig, SqlError> {
-        compile::job_file(self, keys, Map::new())
-    }
-}
-
 /// A job file as read: YAML jobs, or SQL jobs that compile once the keys of
 /// their tables are known (from the tables config the file names).
 #[derive(Debug)]
@@ -127,8 +78,8 @@ pub enum JobFile {
 /// SQL jobs and the settings around them.
 #[derive(Debug)]
 pub struct SqlJobFile {
-    /// Where the SQL is (for errors).
-    origin: PathBuf,
+    /// Where the SQL is, for errors (`jobs.sql`, or `jobs.yaml, sql:`).
+    origin: String,
     /// The YAML file's settings (empty for a `.sql` file: its SETs give them).
     settings: Map<String, Value>,
     script: Script,
@@ -151,18 +102,15 @@ impl JobFile {
     pub fn read(path: &Path) -> Result<JobFile, ConfigError> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| ConfigError::new("", format!("cannot read {}: {e}", path.display())))?;
-        let sql_error = |origin: &Path, e: SqlError| {
-            ConfigError::new(origin.display().to_string(), e.to_string())
-        };
+        let sql_error = |origin: &str, e: SqlError| ConfigError::new(origin, e.to_string());
         if path
             .extension()
             .is_some_and(|e| e.eq_ignore_ascii_case("sql"))
         {
-            // `${NAME}` is read from the environment, as in YAML files.
-            let text = tributary_config::interpolate_env(&text)?;
-            let script = parse(&text).map_err(|e| sql_error(path, e))?;
+            let origin = path.display().to_string();
+            let script = parse(&text).map_err(|e| sql_error(&origin, e))?;
             return Ok(JobFile::Sql(SqlJobFile {
-                origin: path.to_owned(),
+                origin,
                 settings: Map::new(),
                 script,
             }));
@@ -180,13 +128,13 @@ impl JobFile {
         let field: SqlField = serde_json::from_value(field)
             .map_err(|_| ConfigError::new("sql", "the SQL text, or `{ file: jobs.sql }`"))?;
         let (origin, text) = match field {
-            SqlField::Text(text) => (path.to_owned(), text),
+            SqlField::Text(text) => (format!("{}, sql:", path.display()), text),
             SqlField::File { file } => {
                 let file = path.parent().unwrap_or(Path::new(".")).join(file);
                 let text = std::fs::read_to_string(&file).map_err(|e| {
                     ConfigError::new("sql.file", format!("cannot read {}: {e}", file.display()))
                 })?;
-                (file, tributary_config::interpolate_env(&text)?)
+                (file.display().to_string(), text)
             }
         };
         let script = parse(&text).map_err(|e| sql_error(&origin, e))?;
@@ -230,7 +178,7 @@ impl JobFile {
                     Some(tables) => declare(tables, &declared)?,
                     None if declared.iter().any(|t| !t.entry.is_empty()) => {
                         return Err(ConfigError::new(
-                            sql.origin.display().to_string(),
+                            &sql.origin,
                             "CREATE TABLE … WITH (…) adds a table to the tables config: name \
                              it with SET tables = 'tables.yaml' (its data_dir and kafka)",
                         ));
@@ -258,7 +206,7 @@ impl SqlJobFile {
     /// The job file, compiled with the keys of the tables.
     pub fn compile(&self, keys: &TableKeys) -> Result<EnrichConfig, ConfigError> {
         compile::job_file(&self.script, keys, self.settings.clone())
-            .map_err(|e| ConfigError::new(self.origin.display().to_string(), e.to_string()))
+            .map_err(|e| ConfigError::new(&self.origin, e.to_string()))
     }
 
     /// The tables the SQL declares (`CREATE TABLE`): each one's name, key
@@ -269,9 +217,8 @@ impl SqlJobFile {
         for table in &self.script.tables {
             let mut entry = Map::new();
             for (name, value) in &table.options {
-                compile::set(&mut entry, name, value.clone(), table.at).map_err(|e| {
-                    ConfigError::new(self.origin.display().to_string(), e.to_string())
-                })?;
+                compile::set(&mut entry, name, value.clone(), table.at)
+                    .map_err(|e| ConfigError::new(&self.origin, e.to_string()))?;
             }
             tables.push(DeclaredTable {
                 name: table.name.clone(),

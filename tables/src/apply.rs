@@ -135,9 +135,11 @@ impl Applier {
         let known = self.known_shapes.get(table).and_then(|t| t.get(&partition));
         // Members in another order are the same key: the table keeps its column
         // order (so a key is stored once), and lookups write keys in that order.
-        let key = match known {
-            Some(shape) => key.in_order_of(&shape.columns),
-            None => key,
+        let key = match (known, &layout.key) {
+            (Some(shape), _) => key.in_order_of(&shape.columns),
+            // A declared key orders the columns (joins give its values in that order).
+            (None, Some(declared)) => key.in_order_of(declared),
+            (None, None) => key,
         };
         if known != Some(&key.shape) {
             if let Some(declared) = &layout.key
@@ -481,9 +483,15 @@ mod tests {
             };
             applier.apply(&shape, &mut batch, "stock", &layout, record, &mut time)
         };
-        // The declared columns, written in the declared order: applied.
-        assert!(apply(br#"{"sku":"a","region":"eu"}"#, 0).unwrap().is_ok());
-        assert!(apply(br#"{"region":"eu","sku":"b"}"#, 1).unwrap().is_ok());
+        // The declared columns, in any order (the first as the key of a
+        // restarted table, in another order than declared): applied.
+        assert!(apply(br#"{"region":"eu","sku":"a"}"#, 0).unwrap().is_ok());
+        assert_eq!(
+            shape.read().unwrap().as_ref().unwrap().columns,
+            ["sku", "region"],
+            "kept in the declared order"
+        );
+        assert!(apply(br#"{"sku":"b","region":"eu"}"#, 1).unwrap().is_ok());
         let error = apply(br#"{"sku":"a"}"#, 2).unwrap_err().to_string();
         assert_eq!(
             error,

@@ -131,7 +131,13 @@ impl Function {
             ));
         }
         let text_args = match self {
-            Function::Lower | Function::Upper | Function::CharLength => 1,
+            Function::Lower
+            | Function::Upper
+            | Function::CharLength
+            | Function::Substring
+            | Function::Trim
+            | Function::TrimLeading
+            | Function::TrimTrailing => 1,
             _ => 0,
         };
         for (source, arg) in &args[..text_args] {
@@ -308,11 +314,6 @@ impl JsonPath {
             text: text.to_owned(),
             path,
         })
-    }
-
-    /// The path as written.
-    pub fn as_str(&self) -> &str {
-        &self.text
     }
 
     /// The scalar at the path in `value` (an object or array, or JSON text).

@@ -59,9 +59,9 @@ impl CmpOp {
 /// The target of a `CAST`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CastType {
-    /// BIGINT, INT, INTEGER, SMALLINT, TINYINT: a whole number (fractions are
-    /// truncated toward zero).
-    Integer,
+    /// BIGINT, INT, INTEGER, SMALLINT, TINYINT: a whole number of that many
+    /// bits (fractions are truncated toward zero; out of range is an error).
+    Integer(u32),
     /// DOUBLE, FLOAT, REAL.
     Double,
     /// DECIMAL(p, s) / NUMERIC(p, s): a number rounded half away from zero to
@@ -82,7 +82,10 @@ impl CastType {
             None => (text.trim(), None),
         };
         Some(match name {
-            "BIGINT" | "INT" | "INTEGER" | "SMALLINT" | "TINYINT" | "INT64" => CastType::Integer,
+            "BIGINT" | "INT64" => CastType::Integer(64),
+            "INT" | "INTEGER" => CastType::Integer(32),
+            "SMALLINT" => CastType::Integer(16),
+            "TINYINT" => CastType::Integer(8),
             "DOUBLE" | "DOUBLE PRECISION" | "FLOAT" | "REAL" | "FLOAT64" => CastType::Double,
             "DECIMAL" | "NUMERIC" | "DEC" => {
                 let scale = match args.map(|a| a.split(',').map(str::trim).collect::<Vec<_>>()) {
@@ -91,7 +94,8 @@ impl CastType {
                     Some(parts) if parts.len() == 2 => parts[1].parse().ok()?,
                     Some(_) => return None,
                 };
-                CastType::Decimal(scale)
+                // A double holds 15 to 17 significant digits.
+                (scale <= 15).then_some(CastType::Decimal(scale))?
             }
             "VARCHAR" | "STRING" | "CHAR" | "TEXT" | "CHARACTER VARYING" | "CHARACTER" => {
                 CastType::Text
@@ -104,7 +108,7 @@ impl CastType {
     /// The kind of the cast's results.
     pub fn kind(self) -> Kind {
         match self {
-            CastType::Integer | CastType::Double | CastType::Decimal(_) => Kind::Number,
+            CastType::Integer(_) | CastType::Double | CastType::Decimal(_) => Kind::Number,
             CastType::Text => Kind::Text,
             CastType::Boolean => Kind::Bool,
         }
@@ -133,28 +137,24 @@ impl CastType {
                 },
                 _ => return Err(cannot("")),
             },
-            CastType::Integer => {
-                let whole = |f: f64| -> Result<Value, EvalError> {
-                    let t = f.trunc();
-                    if t.is_finite() && t >= i64::MIN as f64 && t < i64::MAX as f64 {
-                        Ok(Value::from(t as i64))
-                    } else {
-                        Err(cannot(" (out of range)"))
-                    }
-                };
-                match &value {
-                    Value::Number(n) if n.is_i64() || n.is_u64() => n
-                        .as_i64()
-                        .map(Value::from)
-                        .ok_or_else(|| cannot(" (out of range)"))?,
-                    Value::Number(n) => whole(n.as_f64().expect("a number"))?,
-                    Value::Bool(b) => Value::from(i64::from(*b)),
-                    Value::String(s) => match s.trim().parse::<i64>() {
-                        Ok(i) => Value::from(i),
-                        Err(_) => whole(s.trim().parse::<f64>().map_err(|_| cannot(""))?)?,
+            CastType::Integer(bits) => {
+                let whole = match &value {
+                    Value::Number(n) => match integer(n) {
+                        Some(i) => i,
+                        None => n.as_f64().expect("a number").trunc() as i128,
+                    },
+                    Value::Bool(b) => i128::from(*b),
+                    Value::String(s) => match s.trim().parse::<i128>() {
+                        Ok(i) => i,
+                        Err(_) => s.trim().parse::<f64>().map_err(|_| cannot(""))?.trunc() as i128,
                     },
                     _ => return Err(cannot("")),
+                };
+                let half = 1i128 << (bits - 1);
+                if whole < -half || whole >= half {
+                    return Err(cannot(" (out of range)"));
                 }
+                Value::from(whole as i64)
             }
             CastType::Double | CastType::Decimal(_) => {
                 let f = match &value {
@@ -167,10 +167,7 @@ impl CastType {
                     _ => return Err(cannot("")),
                 };
                 let f = match self {
-                    CastType::Decimal(scale) => {
-                        let factor = 10f64.powi(scale as i32);
-                        (f * factor).round() / factor
-                    }
+                    CastType::Decimal(scale) => round_decimal(f, scale),
                     _ => f,
                 };
                 double(f)?
@@ -180,7 +177,10 @@ impl CastType {
 
     fn name(self) -> String {
         match self {
-            CastType::Integer => "BIGINT".into(),
+            CastType::Integer(64) => "BIGINT".into(),
+            CastType::Integer(32) => "INT".into(),
+            CastType::Integer(16) => "SMALLINT".into(),
+            CastType::Integer(_) => "TINYINT".into(),
             CastType::Double => "DOUBLE".into(),
             CastType::Decimal(scale) => format!("DECIMAL with scale {scale}"),
             CastType::Text => "STRING".into(),
@@ -189,11 +189,59 @@ impl CastType {
     }
 }
 
+/// `f` rounded half away from zero to `scale` decimals, as written in
+/// decimal (`1.005` → `1.01`, where rounding its binary value gives `1.00`).
+fn round_decimal(f: f64, scale: u32) -> f64 {
+    // The shortest text that reads back as `f` (never in exponent form).
+    let text = f.abs().to_string();
+    let (whole, fraction) = text.split_once('.').unwrap_or((&text, ""));
+    let scale = scale as usize;
+    if fraction.len() <= scale {
+        return f;
+    }
+    let mut digits: Vec<u8> = whole.bytes().chain(fraction[..scale].bytes()).collect();
+    if fraction.as_bytes()[scale] >= b'5' {
+        // Add one in the last place kept, carrying.
+        let mut i = digits.len();
+        loop {
+            if i == 0 {
+                digits.insert(0, b'1');
+                break;
+            }
+            i -= 1;
+            if digits[i] == b'9' {
+                digits[i] = b'0';
+            } else {
+                digits[i] += 1;
+                break;
+            }
+        }
+    }
+    let split = digits.len() - scale;
+    let rounded = format!(
+        "{}.{}",
+        std::str::from_utf8(&digits[..split]).expect("digits"),
+        std::str::from_utf8(&digits[split..]).expect("digits")
+    );
+    let magnitude: f64 = rounded.trim_end_matches('.').parse().expect("a decimal");
+    magnitude.copysign(f)
+}
+
+/// An integral number's value, whether it fits an i64 or a u64.
+fn integer(n: &Number) -> Option<i128> {
+    n.as_i64()
+        .map(i128::from)
+        .or_else(|| n.as_u64().map(i128::from))
+}
+
 /// A numeric literal's value: an integer when it has no fraction or exponent
 /// and fits, else a double.
 pub(super) fn number(text: &str) -> Option<Value> {
     if let Ok(i) = text.parse::<i64>() {
         return Some(Value::from(i));
+    }
+    if let Ok(u) = text.parse::<u64>() {
+        return Some(Value::from(u));
     }
     text.parse::<f64>()
         .ok()
@@ -261,14 +309,14 @@ pub(super) fn or(
 }
 
 enum Num {
-    Int(i64),
+    Int(i128),
     Float(f64),
 }
 
 fn num(value: &Value, op: &str) -> Result<Option<Num>, EvalError> {
     match value {
         Value::Null => Ok(None),
-        Value::Number(n) => Ok(Some(match n.as_i64() {
+        Value::Number(n) => Ok(Some(match integer(n) {
             Some(i) => Num::Int(i),
             None => Num::Float(n.as_f64().expect("a number")),
         })),
@@ -279,14 +327,21 @@ fn num(value: &Value, op: &str) -> Result<Option<Num>, EvalError> {
     }
 }
 
+/// An integer result, if it fits an i64 or a u64 (JSON's integers here).
+fn whole(i: i128) -> Option<Value> {
+    i64::try_from(i)
+        .map(Value::from)
+        .or_else(|_| u64::try_from(i).map(Value::from))
+        .ok()
+}
+
 /// `-value`.
 pub(super) fn negate(value: &Value) -> Result<Value, EvalError> {
     match num(value, "`-`")? {
         None => Ok(Value::Null),
-        Some(Num::Int(i)) => i
-            .checked_neg()
-            .map(Value::from)
-            .ok_or_else(|| EvalError(format!("-{i} overflows a 64-bit integer"))),
+        Some(Num::Int(i)) => {
+            whole(-i).ok_or_else(|| EvalError(format!("-{i} overflows a 64-bit integer")))
+        }
         Some(Num::Float(f)) => double(-f),
     }
 }
@@ -316,7 +371,7 @@ pub(super) fn arith(op: ArithOp, a: &Value, b: &Value) -> Result<Value, EvalErro
                 ArithOp::Rem => x.checked_rem(y),
             };
             result
-                .map(Value::from)
+                .and_then(whole)
                 .ok_or_else(|| EvalError(format!("{x} {symbol} {y} overflows a 64-bit integer")))
         }
         (x, y) => {
@@ -343,7 +398,7 @@ pub(super) fn arith(op: ArithOp, a: &Value, b: &Value) -> Result<Value, EvalErro
 pub(super) fn compare(a: &Value, b: &Value) -> Result<Option<Ordering>, EvalError> {
     Ok(Some(match (a, b) {
         (Value::Null, _) | (_, Value::Null) => return Ok(None),
-        (Value::Number(x), Value::Number(y)) => match (x.as_i64(), y.as_i64()) {
+        (Value::Number(x), Value::Number(y)) => match (integer(x), integer(y)) {
             (Some(x), Some(y)) => x.cmp(&y),
             _ => {
                 let (x, y) = (x.as_f64().expect("a number"), y.as_f64().expect("a number"));

@@ -137,7 +137,21 @@ fn arithmetic_keeps_integers_and_says_what_failed() {
         "{}",
         err("1 / 0")
     );
-    assert!(err("9223372036854775807 + 1").contains("overflows"));
+    assert_eq!(
+        eval("9223372036854775807 + 1"),
+        json!(9223372036854775808u64),
+        "u64 holds it"
+    );
+    assert!(err("18446744073709551615 + 1").contains("overflows"));
+    assert!(err("-9223372036854775807 - 2").contains("overflows"));
+    assert_eq!(
+        eval("18446744073709551615 = 18446744073709551614"),
+        json!(false)
+    );
+    assert_eq!(
+        eval("18446744073709551615 - 1"),
+        json!(18446744073709551614u64)
+    );
     let text = eval_in("a * 2", json!({"a": "x"}), None).unwrap_err().0;
     assert!(text.contains("needs numbers, not text"), "{text}");
     let text = eval_in("a > 1", json!({"a": "x"}), None).unwrap_err().0;
@@ -194,6 +208,19 @@ fn case_coalesce_and_casts() {
     assert_eq!(eval("CAST(' 1.5 ' AS DOUBLE)"), json!(1.5));
     assert_eq!(eval("CAST(2.345 AS DECIMAL(10, 2))"), json!(2.35));
     assert_eq!(eval("CAST(-2.345 AS DECIMAL(10, 2))"), json!(-2.35));
+    assert_eq!(
+        eval("CAST(1.005 AS DECIMAL(10, 2))"),
+        json!(1.01),
+        "as written, not as stored"
+    );
+    assert_eq!(eval("CAST(9.995 AS DECIMAL(10, 2))"), json!(10.0));
+    assert_eq!(eval("CAST(-0.5 AS DECIMAL(10, 0))"), json!(-1.0));
+    assert_eq!(eval("CAST(1.2 AS DECIMAL(10, 3))"), json!(1.2));
+    assert_eq!(eval("CAST(32767 AS SMALLINT)"), json!(32767));
+    let range = eval_in("CAST(32768 AS SMALLINT)", json!({}), None)
+        .unwrap_err()
+        .0;
+    assert_eq!(range, "cannot CAST 32768 to SMALLINT (out of range)");
     assert_eq!(eval("CAST(12 AS VARCHAR)"), json!("12"));
     assert_eq!(eval("CAST(TRUE AS STRING)"), json!("TRUE"));
     assert_eq!(eval("CAST('yes' AS BOOLEAN)"), json!(true));
@@ -272,6 +299,16 @@ fn compile_errors_point_at_the_problem_and_say_what_is_supported() {
         ),
         ("x IN (SELECT 1)", "subqueries is not supported"),
         ("CAST(x AS DATE)", "CAST to DATE is not supported"),
+        (
+            "CAST(x AS DECIMAL(40, 20))",
+            "CAST to DECIMAL(40,20) is not supported",
+        ),
+        ("x IN (1, 'a')", "cannot compare a number with text"),
+        ("x BETWEEN 'a' AND 3", "cannot compare text with a number"),
+        (
+            "CASE 1 WHEN 'a' THEN 1 END",
+            "cannot compare a number with text",
+        ),
         (
             "JSON_VALUE(x, y)",
             "JSON_VALUE's path must be a string literal",

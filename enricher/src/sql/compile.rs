@@ -11,7 +11,7 @@ use sqlparser::ast::{
     SelectItemQualifiedWildcardKind, SetExpr, SqlOption, TableFactor, TableVersion,
 };
 
-use super::script::{JobDecl, Script, StreamDecl};
+use super::script::{JobDecl, Script, StreamDecl, dotted, is_proctime, literal};
 use super::{SqlError, TableKeys};
 use crate::config::EnrichConfig;
 use crate::expr::{self, Names as _, Position, Ref};
@@ -86,7 +86,7 @@ pub(super) fn job_file(
         }
     }
     document.insert("jobs".into(), Value::Array(jobs));
-    tributary_config::parse(&Value::Object(document).to_string())
+    tributary_config::from_document(Value::Object(document))
         .map_err(|e| SqlError::new(None, format!("{}: {}", e.field, e.problem)))
 }
 
@@ -144,26 +144,7 @@ fn ident(name: &ast::ObjectName) -> Option<&String> {
     }
 }
 
-/// A literal option value as text.
-fn option_text(value: &Expr) -> Result<String, SqlError> {
-    match value {
-        Expr::Value(v) => match &v.value {
-            ast::Value::SingleQuotedString(s) => Ok(s.clone()),
-            ast::Value::Number(n, _) => Ok(n.clone()),
-            ast::Value::Boolean(b) => Ok(b.to_string()),
-            _ => Err(SqlError::at(
-                value,
-                "an option's value is a literal: 'text' or 42",
-            )),
-        },
-        _ => Err(SqlError::at(
-            value,
-            "an option's value is a literal: 'text' or 42",
-        )),
-    }
-}
-
-/// Options as (dotted key, value, where the key starts).
+/// Options as (dotted key, value as text, where the key starts).
 fn option_pairs(list: &[SqlOption]) -> Result<Vec<(String, String, Option<Position>)>, SqlError> {
     list.iter()
         .map(|option| match option {
@@ -172,16 +153,11 @@ fn option_pairs(list: &[SqlOption]) -> Result<Vec<(String, String, Option<Positi
                     Some(ast::ObjectNamePart::Identifier(i)) => Position::of_span(i.span),
                     _ => Position::of(option),
                 };
-                let key = key
-                    .0
-                    .iter()
-                    .map(|p| match p {
-                        ast::ObjectNamePart::Identifier(i) => i.value.clone(),
-                        other => other.to_string(),
-                    })
-                    .collect::<Vec<_>>()
-                    .join(".");
-                Ok((key, option_text(value)?, at))
+                let text = match literal(value)? {
+                    Value::String(text) => text,
+                    other => other.to_string(),
+                };
+                Ok((dotted(key).join("."), text, at))
             }
             other => Err(SqlError::at(other, "write options as name = 'value'")),
         })
@@ -368,6 +344,7 @@ impl<'s> Job<'s> {
         // find the columns each join must fetch, and to point at errors.
         let names = job.names(None);
         let mut fields = Vec::new();
+        let mut names_written = std::collections::BTreeSet::new();
         let mut reads = Vec::new();
         for (i, item) in select.projection.iter().enumerate() {
             match item {
@@ -401,25 +378,41 @@ impl<'s> Job<'s> {
                         ),
                     ));
                 }
-                SelectItem::UnnamedExpr(e) => {
-                    let name = match e {
-                        Expr::Identifier(i) => i.value.clone(),
-                        Expr::CompoundIdentifier(parts) => {
+                SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => {
+                    let name = match (item, e) {
+                        (SelectItem::ExprWithAlias { alias, .. }, _) => alias.value.clone(),
+                        (_, Expr::Identifier(i)) => i.value.clone(),
+                        (_, Expr::CompoundIdentifier(parts)) => {
                             parts.last().expect("parts").value.clone()
                         }
                         _ => {
                             return Err(SqlError::at(e, format!("name this field: `{e} AS name`")));
                         }
                     };
+                    if !names_written.insert(name.clone()) {
+                        return Err(SqlError::at(
+                            item,
+                            format!("`{name}` is written twice: name one of them with AS"),
+                        ));
+                    }
                     reads.extend(expr::compile(e, &names)?.values_read().into_iter().cloned());
                     fields.push(json!({ name: e.to_string() }));
                 }
-                SelectItem::ExprWithAlias { expr: e, alias } => {
-                    reads.extend(expr::compile(e, &names)?.values_read().into_iter().cloned());
-                    fields.push(json!({ alias.value.clone(): e.to_string() }));
-                }
                 other => return Err(SqlError::at(other, format!("`{other}` is not supported"))),
             }
+        }
+        // The output key is read from what is written.
+        if fields.first() != Some(&json!("*"))
+            && let Some(column) = sink.key.iter().find(|c| !names_written.contains(*c))
+        {
+            return Err(SqlError::new(
+                sink.at,
+                format!(
+                    "`{}`'s key column `{column}` is not among the fields the job writes \
+                     ({names_written:?})",
+                    sink.name
+                ),
+            ));
         }
         let filter = match &select.selection {
             Some(condition) => {
@@ -592,10 +585,8 @@ impl<'s> Job<'s> {
 
     /// The event field an `AS OF` reads (`None`: the processing time, the latest row).
     fn as_of_field(&self, time: &Expr) -> Result<Option<String>, SqlError> {
-        let is_proc_time_call = matches!(time, Expr::Function(f)
-            if f.name.to_string().eq_ignore_ascii_case("PROCTIME"));
         let parts: Vec<String> = match time {
-            _ if is_proc_time_call => return Ok(None),
+            _ if is_proctime(time) => return Ok(None),
             Expr::Identifier(i) => vec![i.value.clone()],
             Expr::CompoundIdentifier(parts) => parts.iter().map(|p| p.value.clone()).collect(),
             other => {
@@ -611,6 +602,19 @@ impl<'s> Job<'s> {
         };
         if path.len() == 1 && self.proc_time.as_ref() == Some(&path[0]) {
             return Ok(None);
+        }
+        if self.proc_time.is_none()
+            && path.len() == 1
+            && matches!(path[0].to_lowercase().as_str(), "proc_time" | "proctime")
+        {
+            return Err(SqlError::at(
+                time,
+                format!(
+                    "the stream declares no processing-time column: CREATE STREAM … ({} AS \
+                     PROCTIME()) (or read AS OF PROCTIME())",
+                    path[0]
+                ),
+            ));
         }
         Ok(Some(path.join(".")))
     }
@@ -876,12 +880,7 @@ impl JobOptions {
                         ));
                     };
                     let (name, value) = match option.as_str() {
-                        "max_wait_ms" => (
-                            "max_wait_ms",
-                            json!(value.parse::<u64>().map_err(|_| {
-                                SqlError::new(at, format!("{value:?} is not a whole number"))
-                            })?),
-                        ),
+                        "max_wait_ms" => ("max_wait_ms", json!(number(&value, at)?)),
                         _ => ("unit", json!(value)),
                     };
                     as_of.insert(name.into(), value);

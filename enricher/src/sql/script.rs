@@ -91,10 +91,13 @@ pub(super) fn parse(text: &str) -> Result<Script, SqlError> {
             let word = parser.next_token();
             match &word.token {
                 Token::Word(w) if w.value.eq_ignore_ascii_case("JOB") => {
-                    script.jobs.push(job(&mut parser, at)?);
+                    let job = job(&mut parser, at)?;
+                    once(script.jobs.iter().map(|j| &j.name), &job.name, at)?;
+                    script.jobs.push(job);
                 }
                 Token::Word(w) if w.keyword == Keyword::STREAM => {
                     let (name, columns, options) = relation(&mut parser)?;
+                    once(script.streams.iter().map(|s| &s.name), &name, at)?;
                     script.streams.push(StreamDecl {
                         name,
                         at,
@@ -105,6 +108,7 @@ pub(super) fn parse(text: &str) -> Result<Script, SqlError> {
                 }
                 Token::Word(w) if w.keyword == Keyword::TABLE => {
                     let (name, columns, options) = relation(&mut parser)?;
+                    once(script.tables.iter().map(|t| &t.name), &name, at)?;
                     if columns.proc_time.is_some() {
                         return Err(SqlError::new(at, "a table has no PROCTIME() column"));
                     }
@@ -132,9 +136,8 @@ pub(super) fn parse(text: &str) -> Result<Script, SqlError> {
                     variable,
                     values,
                 }) if values.len() == 1 => {
-                    let value = setting(&values[0])?;
-                    let name = variable.0.iter().map(|p| p.to_string()).collect();
-                    script.settings.push((name, value, at));
+                    let value = literal(&values[0])?;
+                    script.settings.push((dotted(&variable), value, at));
                 }
                 other => {
                     return Err(SqlError::new(
@@ -158,6 +161,18 @@ pub(super) fn parse(text: &str) -> Result<Script, SqlError> {
     Ok(script)
 }
 
+/// `name` is not among the names declared before.
+fn once<'n>(
+    mut declared: impl Iterator<Item = &'n String>,
+    name: &str,
+    at: Option<Position>,
+) -> Result<(), SqlError> {
+    if declared.any(|n| n == name) {
+        return Err(SqlError::new(at, format!("`{name}` is declared twice")));
+    }
+    Ok(())
+}
+
 fn first_words(statement: &str) -> String {
     statement
         .split_whitespace()
@@ -166,38 +181,49 @@ fn first_words(statement: &str) -> String {
         .join(" ")
 }
 
-/// A `SET` value: a string, number or boolean literal.
-fn setting(value: &Expr) -> Result<Value, SqlError> {
-    let Expr::Value(v) = value else {
-        return Err(SqlError::at(
+/// A literal of `SET` or an option: a string (`${NAME}` read from the
+/// environment, as in YAML files), a number or a boolean.
+pub(super) fn literal(value: &Expr) -> Result<Value, SqlError> {
+    let not_literal = || {
+        SqlError::at(
             value,
-            "SET takes a literal: 'text', 42 or TRUE",
-        ));
+            "a setting or option takes a literal: 'text', 42 or TRUE",
+        )
+    };
+    let Expr::Value(v) = value else {
+        return Err(not_literal());
     };
     Ok(match &v.value {
-        ast::Value::SingleQuotedString(s) => Value::String(s.clone()),
+        ast::Value::SingleQuotedString(s) => Value::String(
+            tributary_config::interpolate_env(s).map_err(|e| SqlError::at(value, e.problem))?,
+        ),
         ast::Value::Boolean(b) => Value::Bool(*b),
         ast::Value::Number(n, _) => serde_json::from_str(n)
             .map_err(|_| SqlError::at(value, format!("{n} is not a number")))?,
-        _ => {
-            return Err(SqlError::at(
-                value,
-                "SET takes a literal: 'text', 42 or TRUE",
-            ));
-        }
+        _ => return Err(not_literal()),
     })
+}
+
+/// An option's or setting's dotted name, part by part.
+pub(super) fn dotted(name: &ObjectName) -> Vec<String> {
+    name.0
+        .iter()
+        .map(|p| match p {
+            ast::ObjectNamePart::Identifier(i) => i.value.clone(),
+            other => other.to_string(),
+        })
+        .collect()
+}
+
+/// Whether `expr` is `PROCTIME()`.
+pub(super) fn is_proctime(expr: &Expr) -> bool {
+    matches!(expr, Expr::Function(f) if f.name.to_string().eq_ignore_ascii_case("PROCTIME"))
 }
 
 /// A table's option: its dotted name and literal value.
 fn table_option(option: &SqlOption) -> Result<(Vec<String>, Value), SqlError> {
     match option {
-        SqlOption::KeyValue { key, value } => {
-            let name = key.0.iter().map(|p| match p {
-                ast::ObjectNamePart::Identifier(i) => i.value.clone(),
-                other => other.to_string(),
-            });
-            Ok((name.collect(), setting(value)?))
-        }
+        SqlOption::KeyValue { key, value } => Ok((dotted(key), literal(value)?)),
         other => Err(SqlError::at(other, "write options as name = 'value'")),
     }
 }
@@ -245,9 +271,7 @@ fn column_item(parser: &mut Parser, columns: &mut Columns) -> Result<(), SqlErro
         let name: Ident = parser.parse_identifier().map_err(parse_error)?;
         parser.expect_keyword(Keyword::AS).map_err(parse_error)?;
         let expr = parser.parse_expr().map_err(parse_error)?;
-        let is_proc_time = matches!(&expr, Expr::Function(f)
-            if f.name.to_string().eq_ignore_ascii_case("PROCTIME"));
-        if !is_proc_time {
+        if !is_proctime(&expr) {
             return Err(SqlError::at(
                 &expr,
                 "computed columns are written in the query; a column declared here with AS is \

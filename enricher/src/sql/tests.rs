@@ -25,7 +25,7 @@ fn keys() -> TableKeys {
 }
 
 fn compile(job: &str) -> Result<EnrichConfig, SqlError> {
-    parse(&format!("{PREAMBLE}{job}"))?.compile(&keys())
+    compile::job_file(&parse(&format!("{PREAMBLE}{job}"))?, &keys(), Map::new())
 }
 
 fn plan(job: &str) -> String {
@@ -150,7 +150,7 @@ LEFT JOIN users FOR SYSTEM_TIME AS OF o.placed_at AS u ON u.id = o.user_id",
 
 #[test]
 fn settings_streams_and_delivery_reach_the_job_file() {
-    let config = parse(
+    let script = parse(
         "SET kafka.brokers = 'k:9';
 SET tables = 'tables.yaml';
 SET concurrency = 64;
@@ -159,9 +159,8 @@ CREATE STREAM b WITH (topic = 'b');
 CREATE JOB first WITH (dead_letter_topic = 'dlq1', group_id = 'g1') AS INSERT INTO b SELECT x.* FROM a x WHERE x.n > 1;
 CREATE JOB second WITH (dead_letter_topic = 'dlq2') AS INSERT INTO b SELECT a.n + 1 AS m FROM a;",
     )
-    .unwrap()
-    .compile(&TableKeys::new())
     .unwrap();
+    let config = compile::job_file(&script, &TableKeys::new(), Map::new()).unwrap();
     assert_eq!(config.kafka.brokers, "k:9");
     assert_eq!(
         config.tables.as_deref(),
@@ -224,6 +223,13 @@ fn what_is_outside_the_subset_is_refused_with_its_position() {
         ("SELECT 1".into(), "line 5, column 1: `SELECT 1` is not supported"),
         ("CREATE JOB j WITH (dead_letter_topic = 'dlq') AS INSERT INTO enriched_orders SELECT o.* FROM orders o WHERE".into(), "Expected: an expression"),
         ("CREATE TABLE carts WITH (topic = 'carts')".into(), "line 5, column 1: declare the key of table `carts`"),
+        (job("SELECT o.* FROM orders o WHERE ord.qty > 0"), "line 6, column 32: `ord.qty`: `ord` names neither the input (`o`) nor a join before this point ([]); write text in single quotes"),
+        (job(&format!("SELECT o.id, u.id FROM orders o {join}")), "line 6, column 14: `id` is written twice: name one of them with AS"),
+        (job("SELECT o.id AS order_id FROM orders o"), "line 4, column 1: `enriched_orders`'s key column `id` is not among the fields the job writes ({\"order_id\"})"),
+        (job("SELECT o.* FROM clicks c LEFT JOIN users FOR SYSTEM_TIME AS OF c.proc_time u ON u.id = c.user_id"), "the stream declares no processing-time column: CREATE STREAM … (proc_time AS PROCTIME())"),
+        (job("SELECT o.* FROM orders o WHERE o.kind IN ('a', 1)"), "line 6, column 32: cannot compare text with a number"),
+        ("CREATE STREAM orders WITH (topic = 'again')".into(), "line 5, column 1: `orders` is declared twice"),
+        ("SET kafka.brokers = '${TRIBUTARY_SURELY_UNSET}'".into(), "line 5, column 21: environment variable TRIBUTARY_SURELY_UNSET is not set and has no default"),
     ];
     for (sql, expected) in cases {
         let error = rejected(&sql);
