@@ -19,7 +19,8 @@
 //!   each has applied its source's log (GTIDs, PostgreSQL WAL positions).
 //! - [`local_table`]: [`LocalTable`], a [`Table`] over the store.
 //! - [`checkpoint`]: consistent, incremental checkpoints and restore.
-//! - [`config`], [`error`], [`metrics`].
+//! - [`config`], [`error`], [`metrics`]; `announce`: a compacted topic where
+//!   instances announce their state to each other (routing, shared rate limits).
 //!
 //! - [`grpc`]: the gRPC lookup API over local and remote tables (routing between
 //!   instances, read-your-position, TLS and tokens).
@@ -27,6 +28,7 @@
 //!   lookup API) behind a cache, batching, a rate limit, timeouts, retries and
 //!   a circuit breaker, with CDC invalidation.
 
+mod announce;
 pub mod applied_log;
 mod apply;
 pub mod checkpoint;

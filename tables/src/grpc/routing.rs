@@ -10,24 +10,19 @@
 //! over cached gRPC channels.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex, RwLock};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::client::DefaultClientContext;
-use rdkafka::consumer::{Consumer, StreamConsumer};
-use rdkafka::error::RDKafkaErrorCode;
-use rdkafka::producer::{FutureProducer, FutureRecord};
-use rdkafka::{Message, Offset, TopicPartitionList};
 use serde::{Deserialize, Serialize};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
 use tonic::{Request, Status};
-use tracing::{info, warn};
+use tracing::info;
 use tributary_proto::grpc::v1::lookup_client::LookupClient;
 
+use crate::announce::{Announce, Board, Topic};
 use crate::config::KafkaConfig;
 use crate::config::grpc::GrpcConfig;
 use crate::error::TableError;
@@ -41,16 +36,13 @@ struct Announcement {
     address: String,
     /// Table → partitions held.
     tables: BTreeMap<String, Vec<i32>>,
-    /// When it was published (milliseconds since the epoch).
-    at_ms: i64,
 }
 
 /// The routing map of one instance and its channels to the others.
 pub(crate) struct Routing {
-    me: String,
     forward: bool,
     stale_after: Duration,
-    others: RwLock<HashMap<String, Announcement>>,
+    board: Arc<Board<Announcement>>,
     clients: Mutex<HashMap<String, LookupClient<Channel>>>,
     client_tls: Option<ClientTlsConfig>,
     token: BearerToken,
@@ -71,41 +63,30 @@ impl Routing {
         shutdown: CancellationToken,
         tasks: &mut JoinSet<Result<(), TableError>>,
     ) -> Result<Arc<Self>, TableError> {
-        let topic = config.routing_topic(group_id);
-        ensure_topic(kafka, &topic).await?;
         let interval = Duration::from_millis(config.routing.publish_interval_ms);
-        let routing = Arc::new(Routing {
-            me: config.advertised(),
+        let topic = Topic {
+            kafka,
+            name: config.routing_topic(group_id),
+            component: "tables.routing",
+            reader_group: format!("{group_id}.routing-reader"),
+            interval,
+            check: Duration::from_millis(200),
+        };
+        info!(topic = %topic.name, address = %config.advertised(), "publishing held partitions for routing");
+        let held = Held {
+            address: config.advertised(),
+            progress,
+            partitioned,
+        };
+        let board = Board::start(topic, config.advertised(), held, shutdown, tasks).await?;
+        Ok(Arc::new(Routing {
             forward: config.routing.forward,
             stale_after: (interval * 10).max(Duration::from_secs(10)),
-            others: RwLock::default(),
+            board,
             clients: Mutex::default(),
             client_tls,
             token: BearerToken::new(config.token.as_deref()),
-        });
-        let producer: FutureProducer = kafka
-            .producer("tables.routing")
-            .set("linger.ms", "0")
-            .create()?;
-        let reader = reader(kafka, group_id, &topic).await?;
-        info!(%topic, address = %routing.me, "publishing held partitions for routing");
-        tasks.spawn(publish(
-            Publisher {
-                producer,
-                topic,
-                address: routing.me.clone(),
-                progress,
-                partitioned,
-                interval,
-            },
-            shutdown.clone(),
-        ));
-        let reading = routing.clone();
-        tasks.spawn(async move {
-            reading.read(reader, shutdown).await;
-            Ok(())
-        });
-        Ok(routing)
+        }))
     }
 
     /// Whether requests for partitions held elsewhere are forwarded.
@@ -116,14 +97,17 @@ impl Routing {
     /// The address of the instance holding `partition` of `table`, per the newest
     /// live announcement.
     pub(crate) fn owner_of(&self, table: &str, partition: i32) -> Option<String> {
-        let fresh_since = now_ms() - self.stale_after.as_millis() as i64;
-        let others = self.others.read().expect("routing lock");
-        others
-            .values()
-            .filter(|a| a.at_ms >= fresh_since)
-            .filter(|a| a.tables.get(table).is_some_and(|p| p.contains(&partition)))
-            .max_by_key(|a| a.at_ms)
-            .map(|a| a.address.clone())
+        self.board
+            .live(self.stale_after)
+            .into_iter()
+            .filter(|(_, a)| {
+                a.state
+                    .tables
+                    .get(table)
+                    .is_some_and(|p| p.contains(&partition))
+            })
+            .max_by_key(|(_, a)| a.at_ms)
+            .map(|(_, a)| a.state.address)
     }
 
     /// A client of the instance at `address` (channels are made once, lazily).
@@ -163,168 +147,44 @@ impl Routing {
         request.set_timeout(deadline.saturating_duration_since(Instant::now()));
         request
     }
-
-    async fn read(self: Arc<Self>, consumer: StreamConsumer, shutdown: CancellationToken) {
-        loop {
-            let msg = tokio::select! {
-                () = shutdown.cancelled() => return,
-                received = consumer.recv() => received,
-            };
-            let msg = match msg {
-                Ok(msg) => msg,
-                Err(e) => {
-                    warn!(error = %e, "routing topic read failed");
-                    continue;
-                }
-            };
-            let Some(address) = msg.key().and_then(|k| std::str::from_utf8(k).ok()) else {
-                continue;
-            };
-            if address == self.me {
-                continue;
-            }
-            let mut others = self.others.write().expect("routing lock");
-            match msg.payload().map(serde_json::from_slice::<Announcement>) {
-                None => {
-                    others.remove(address);
-                }
-                Some(Ok(announcement)) => {
-                    others.insert(address.to_owned(), announcement);
-                }
-                Some(Err(e)) => warn!(%address, error = %e, "ignoring a malformed routing record"),
-            }
-        }
-    }
 }
 
-struct Publisher {
-    producer: FutureProducer,
-    topic: String,
+/// What this instance announces: the partitions of its `partitioned` tables.
+struct Held {
     address: String,
     progress: Arc<Progress>,
     partitioned: Vec<String>,
-    interval: Duration,
 }
 
-impl Publisher {
-    fn held(&self) -> BTreeMap<String, Vec<i32>> {
-        self.partitioned
+impl Announce for Held {
+    type State = Announcement;
+
+    fn current(&self) -> Announcement {
+        let tables = self
+            .partitioned
             .iter()
             .map(|t| {
                 let held = self.progress.of_table(t).into_iter().map(|(p, _)| p);
                 (t.clone(), held.collect())
             })
-            .collect()
-    }
-
-    async fn send(&self, payload: Option<&[u8]>) {
-        let mut record = FutureRecord::<str, [u8]>::to(&self.topic).key(&self.address);
-        if let Some(payload) = payload {
-            record = record.payload(payload);
-        }
-        if let Err((e, _)) = self.producer.send(record, Duration::from_secs(5)).await {
-            warn!(topic = %self.topic, error = %e, "cannot publish routing");
+            .collect();
+        Announcement {
+            address: self.address.clone(),
+            tables,
         }
     }
-}
-
-/// Publishes the held partitions every interval, and at once when they change;
-/// a tombstone on shutdown.
-async fn publish(publisher: Publisher, shutdown: CancellationToken) -> Result<(), TableError> {
-    let mut published: Option<(BTreeMap<String, Vec<i32>>, std::time::Instant)> = None;
-    loop {
-        let held = publisher.held();
-        let due = published
-            .as_ref()
-            .is_none_or(|(was, at)| *was != held || at.elapsed() >= publisher.interval);
-        if due {
-            let announcement = Announcement {
-                address: publisher.address.clone(),
-                tables: held.clone(),
-                at_ms: now_ms(),
-            };
-            let payload = serde_json::to_vec(&announcement).expect("announcement serializes");
-            publisher.send(Some(&payload)).await;
-            published = Some((held, std::time::Instant::now()));
-        }
-        tokio::select! {
-            () = shutdown.cancelled() => break,
-            () = tokio::time::sleep(Duration::from_millis(200)) => {}
-        }
-    }
-    publisher.send(None).await;
-    Ok(())
-}
-
-async fn ensure_topic(kafka: &KafkaConfig, topic: &str) -> Result<(), TableError> {
-    let admin: AdminClient<DefaultClientContext> = kafka.admin("tables.routing").create()?;
-    let new = NewTopic::new(topic, 1, TopicReplication::Fixed(kafka.replication_factor))
-        .set("cleanup.policy", "compact");
-    let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
-    for result in admin.create_topics([&new], &options).await? {
-        match result {
-            Ok(_) | Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
-            Err((_, code)) => {
-                return Err(TableError::Kafka(rdkafka::error::KafkaError::AdminOp(code)));
-            }
-        }
-    }
-    Ok(())
-}
-
-/// A consumer of every partition of the routing topic, from the beginning.
-async fn reader(
-    kafka: &KafkaConfig,
-    group: &str,
-    topic: &str,
-) -> Result<StreamConsumer, TableError> {
-    let consumer: StreamConsumer = kafka
-        .consumer("tables.routing", &format!("{group}.routing-reader"))
-        .set("enable.auto.commit", "false")
-        .set("fetch.wait.max.ms", "100")
-        .create()?;
-    let name = topic.to_owned();
-    let consumer = tokio::task::spawn_blocking(move || -> Result<StreamConsumer, TableError> {
-        let mut partitions = 0;
-        for _ in 0..50 {
-            let metadata = consumer.fetch_metadata(Some(&name), Duration::from_secs(10))?;
-            partitions = metadata
-                .topics()
-                .first()
-                .map_or(0, |t| t.partitions().len());
-            if partitions > 0 {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let mut all = TopicPartitionList::new();
-        for p in 0..partitions as i32 {
-            all.add_partition_offset(&name, p, Offset::Beginning)?;
-        }
-        consumer.assign(&all)?;
-        Ok(consumer)
-    })
-    .await
-    .expect("metadata fetch does not panic")?;
-    Ok(consumer)
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::announce::Stamped;
 
     fn routing() -> Routing {
         Routing {
-            me: "me:1".into(),
             forward: true,
             stale_after: Duration::from_secs(20),
-            others: RwLock::default(),
+            board: Arc::new(Board::for_tests("me:1")),
             clients: Mutex::default(),
             client_tls: None,
             token: BearerToken::new(None),
@@ -332,14 +192,12 @@ mod tests {
     }
 
     fn announce(routing: &Routing, address: &str, partitions: &[i32], age_ms: i64) {
-        routing.others.write().unwrap().insert(
-            address.into(),
-            Announcement {
-                address: address.into(),
-                tables: BTreeMap::from([("users".into(), partitions.to_vec())]),
-                at_ms: now_ms() - age_ms,
-            },
-        );
+        let state = Announcement {
+            address: address.into(),
+            tables: BTreeMap::from([("users".into(), partitions.to_vec())]),
+        };
+        let at_ms = crate::announce::now_ms() - age_ms;
+        routing.board.note(address, Some(Stamped { state, at_ms }));
     }
 
     #[test]
