@@ -122,7 +122,7 @@ pub(crate) async fn materialize(path: PathBuf, require_api: bool) -> anyhow::Res
     let progress = materializer.progress();
     let api = match &config.grpc {
         Some(grpc) => {
-            let remote = remote::start_all(&config, &metrics, &shutdown).await?;
+            let remote = remote::start_all(&config, false, &metrics, &shutdown).await?;
             let tables = ServedTables {
                 local: materializer.tables().to_vec(),
                 progress: Some(progress.clone()),

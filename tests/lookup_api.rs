@@ -46,7 +46,7 @@ impl Instance {
         let materializer = Materializer::start(&config, metrics.clone(), shutdown.clone())
             .await
             .unwrap();
-        let remote = tributary_tables::remote::start_all(&config, &metrics, &shutdown)
+        let remote = tributary_tables::remote::start_all(&config, false, &metrics, &shutdown)
             .await
             .unwrap();
         let served = ServedTables {
@@ -849,11 +849,16 @@ async fn a_remote_table_reads_another_instances_tables_through_the_api() {
         let config = TablesConfig::parse(&yaml).unwrap();
         let shutdown = shutdown.clone();
         async move {
-            tributary_tables::remote::start_all(&config, &TablesMetrics::default(), &shutdown)
-                .await
-                .unwrap()
-                .tables
-                .remove(0)
+            tributary_tables::remote::start_all(
+                &config,
+                false,
+                &TablesMetrics::default(),
+                &shutdown,
+            )
+            .await
+            .unwrap()
+            .tables
+            .remove(0)
         }
     };
     let far = remote("s3cret", "items").await;

@@ -75,7 +75,7 @@ pub(crate) async fn run(args: RemoteBenchArgs) -> anyhow::Result<()> {
     ))?;
     let stop = CancellationToken::new();
     let metrics = TablesMetrics::register(&mut Registry::default());
-    let remote = tributary_tables::remote::start_all(&config, &metrics, &stop)
+    let remote = tributary_tables::remote::start_all(&config, false, &metrics, &stop)
         .await?
         .tables
         .pop()

@@ -9,9 +9,11 @@ use std::sync::Mutex;
 
 /// The table partitions an instance holds, as jobs see them.
 pub trait HeldPartitions: Send + Sync {
-    /// `owner` (a job) now owns exactly these input `partitions`, replacing
-    /// what it owned before; co-partitioned tables hold the union of owners'.
-    fn follow(&self, owner: &str, partitions: BTreeSet<i32>);
+    /// `owner` (a job) now owns exactly these input `partitions` of the `of`
+    /// its input has, replacing what it owned before; co-partitioned tables
+    /// hold the union of owners', and shared rate limits give this process a
+    /// part by the share of input it holds.
+    fn follow(&self, owner: &str, partitions: BTreeSet<i32>, of: u32);
 
     /// Whether `table`'s `partition` is held here and has caught up.
     fn is_ready(&self, table: &str, partition: i32) -> bool;
@@ -31,7 +33,7 @@ pub struct MemoryPartitions {
 #[derive(Debug, Default)]
 struct State {
     ready: BTreeSet<(String, i32)>,
-    followed: BTreeMap<String, BTreeSet<i32>>,
+    followed: BTreeMap<String, (BTreeSet<i32>, u32)>,
 }
 
 impl MemoryPartitions {
@@ -49,14 +51,24 @@ impl MemoryPartitions {
     /// The partitions `owner` follows now.
     pub fn followed(&self, owner: &str) -> BTreeSet<i32> {
         let state = self.state.lock().expect("partitions lock");
-        state.followed.get(owner).cloned().unwrap_or_default()
+        state
+            .followed
+            .get(owner)
+            .map(|(held, _)| held.clone())
+            .unwrap_or_default()
+    }
+
+    /// How many partitions `owner`'s input has, as it last said.
+    pub fn input_partitions(&self, owner: &str) -> Option<u32> {
+        let state = self.state.lock().expect("partitions lock");
+        state.followed.get(owner).map(|(_, of)| *of)
     }
 }
 
 impl HeldPartitions for MemoryPartitions {
-    fn follow(&self, owner: &str, partitions: BTreeSet<i32>) {
+    fn follow(&self, owner: &str, partitions: BTreeSet<i32>, of: u32) {
         let mut state = self.state.lock().expect("partitions lock");
-        state.followed.insert(owner.to_owned(), partitions);
+        state.followed.insert(owner.to_owned(), (partitions, of));
     }
 
     fn is_ready(&self, table: &str, partition: i32) -> bool {

@@ -68,6 +68,40 @@ pub struct TablesConfig {
     /// The gRPC lookup API (not served when absent).
     #[serde(default)]
     pub grpc: Option<GrpcConfig>,
+    /// How remote tables' rate limits with a `budget_group` are shared
+    /// between processes.
+    #[serde(default)]
+    pub budgets: BudgetsConfig,
+}
+
+/// The topic where processes sharing a rate limit (`rate_limit.budget_group`)
+/// announce their parts of it.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BudgetsConfig {
+    /// Compacted topic (created when missing); every process of a group must
+    /// name the same one.
+    #[serde(default = "default_budgets_topic")]
+    pub topic: String,
+    /// Announcements are repeated this often, in milliseconds (a lower rate or
+    /// a change of demand is announced at once).
+    #[serde(default = "default_budgets_interval")]
+    pub publish_interval_ms: u64,
+    /// A process silent this long (milliseconds) loses its part; keep it under
+    /// the jobs' consumer session timeout, so that the part of an instance
+    /// that died is free before its partitions move.
+    #[serde(default = "default_member_timeout")]
+    pub member_timeout_ms: u64,
+}
+
+impl Default for BudgetsConfig {
+    fn default() -> Self {
+        BudgetsConfig {
+            topic: default_budgets_topic(),
+            publish_interval_ms: default_budgets_interval(),
+            member_timeout_ms: default_member_timeout(),
+        }
+    }
 }
 
 /// Where and how often the running instance checkpoints its store.
@@ -327,18 +361,27 @@ impl Default for CacheConfig {
     }
 }
 
-/// Rate limit of backend calls.
+/// Rate limit of the requests a backend serves (a statement per batch for
+/// MySQL and the lookup API, a `GET` per key for HTTP).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RateLimitConfig {
-    /// Calls per second.
+    /// Requests per second: this process's, or with `budget_group` the group's total.
     pub per_second: u32,
-    /// Calls allowed at once after a quiet period.
+    /// Requests allowed at once after a quiet period (shared like the rate).
     #[serde(default = "default_burst")]
     pub burst: u32,
     /// Longest wait for a permit, in milliseconds; then the lookup fails.
     #[serde(default = "default_max_wait")]
     pub max_wait_ms: u64,
+    /// Every process whose remote tables name this group shares one budget
+    /// of `per_second` (jobs' instances, other jobs, lookup APIs).
+    #[serde(default)]
+    pub budget_group: Option<String>,
+    /// The least fraction of its part a process keeps while the backend
+    /// signals overload (HTTP 429/503, MySQL "too many connections", timeouts).
+    #[serde(default = "default_floor")]
+    pub floor: f64,
 }
 
 /// Batching of backend calls.
@@ -421,6 +464,18 @@ fn default_burst() -> u32 {
 }
 fn default_max_wait() -> u64 {
     1000
+}
+fn default_floor() -> f64 {
+    0.1
+}
+fn default_budgets_topic() -> String {
+    "tributary.budgets".to_owned()
+}
+fn default_budgets_interval() -> u64 {
+    250
+}
+fn default_member_timeout() -> u64 {
+    2000
 }
 fn default_max_keys() -> usize {
     100
@@ -574,13 +629,22 @@ impl RemoteTableConfig {
             ("breaker.failures", u64::from(self.breaker.failures)),
             ("breaker.open_s", self.breaker.open_s),
         ];
-        if let Some(l) = &self.rate_limit
-            && (l.per_second == 0 || l.burst == 0)
-        {
-            return Err(ConfigError::new(
-                at("rate_limit"),
-                "per_second and burst must be at least 1",
-            ));
+        if let Some(l) = &self.rate_limit {
+            if l.per_second == 0 || l.burst == 0 {
+                return Err(ConfigError::new(
+                    at("rate_limit"),
+                    "per_second and burst must be at least 1",
+                ));
+            }
+            if !(l.floor > 0.0 && l.floor <= 1.0) {
+                return Err(ConfigError::new(
+                    at("rate_limit.floor"),
+                    format!("must be a fraction in (0, 1], not {}", l.floor),
+                ));
+            }
+            if let Some(group) = &l.budget_group {
+                tributary_config::check_name(at("rate_limit.budget_group"), group)?;
+            }
         }
         for (field, value) in positive {
             if value == 0 {
@@ -740,10 +804,16 @@ impl TablesConfig {
         versioned.map(|t| t.name.as_str()).collect()
     }
 
-    /// Whether anything here reads Kafka: local tables, or a remote table
-    /// invalidated from a change topic.
+    /// Whether anything here uses Kafka: local tables, a remote table
+    /// invalidated from a change topic, or one whose rate limit is shared.
     pub fn uses_kafka(&self) -> bool {
-        !self.tables.is_empty() || self.remote.iter().any(|r| r.invalidate_from.is_some())
+        !self.tables.is_empty()
+            || self.remote.iter().any(|r| {
+                r.invalidate_from.is_some()
+                    || r.rate_limit
+                        .as_ref()
+                        .is_some_and(|l| l.budget_group.is_some())
+            })
     }
 
     /// Parses and validates text.
@@ -761,8 +831,24 @@ impl Validate for TablesConfig {
             return Err(ConfigError::new("group_id", "must not be empty"));
         }
         let (mut names, mut topics) = (HashSet::new(), HashSet::new());
+        let mut groups: HashMap<&str, (u32, u32)> = HashMap::new();
         for (i, r) in self.remote.iter().enumerate() {
             r.validate(i)?;
+            if let Some(l) = &r.rate_limit
+                && let Some(group) = &l.budget_group
+                && *groups
+                    .entry(group.as_str())
+                    .or_insert((l.per_second, l.burst))
+                    != (l.per_second, l.burst)
+            {
+                return Err(ConfigError::new(
+                    format!("remote[{i}].rate_limit"),
+                    format!(
+                        "budget group {group:?} is given another per_second or burst by an \
+                         earlier table: tables of one group share one limit"
+                    ),
+                ));
+            }
             if !names.insert(&r.name) {
                 return Err(ConfigError::new(
                     format!("remote[{i}].name"),
@@ -849,6 +935,31 @@ impl Validate for TablesConfig {
         if let Some(grpc) = &self.grpc {
             grpc.validate()?;
         }
+        self.budgets.validate()
+    }
+}
+
+impl BudgetsConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
+        if self.topic.trim().is_empty() {
+            return Err(ConfigError::new("budgets.topic", "must not be empty"));
+        }
+        if self.publish_interval_ms < 50 {
+            return Err(ConfigError::new(
+                "budgets.publish_interval_ms",
+                "must be at least 50",
+            ));
+        }
+        if self.member_timeout_ms < 4 * self.publish_interval_ms {
+            return Err(ConfigError::new(
+                "budgets.member_timeout_ms",
+                format!(
+                    "must be at least four publish intervals ({} ms): a live process must \
+                     not look silent",
+                    4 * self.publish_interval_ms
+                ),
+            ));
+        }
         Ok(())
     }
 }
@@ -933,6 +1044,32 @@ remote:
         assert_eq!(
             field(&format!("{REMOTE}tables: [{{ name: products, topic: t }}]")),
             "tables[0].name"
+        );
+        assert_eq!(
+            field(&REMOTE.replace("per_second: 50", "per_second: 50, floor: 0")),
+            "remote[0].rate_limit.floor"
+        );
+        assert_eq!(
+            field(&REMOTE.replace("per_second: 50", "per_second: 50, budget_group: 'a b'")),
+            "remote[0].rate_limit.budget_group"
+        );
+        let shared = |second: &str| {
+            format!(
+                "{REMOTE}  - name: prices\n    http: {{ url: 'http://p/{{sku}}', key: [sku] }}\n    rate_limit: {second}\n"
+            )
+            .replace("per_second: 50 }", "per_second: 50, budget_group: db }")
+        };
+        assert!(TablesConfig::parse(&shared("{ per_second: 50, budget_group: db }")).is_ok());
+        assert_eq!(
+            field(&shared("{ per_second: 60, budget_group: db }")),
+            "remote[1].rate_limit",
+            "one group, one limit"
+        );
+        assert_eq!(
+            field(&format!(
+                "{REMOTE}budgets: {{ publish_interval_ms: 500, member_timeout_ms: 1000 }}\n"
+            )),
+            "budgets.member_timeout_ms"
         );
         let far = "data_dir: /x\nkafka: { brokers: b }\nremote:\n  - name: far\n    tributary: { endpoint: 'http://t:50051', table: users, key: [id] }\n";
         let c = TablesConfig::parse(far).unwrap();

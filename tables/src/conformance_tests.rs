@@ -233,6 +233,7 @@ impl Fixture for Remote {
         Arc::new(RemoteTable::new(
             &config.remote[0],
             backend,
+            None,
             &TablesMetrics::default(),
         ))
     }

@@ -17,6 +17,7 @@ use crate::grpc::{self, LookupApi, ServedTables};
 use crate::materializer::Materializer;
 use crate::metrics::TablesMetrics;
 use crate::progress::Progress;
+use crate::remote::budget::Weights;
 use crate::remote::{self, RemoteTables};
 
 /// The running tables of a job file.
@@ -65,12 +66,13 @@ impl JobTables {
         let materializer =
             Materializer::start_following(config, metrics.clone(), stop.clone(), follower.clone())
                 .await?;
+        let materializer = self.materializer.insert(materializer);
+        self.remote = remote::start_all(config, true, metrics, &stop).await?;
         self.held = Some(Arc::new(Following {
             follower,
             progress: materializer.progress(),
+            weights: self.remote.weights.clone(),
         }));
-        let materializer = self.materializer.insert(materializer);
-        self.remote = remote::start_all(config, metrics, &stop).await?;
         if let Some(settings) = &config.grpc {
             let served = ServedTables {
                 local: materializer.tables().to_vec(),
@@ -124,14 +126,17 @@ impl JobTables {
 }
 
 /// [`HeldPartitions`] over the materializer: owners name partitions through
-/// the [`Follower`], readiness comes from its [`Progress`].
+/// the [`Follower`], readiness comes from its [`Progress`]; the share of the
+/// input held sizes this process's part of shared rate limits ([`Weights`]).
 struct Following {
     follower: Follower,
     progress: Arc<Progress>,
+    weights: Arc<Weights>,
 }
 
 impl HeldPartitions for Following {
-    fn follow(&self, owner: &str, partitions: BTreeSet<i32>) {
+    fn follow(&self, owner: &str, partitions: BTreeSet<i32>, of: u32) {
+        self.weights.hold(owner, partitions.len(), of as usize);
         self.follower.want(owner, partitions);
     }
 

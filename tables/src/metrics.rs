@@ -86,12 +86,39 @@ pub struct TablesMetrics {
     pub remote_get_seconds: Family<TableLabel, Histogram, fn() -> Histogram>,
     /// Remote tables: cached keys evicted by change events of the source.
     pub remote_invalidations: Family<TableLabel, Counter>,
+    /// Rate limits: requests per second this process may send now (its part
+    /// after back-off), per budget (the group, or the table).
+    pub remote_budget_rate: Family<GroupLabel, Gauge<f64, AtomicU64>>,
+    /// Rate limits: this process's part of the limit, before back-off.
+    pub remote_budget_share: Family<GroupLabel, Gauge<f64, AtomicU64>>,
+    /// Rate limits: processes sharing the budget, this one included.
+    pub remote_budget_members: Family<GroupLabel, Gauge>,
+    /// Rate limits: back-off decreases, by the overload signal that caused them.
+    pub remote_budget_decreases: Family<ReasonLabel, Counter>,
+    /// Rate limits: 1 for the reason of the last decrease (0 for earlier ones).
+    pub remote_budget_last_decrease: Family<ReasonLabel, Gauge>,
     /// Lookup API: requests by method and status code.
     pub grpc_requests: Family<GrpcLabel, Counter>,
     /// Lookup API: latency by method, in seconds.
     pub grpc_seconds: Family<MethodLabel, Histogram, fn() -> Histogram>,
     /// Lookup API: requests (or parts of them) forwarded to the owner of a partition.
     pub grpc_forwarded: Family<MethodLabel, Counter>,
+}
+
+/// Label: a rate-limit budget.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct GroupLabel {
+    /// The `budget_group`, or the table's name for a limit of its own.
+    pub group: String,
+}
+
+/// Labels: a budget and an overload signal.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabel {
+    /// The budget.
+    pub group: String,
+    /// `http_429`, `http_503`, `mysql_too_many_connections`, `timeout`, …
+    pub reason: String,
 }
 
 /// Label: a lookup API method.
@@ -147,6 +174,11 @@ impl Default for TablesMetrics {
             remote_breaker_open: Family::default(),
             remote_get_seconds: Family::new_with_constructor(latency_histogram),
             remote_invalidations: Family::default(),
+            remote_budget_rate: Family::default(),
+            remote_budget_share: Family::default(),
+            remote_budget_members: Family::default(),
+            remote_budget_decreases: Family::default(),
+            remote_budget_last_decrease: Family::default(),
             grpc_requests: Family::default(),
             grpc_seconds: Family::new_with_constructor(latency_histogram),
             grpc_forwarded: Family::default(),
@@ -254,6 +286,31 @@ impl TablesMetrics {
             "remote_invalidations",
             "Cached keys evicted by change events",
             m.remote_invalidations.clone(),
+        );
+        r.register(
+            "remote_budget_rate",
+            "Requests per second this process may send to a rate-limited backend now (its part of the budget after back-off)",
+            m.remote_budget_rate.clone(),
+        );
+        r.register(
+            "remote_budget_share",
+            "This process's part of a rate-limit budget, before back-off",
+            m.remote_budget_share.clone(),
+        );
+        r.register(
+            "remote_budget_members",
+            "Processes sharing a rate-limit budget, this one included",
+            m.remote_budget_members.clone(),
+        );
+        r.register(
+            "remote_budget_decreases",
+            "Back-off decreases of a rate-limit budget, by overload signal",
+            m.remote_budget_decreases.clone(),
+        );
+        r.register(
+            "remote_budget_last_decrease",
+            "1 for the overload signal of a budget's last back-off decrease",
+            m.remote_budget_last_decrease.clone(),
         );
         r.register(
             "grpc_requests",

@@ -23,6 +23,8 @@ use crate::metrics::InputLabel;
 #[derive(Clone)]
 pub(super) struct Assignment {
     job: String,
+    /// Partitions of the input (its topics are co-partitioned: the most of any).
+    input_partitions: u32,
     follower: Option<Arc<dyn HeldPartitions>>,
     held: Arc<Mutex<BTreeSet<(String, i32)>>>,
     /// Incremented on every revocation.
@@ -30,10 +32,16 @@ pub(super) struct Assignment {
 }
 
 impl Assignment {
-    /// No partitions yet; `follower` hears of every assignment.
-    pub(super) fn new(job: &str, follower: Option<Arc<dyn HeldPartitions>>) -> Self {
+    /// No partitions yet of an input of `input_partitions`; `follower` hears
+    /// of every assignment.
+    pub(super) fn new(
+        job: &str,
+        input_partitions: u32,
+        follower: Option<Arc<dyn HeldPartitions>>,
+    ) -> Self {
         Assignment {
             job: job.to_owned(),
+            input_partitions,
             follower,
             held: Arc::default(),
             generation: Arc::default(),
@@ -43,7 +51,8 @@ impl Assignment {
     /// The consumer now holds exactly `partitions` (topic, partition).
     pub(super) fn assign(&self, partitions: BTreeSet<(String, i32)>) {
         if let Some(follower) = &self.follower {
-            follower.follow(&self.job, partitions.iter().map(|(_, p)| *p).collect());
+            let held = partitions.iter().map(|(_, p)| *p).collect();
+            follower.follow(&self.job, held, self.input_partitions);
         }
         info!(job = %self.job, partitions = ?partitions, "input partitions assigned");
         *self.held.lock().expect("assignment lock") = partitions;
@@ -134,13 +143,14 @@ mod tests {
     #[test]
     fn an_assignment_is_passed_on_to_the_tables() {
         let tables = Arc::new(MemoryPartitions::default());
-        let assignment = Assignment::new("orders", Some(tables.clone()));
+        let assignment = Assignment::new("orders", 8, Some(tables.clone()));
         let mut tpl = TopicPartitionList::new();
         tpl.add_partition_offset("orders", 2, Offset::Beginning)
             .unwrap();
         tpl.add_partition("orders.retry", 5);
         assignment.assign(partitions_of(&tpl));
         assert_eq!(tables.followed("orders"), BTreeSet::from([2, 5]));
+        assert_eq!(tables.input_partitions("orders"), Some(8));
         assert!(assignment.holds("orders", 2));
         assert!(assignment.holds("orders.retry", 5));
         assert!(!assignment.holds("orders", 5));
@@ -148,7 +158,7 @@ mod tests {
 
     #[test]
     fn a_revocation_starts_a_new_generation_holding_nothing() {
-        let assignment = Assignment::new("orders", None);
+        let assignment = Assignment::new("orders", 2, None);
         assignment.assign(parts(&[("orders", 0), ("orders", 1)]));
         let before = assignment.generation();
         assignment.revoke();

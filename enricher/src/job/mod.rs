@@ -127,7 +127,8 @@ pub async fn run(
     shutdown: CancellationToken,
 ) -> Result<JobSummary, EnrichError> {
     let job = setup.config.name.clone();
-    let assignment = Assignment::new(&job, setup.follower.clone());
+    let input_partitions = setup.inputs.iter().map(|(_, n)| *n).max().unwrap_or(1);
+    let assignment = Assignment::new(&job, input_partitions, setup.follower.clone());
     let job_lag = setup
         .metrics
         .job_lag_records

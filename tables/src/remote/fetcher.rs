@@ -1,22 +1,24 @@
 //! The path from a cache miss to the backend: concurrent gets are coalesced into
 //! one batched call (within `window` or up to `max_keys`); each call passes the
-//! circuit breaker and the rate limiter (cache hits never get here, so they are
-//! free), runs under a timeout, and is retried with jittered exponential backoff
-//! on retryable errors only.
+//! circuit breaker and the rate limit's [`Budget`] (cache hits never get here,
+//! so they are free; a call takes as many permits as requests the backend
+//! serves for it), runs under a timeout, and is retried with jittered
+//! exponential backoff on retryable errors only. Overload (a timeout, or what
+//! the backend says) makes the budget back off.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use governor::DefaultDirectRateLimiter;
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::remote::backend::{Backend, BackendError};
+use crate::remote::backend::{Backend, BackendError, Overload};
 use crate::remote::breaker::Breaker;
+use crate::remote::budget::Budget;
 use crate::remote::stats::RemoteStats;
 
 /// How backend calls are made.
@@ -63,7 +65,7 @@ pub struct Fetcher {
 struct Caller {
     backend: Arc<dyn Backend>,
     policy: Policy,
-    limiter: Option<DefaultDirectRateLimiter>,
+    budget: Option<Arc<Budget>>,
     breaker: Arc<Breaker>,
     stats: RemoteStats,
 }
@@ -73,7 +75,7 @@ impl Fetcher {
     pub fn start(
         backend: Arc<dyn Backend>,
         policy: Policy,
-        limiter: Option<DefaultDirectRateLimiter>,
+        budget: Option<Arc<Budget>>,
         breaker: Arc<Breaker>,
         stats: RemoteStats,
     ) -> Self {
@@ -81,7 +83,7 @@ impl Fetcher {
         let caller = Arc::new(Caller {
             backend,
             policy,
-            limiter,
+            budget,
             breaker,
             stats,
         });
@@ -186,28 +188,41 @@ impl Caller {
         self.breaker.admit().map_err(RemoteError::Open)?;
         let mut attempt = 0;
         loop {
-            if let Some(limiter) = &self.limiter {
-                let started = Instant::now();
-                if tokio::time::timeout(self.policy.max_wait, limiter.until_ready())
-                    .await
-                    .is_err()
-                {
-                    self.breaker.abandon_probe();
-                    return Err(RemoteError::RateLimited(self.policy.max_wait));
-                }
-                if started.elapsed() > Duration::from_micros(100) {
-                    self.stats.limiter_waits.inc();
+            if let Some(budget) = &self.budget {
+                let permits = self.backend.requests(keys.len());
+                match budget.acquire(permits, self.policy.max_wait).await {
+                    Err(_) => {
+                        self.breaker.abandon_probe();
+                        return Err(RemoteError::RateLimited(self.policy.max_wait));
+                    }
+                    Ok(waited) if waited > Duration::from_micros(100) => {
+                        self.stats.limiter_waits.inc();
+                    }
+                    Ok(_) => {}
                 }
             }
             self.stats.batch_keys.observe(keys.len() as f64);
             let result =
                 match tokio::time::timeout(self.policy.timeout, self.backend.fetch(keys)).await {
                     Ok(result) => result,
-                    Err(_) => Err(BackendError::transient(format!(
-                        "no answer within {:?}",
-                        self.policy.timeout
-                    ))),
+                    Err(_) => Err(BackendError::overloaded(
+                        format!("no answer within {:?}", self.policy.timeout),
+                        Overload {
+                            reason: "timeout",
+                            retry_after: None,
+                        },
+                    )),
                 };
+            if let (
+                Err(BackendError {
+                    overload: Some(overload),
+                    ..
+                }),
+                Some(budget),
+            ) = (&result, &self.budget)
+            {
+                budget.overloaded(overload);
+            }
             match result {
                 Ok(rows) => {
                     self.stats.call("ok");
@@ -268,9 +283,10 @@ mod tests {
             let mut failures = self.failures.lock().unwrap();
             if *failures > 0 {
                 *failures -= 1;
-                return Err(BackendError {
-                    retryable: self.retryable,
-                    message: "down".into(),
+                return Err(if self.retryable {
+                    BackendError::transient("down")
+                } else {
+                    BackendError::permanent("down")
                 });
             }
             Ok(keys

@@ -4,13 +4,16 @@
 //! A lookup goes: moka cache (rows and misses, each with a TTL; concurrent
 //! misses of one key share one load: single-flight) → [`fetcher`] (batching,
 //! circuit breaker, rate limit, timeout, retries) → [`backend`] ([`mysql`],
-//! [`http`], or [`lookup_api`]: another Tributary's tables).
+//! [`http`], or [`lookup_api`]: another Tributary's tables). The rate limit is
+//! a [`budget`], shared with other processes when it names a `budget_group`,
+//! that backs off when the backend is overloaded.
 //! A remote table can follow the change topic of its source table
 //! ([`invalidation`]): each change evicts the key, so cached rows stay fresh
 //! without a short TTL.
 
 pub mod backend;
 pub mod breaker;
+pub mod budget;
 pub mod fetcher;
 pub mod http;
 pub mod invalidation;
@@ -24,7 +27,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use governor::{Quota, RateLimiter};
 use moka::Expiry;
 use moka::future::Cache;
 use serde_json::Value;
@@ -37,6 +39,7 @@ use crate::error::TableError;
 use crate::metrics::TablesMetrics;
 use crate::remote::backend::Backend;
 use crate::remote::breaker::Breaker;
+use crate::remote::budget::{Budget, Budgets, Weights};
 use crate::remote::fetcher::{Fetcher, Policy};
 use crate::remote::stats::RemoteStats;
 
@@ -87,18 +90,15 @@ impl RemoteTable {
         self.fetcher.close().await;
     }
 
-    /// A table over `backend`, with the layers `config` describes.
+    /// A table over `backend`, with the layers `config` describes; its calls
+    /// take permits of `budget` (its rate limit's).
     pub fn new(
         config: &RemoteTableConfig,
         backend: Arc<dyn Backend>,
+        budget: Option<Arc<Budget>>,
         metrics: &TablesMetrics,
     ) -> Self {
         let stats = RemoteStats::new(&config.name, metrics);
-        let limiter = config.rate_limit.as_ref().map(|l| {
-            let per_second = std::num::NonZeroU32::new(l.per_second).expect("validated ≥ 1");
-            let burst = std::num::NonZeroU32::new(l.burst).expect("validated ≥ 1");
-            RateLimiter::direct(Quota::per_second(per_second).allow_burst(burst))
-        });
         let policy = Policy {
             max_keys: config.batch.max_keys,
             window: Duration::from_millis(config.batch.window_ms),
@@ -127,7 +127,7 @@ impl RemoteTable {
             key_columns: config.key_columns().to_vec(),
             cache,
             generations: (0..GENERATION_STRIPES).map(|_| AtomicU64::new(0)).collect(),
-            fetcher: Fetcher::start(backend, policy, limiter, breaker, stats.clone()),
+            fetcher: Fetcher::start(backend, policy, budget, breaker, stats.clone()),
             stats,
             source: match config.backend() {
                 Some(BackendConfig::MySql(m)) => format!("mysql:{}", m.table),
@@ -263,34 +263,61 @@ impl Table for RemoteTable {
     }
 }
 
-/// The remote tables of a tables file and the tasks that keep their caches fresh.
+/// The remote tables of a tables file and the tasks that keep their caches
+/// fresh and share their rate limits.
 #[derive(Default)]
 pub struct RemoteTables {
     /// The tables, in the order of the file.
     pub tables: Vec<Arc<RemoteTable>>,
+    /// Where jobs say which share of their input this process holds.
+    pub weights: Arc<Weights>,
     /// CDC invalidation followers.
     followers: JoinSet<()>,
+    /// The budgets' announcer, reader and resizer.
+    budgets: JoinSet<Result<(), TableError>>,
 }
 
 impl RemoteTables {
     /// After the shutdown given to [`start_all`]: waits for the invalidation
-    /// followers, then closes every table (lookups already taken are answered).
+    /// followers and the budget tasks, then closes every table (lookups
+    /// already taken are answered).
     pub async fn close(mut self) {
         while self.followers.join_next().await.is_some() {}
+        while let Some(done) = self.budgets.join_next().await {
+            match done {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => tracing::warn!(error = %e, "a rate-limit budget task failed"),
+                Err(e) => tracing::warn!(error = %e, "a rate-limit budget task panicked"),
+            }
+        }
         for table in &self.tables {
             table.close().await;
         }
     }
 }
 
-/// Builds every remote table of `config` and starts their CDC invalidation
-/// (which runs until `shutdown`).
+/// Builds every remote table of `config`, starts their CDC invalidation and
+/// the sharing of their rate limits (which run until `shutdown`); `jobs`:
+/// enricher jobs will say which share of their input this process holds.
 pub async fn start_all(
     config: &crate::TablesConfig,
+    jobs: bool,
     metrics: &TablesMetrics,
     shutdown: &tokio_util::sync::CancellationToken,
 ) -> Result<RemoteTables, TableError> {
-    let mut started = RemoteTables::default();
+    let budgets = Budgets::new(&config.remote, jobs, metrics);
+    let mut started = RemoteTables {
+        weights: budgets.weights(),
+        ..RemoteTables::default()
+    };
+    budgets
+        .start(
+            &config.kafka,
+            &config.budgets,
+            shutdown.clone(),
+            &mut started.budgets,
+        )
+        .await?;
     for remote in &config.remote {
         let unusable = |e: &dyn std::fmt::Display| TableError::Backend {
             table: remote.name.clone(),
@@ -306,7 +333,12 @@ pub async fn start_all(
             }
             None => unreachable!("validated: one backend per remote table"),
         };
-        let table = Arc::new(RemoteTable::new(remote, backend, metrics));
+        let table = Arc::new(RemoteTable::new(
+            remote,
+            backend,
+            budgets.of(remote),
+            metrics,
+        ));
         if let Some(topic) = &remote.invalidate_from {
             let follow =
                 invalidation::follow(table.clone(), &config.kafka, topic, shutdown.clone());
@@ -350,10 +382,13 @@ mod tests {
             calls: Mutex::new(Vec::new()),
             delay,
         });
+        let metrics = TablesMetrics::default();
+        let budgets = Budgets::new(&config.remote, false, &metrics);
         let table = RemoteTable::new(
             &config.remote[0],
             backend.clone(),
-            &TablesMetrics::default(),
+            budgets.of(&config.remote[0]),
+            &metrics,
         );
         (Arc::new(table), backend)
     }
@@ -376,22 +411,36 @@ mod tests {
     #[tokio::test]
     async fn a_lookup_fails_when_no_permit_comes_within_the_wait_budget() {
         let (table, backend) = table(
-            "    cache: { max_entries: 0 }\n    rate_limit: { per_second: 1, burst: 1, max_wait_ms: 100 }",
+            "    cache: { max_entries: 0 }\n    batch: { max_keys: 1 }\n    rate_limit: { per_second: 10, burst: 1, max_wait_ms: 150 }",
             Duration::ZERO,
         );
-        assert!(table.get(&json!("A")).await.unwrap().is_some());
+        // The bucket starts empty: one permit after 100 ms, the next after 200 ms,
+        // past the wait budget of the lookups asking at once.
         let started = std::time::Instant::now();
-        let err = table.get(&json!("B")).await.unwrap_err();
-        assert!(
-            err.to_string()
-                .contains("rate limit: no permit within 100ms"),
-            "{err}"
-        );
+        let gets = ["A", "B", "C"].map(|k| {
+            let table = table.clone();
+            tokio::spawn(async move { table.get(&json!(k)).await })
+        });
+        let mut refused = 0;
+        for get in gets {
+            match get.await.unwrap() {
+                Ok(row) => assert!(row.is_some()),
+                Err(err) => {
+                    assert!(
+                        err.to_string()
+                            .contains("rate limit: no permit within 150ms"),
+                        "{err}"
+                    );
+                    refused += 1;
+                }
+            }
+        }
+        assert_eq!(refused, 2);
         assert!(started.elapsed() < Duration::from_millis(500));
         assert_eq!(
             backend.calls.lock().unwrap().len(),
             1,
-            "the refused lookup called nothing"
+            "the refused lookups called nothing"
         );
     }
 
@@ -429,6 +478,7 @@ mod tests {
         let table = Arc::new(RemoteTable::new(
             &config.remote[0],
             backend.clone(),
+            None,
             &TablesMetrics::default(),
         ));
         let load = tokio::spawn({

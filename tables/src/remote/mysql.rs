@@ -13,7 +13,7 @@ use mysql_async::{Column, Pool, Row, Value as MyValue};
 use serde_json::{Map, Value};
 
 use crate::config::MySqlBackendConfig;
-use crate::remote::backend::{Backend, BackendError};
+use crate::remote::backend::{Backend, BackendError, Overload};
 
 /// Reads rows of one table.
 pub struct MySqlBackend {
@@ -141,9 +141,30 @@ fn row_json(row: Row) -> Map<String, Value> {
         .collect()
 }
 
+/// The server errors that say it is overloaded, by code: retried later, and
+/// the rate limit backs off.
+fn overload_reason(code: u16) -> Option<&'static str> {
+    match code {
+        1040 => Some("mysql_too_many_connections"), // ER_CON_COUNT_ERROR
+        1203 | 1226 => Some("mysql_user_limit"),    // max_user_connections, a resource limit
+        1205 => Some("mysql_lock_wait_timeout"),
+        1969 | 3024 => Some("mysql_statement_timeout"), // max_statement_time / max_execution_time
+        _ => None,
+    }
+}
+
 fn error(e: mysql_async::Error) -> BackendError {
     match e {
-        mysql_async::Error::Server(e) => BackendError::permanent(format!("server: {e}")),
+        mysql_async::Error::Server(e) => match overload_reason(e.code) {
+            Some(reason) => BackendError::overloaded(
+                format!("server: {e}"),
+                Overload {
+                    reason,
+                    retry_after: None,
+                },
+            ),
+            None => BackendError::permanent(format!("server: {e}")),
+        },
         other => BackendError::transient(other.to_string()),
     }
 }

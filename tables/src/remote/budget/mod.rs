@@ -1,0 +1,429 @@
+//! Rate limits of remote tables: one budget per backend, however many
+//! processes use it, that backs off when the backend says it is overloaded.
+//!
+//! A remote table's `rate_limit` is a [`Budget`]. Without a `budget_group` it
+//! is this process's alone. With one, every process whose remote tables name
+//! the group (instances of a job, other jobs, lookup APIs) shares its limit and
+//! burst: each announces on the budgets topic ([`crate::announce`]) its weight
+//! (the share of its jobs' input partitions it holds), the rate it may use and
+//! uses, and whether its callers wait; each divides the limit from those
+//! announcements ([`allocation`]) and sizes its bucket ([`bucket`]) to its
+//! part, which lowers at once and rises only into headroom the others left. An
+//! instance that stops announcing loses its part after `member_timeout_ms`;
+//! one that cannot announce falls back to its partition share. A new instance
+//! uses nothing until it has read the topic up to its own first announcement
+//! (so it knows every live instance's). Overload
+//! signals shrink the part this instance uses ([`backoff`]); a `Retry-After`
+//! pauses it.
+
+pub mod allocation;
+pub mod backoff;
+pub mod bucket;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use prometheus_client::metrics::gauge::Gauge;
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use self::allocation::Member;
+use self::backoff::Backoff;
+use self::bucket::{Bucket, NoPermit};
+use crate::announce::{Announce, Board, Topic};
+use crate::config::{BudgetsConfig, KafkaConfig, RateLimitConfig};
+use crate::error::TableError;
+use crate::metrics::{GroupLabel, ReasonLabel, TablesMetrics};
+use crate::remote::backend::Overload;
+
+/// How often shares are recomputed.
+const TICK: Duration = Duration::from_millis(100);
+
+/// Longest `Retry-After` honoured.
+const MAX_PAUSE: Duration = Duration::from_secs(30);
+
+/// The rate limit of one backend in this process.
+pub struct Budget {
+    /// The group, or the table's name for a budget of its own.
+    name: String,
+    shared: bool,
+    limit: f64,
+    burst: f64,
+    bucket: Bucket,
+    state: Mutex<State>,
+    stats: Stats,
+}
+
+struct State {
+    /// The rate this process may use (its part of the limit), before back-off.
+    rate: f64,
+    backoff: Backoff,
+    /// Permits per second used lately (smoothed).
+    used: f64,
+    /// Callers wanted more than they got until then.
+    hungry_until: Option<Instant>,
+}
+
+#[derive(Clone)]
+struct Stats {
+    rate: Gauge<f64, AtomicU64>,
+    share: Gauge<f64, AtomicU64>,
+    members: Gauge,
+    metrics: TablesMetrics,
+}
+
+impl Budget {
+    fn new(name: &str, limit: &RateLimitConfig, metrics: &TablesMetrics) -> Self {
+        let label = GroupLabel {
+            group: name.to_owned(),
+        };
+        let rate = metrics.remote_budget_rate.get_or_create(&label).clone();
+        let share = metrics.remote_budget_share.get_or_create(&label).clone();
+        let members = metrics.remote_budget_members.get_or_create(&label).clone();
+        let shared = limit.budget_group.is_some();
+        let budget = Budget {
+            name: name.to_owned(),
+            shared,
+            limit: f64::from(limit.per_second),
+            burst: f64::from(limit.burst),
+            bucket: Bucket::new(),
+            state: Mutex::new(State {
+                // Alone, the whole limit at once; shared, nothing before the others are known.
+                rate: if shared {
+                    0.0
+                } else {
+                    f64::from(limit.per_second)
+                },
+                backoff: Backoff::new(limit.floor),
+                used: 0.0,
+                hungry_until: None,
+            }),
+            stats: Stats {
+                rate,
+                share,
+                members,
+                metrics: metrics.clone(),
+            },
+        };
+        budget.stats.members.set(1);
+        budget.apply(&mut budget.state.lock().expect("budget lock"));
+        budget
+    }
+
+    /// Takes `permits` (requests the backend will see), waiting up to
+    /// `max_wait`; returns how long it waited.
+    pub async fn acquire(&self, permits: usize, max_wait: Duration) -> Result<Duration, NoPermit> {
+        self.bucket.acquire(permits as f64, max_wait).await
+    }
+
+    /// The backend said it is overloaded: this process uses less of its part
+    /// (and nothing until its `Retry-After`).
+    pub fn overloaded(&self, overload: &Overload) {
+        let now = Instant::now();
+        if let Some(after) = overload.retry_after {
+            self.bucket.pause_until(now + after.min(MAX_PAUSE));
+        }
+        let mut state = self.state.lock().expect("budget lock");
+        let previous = state.backoff.last_reason();
+        if state.backoff.overloaded(overload.reason, now) {
+            let label = |reason: &str| ReasonLabel {
+                group: self.name.clone(),
+                reason: reason.to_owned(),
+            };
+            if let Some(previous) = previous {
+                self.stats
+                    .metrics
+                    .remote_budget_last_decrease
+                    .get_or_create(&label(previous))
+                    .set(0);
+            }
+            self.stats
+                .metrics
+                .remote_budget_last_decrease
+                .get_or_create(&label(overload.reason))
+                .set(1);
+            self.stats
+                .metrics
+                .remote_budget_decreases
+                .get_or_create(&label(overload.reason))
+                .inc();
+            info!(budget = %self.name, reason = overload.reason, fraction = state.backoff.fraction(),
+                "backend overloaded: using less of the rate limit");
+            self.apply(&mut state);
+        }
+    }
+
+    /// Sizes the bucket to the rate and the back-off.
+    fn apply(&self, state: &mut State) {
+        let rate = state.rate * state.backoff.fraction();
+        let burst = (self.burst * state.rate / self.limit).max(1.0);
+        self.bucket.set(rate, burst);
+        self.stats.rate.set(rate);
+        self.stats.share.set(state.rate);
+    }
+
+    /// Notes the bucket's use since the last tick and recovers from back-off;
+    /// returns what this process announces.
+    fn tick(&self, weight: f64, now: Instant) -> Member {
+        let usage = self.bucket.usage();
+        let mut state = self.state.lock().expect("budget lock");
+        state.used = 0.7 * state.used + 0.3 * usage.per_second;
+        if usage.hungry {
+            state.hungry_until = Some(now + Duration::from_secs(1));
+        }
+        state.backoff.recover(now);
+        self.apply(&mut state);
+        Member {
+            weight,
+            rate: state.rate,
+            used: state.used,
+            hungry: state.hungry_until.is_some_and(|until| until > now),
+        }
+    }
+
+    /// Takes its next part of the limit, given the other members' announcements.
+    fn share(&self, me: Member, others: &[Member], coordinated: bool) {
+        let mut members = Vec::with_capacity(others.len() + 1);
+        members.push(me);
+        members.extend_from_slice(others);
+        let rate = if coordinated {
+            let targets = allocation::targets(self.limit, &members);
+            allocation::next_rate(self.limit, 0, &members, &targets)
+        } else {
+            // Cannot announce: no more than the partition share.
+            let weights: f64 = members.iter().map(|m| m.weight).sum();
+            me.rate.min(self.limit * me.weight / weights.max(1.0))
+        };
+        self.stats.members.set(members.len() as i64);
+        let mut state = self.state.lock().expect("budget lock");
+        state.rate = rate;
+        self.apply(&mut state);
+    }
+}
+
+/// The weight of this process in its budgets: the mean, over its jobs, of the
+/// fraction of their input partitions it holds (1 without jobs).
+#[derive(Default)]
+pub struct Weights {
+    jobs: Mutex<BTreeMap<String, f64>>,
+    expect_jobs: bool,
+}
+
+impl Weights {
+    /// `expect_jobs`: jobs will say what they hold (until then the weight is 0).
+    pub fn new(expect_jobs: bool) -> Self {
+        Weights {
+            jobs: Mutex::default(),
+            expect_jobs,
+        }
+    }
+
+    /// `job` holds `held` of its `total` input partitions.
+    pub fn hold(&self, job: &str, held: usize, total: usize) {
+        let fraction = held as f64 / total.max(1) as f64;
+        self.jobs
+            .lock()
+            .expect("weights lock")
+            .insert(job.to_owned(), fraction);
+    }
+
+    /// The weight now.
+    pub fn weight(&self) -> f64 {
+        let jobs = self.jobs.lock().expect("weights lock");
+        if jobs.is_empty() {
+            return if self.expect_jobs { 0.0 } else { 1.0 };
+        }
+        jobs.values().sum::<f64>() / jobs.len() as f64
+    }
+}
+
+/// What this process announces: its part of every shared budget.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Announcement {
+    /// Budget group → this process's part.
+    pub groups: BTreeMap<String, Member>,
+}
+
+/// The budgets of a tables file: one per group (or per table without one).
+pub struct Budgets {
+    by_name: HashMap<String, Arc<Budget>>,
+    weights: Arc<Weights>,
+    /// The last announcement, shared with the publisher.
+    announced: Arc<Mutex<Announcement>>,
+}
+
+/// Announces the parts of this process's shared budgets.
+struct Parts(Arc<Mutex<Announcement>>);
+
+impl Announce for Parts {
+    type State = Announcement;
+
+    fn current(&self) -> Announcement {
+        self.0.lock().expect("announcement lock").clone()
+    }
+
+    /// A lower rate, a change of hunger or a new group is heard of at once.
+    fn urgent(&self, published: &Announcement, now: &Announcement) -> bool {
+        now.groups.iter().any(|(group, m)| {
+            published
+                .groups
+                .get(group)
+                .is_none_or(|p| m.rate < p.rate - 1e-9 || m.hungry != p.hungry)
+        })
+    }
+}
+
+impl Budgets {
+    /// A budget for every rate-limited remote table of `remote` (tables of one
+    /// group share one); `expect_jobs`: the weight comes from jobs.
+    pub fn new(
+        remote: &[crate::config::RemoteTableConfig],
+        expect_jobs: bool,
+        metrics: &TablesMetrics,
+    ) -> Self {
+        let mut by_name = HashMap::new();
+        for table in remote {
+            if let Some(limit) = &table.rate_limit {
+                let name = limit.budget_group.as_deref().unwrap_or(&table.name);
+                by_name
+                    .entry(name.to_owned())
+                    .or_insert_with(|| Arc::new(Budget::new(name, limit, metrics)));
+            }
+        }
+        Budgets {
+            by_name,
+            weights: Arc::new(Weights::new(expect_jobs)),
+            announced: Arc::default(),
+        }
+    }
+
+    /// The budget of `table` (with its rate limit).
+    pub fn of(&self, table: &crate::config::RemoteTableConfig) -> Option<Arc<Budget>> {
+        let limit = table.rate_limit.as_ref()?;
+        let name = limit.budget_group.as_deref().unwrap_or(&table.name);
+        self.by_name.get(name).cloned()
+    }
+
+    /// Where jobs say which share of their input they hold.
+    pub fn weights(&self) -> Arc<Weights> {
+        self.weights.clone()
+    }
+
+    /// Starts sharing: announces on the budgets topic and resizes every budget
+    /// each tick, until `shutdown` (tasks in `tasks`). Budgets of their own
+    /// only recover from back-off.
+    pub async fn start(
+        &self,
+        kafka: &KafkaConfig,
+        settings: &BudgetsConfig,
+        shutdown: CancellationToken,
+        tasks: &mut JoinSet<Result<(), TableError>>,
+    ) -> Result<(), TableError> {
+        let budgets: Vec<Arc<Budget>> = self.by_name.values().cloned().collect();
+        let board = if budgets.iter().any(|b| b.shared) {
+            let interval = Duration::from_millis(settings.publish_interval_ms);
+            let me = member_name();
+            info!(topic = %settings.topic, member = %me, "sharing rate limits");
+            let topic = Topic {
+                kafka,
+                name: settings.topic.clone(),
+                component: "tables.budgets",
+                reader_group: format!("{}.reader", settings.topic),
+                interval,
+                check: TICK,
+            };
+            let parts = Parts(self.announced.clone());
+            Some(Board::start(topic, me, parts, shutdown.clone(), tasks).await?)
+        } else {
+            None
+        };
+        let exchange = Exchange {
+            budgets,
+            weights: self.weights.clone(),
+            announced: self.announced.clone(),
+            board,
+            timeout: Duration::from_millis(settings.member_timeout_ms),
+        };
+        tasks.spawn(exchange.run(shutdown));
+        Ok(())
+    }
+}
+
+/// The task that resizes the budgets from the announcements.
+struct Exchange {
+    budgets: Vec<Arc<Budget>>,
+    weights: Arc<Weights>,
+    announced: Arc<Mutex<Announcement>>,
+    board: Option<Arc<Board<Announcement>>>,
+    timeout: Duration,
+}
+
+impl Exchange {
+    async fn run(self, shutdown: CancellationToken) -> Result<(), TableError> {
+        let mut ticks = tokio::time::interval(TICK);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut lost = false;
+        loop {
+            tokio::select! {
+                () = shutdown.cancelled() => return Ok(()),
+                _ = ticks.tick() => {}
+            }
+            let now = Instant::now();
+            let weight = self.weights.weight();
+            let others = self
+                .board
+                .as_ref()
+                .map(|b| b.live(self.timeout))
+                .unwrap_or_default();
+            // A new member waits to have heard everyone once; one whose
+            // announcements are not acknowledged stops trusting its headroom.
+            let warm = self.board.as_ref().is_none_or(|b| b.caught_up());
+            let coordinated = self.board.as_ref().is_none_or(|b| {
+                b.since_published()
+                    .is_some_and(|since| since < self.timeout / 2)
+            });
+            if warm && !coordinated && !lost {
+                warn!(
+                    "cannot announce on the budgets topic: each shared budget falls back to its partition share"
+                );
+            }
+            lost = warm && !coordinated;
+            let mut announcement = Announcement::default();
+            for budget in &self.budgets {
+                let me = budget.tick(weight, now);
+                if !budget.shared {
+                    continue;
+                }
+                let group = &budget.name;
+                let theirs: Vec<Member> = others
+                    .iter()
+                    .filter_map(|(_, a)| a.state.groups.get(group).copied())
+                    .collect();
+                if warm {
+                    budget.share(me, &theirs, coordinated);
+                }
+                let rate = budget.state.lock().expect("budget lock").rate;
+                announcement
+                    .groups
+                    .insert(group.clone(), Member { rate, ..me });
+            }
+            *self.announced.lock().expect("announcement lock") = announcement;
+        }
+    }
+}
+
+/// This member's name on the budgets topic: host, pid, start time, and a
+/// count of the tables files started in this process.
+fn member_name() -> String {
+    static STARTED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .unwrap_or_else(|_| "host".to_owned());
+    let started = crate::announce::now_ms();
+    let nth = STARTED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    format!("{host}-{}-{started}-{nth}", std::process::id())
+}
