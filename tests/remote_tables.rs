@@ -1,6 +1,7 @@
 //! Remote tables against the stack's MariaDB: the database sees no more than the
 //! configured rate, a Zipf workload gets the cache hits it should, CDC keeps
-//! cached rows fresh, and the breaker fails fast while the database is away.
+//! cached rows fresh, the breaker fails fast while the database is away, and
+//! a database out of connections makes the rate limit back off.
 
 #![allow(clippy::unwrap_used)] // tests fail loudly
 
@@ -75,7 +76,7 @@ async fn table(
     let mut registry = Registry::default();
     let metrics = TablesMetrics::register(&mut registry);
     let shutdown = CancellationToken::new();
-    let running = tributary_tables::remote::start_all(&config, &metrics, &shutdown)
+    let running = tributary_tables::remote::start_all(&config, false, &metrics, &shutdown)
         .await
         .unwrap();
     (running.tables[0].clone(), registry, running)
@@ -337,6 +338,101 @@ async fn the_breaker_fails_fast_while_the_database_is_away() {
     );
 }
 
+/// Two lookup servers (tables files without jobs) sharing a budget group:
+/// the database sees one limit between them, each taking half.
+#[tokio::test(flavor = "multi_thread")]
+async fn lookup_servers_in_one_budget_group_share_its_limit() {
+    let (db, user) = products(2000).await;
+    let group = unique("lookups");
+    let settings = format!(
+        "    cache: {{ max_entries: 0 }}\n    batch: {{ max_keys: 1 }}\n    rate_limit: {{ per_second: 40, burst: 4, max_wait_ms: 60000, budget_group: {group} }}"
+    );
+    let mut servers = Vec::new();
+    for _ in 0..2 {
+        servers.push(table(&db, &user, stack_port(), &settings).await);
+    }
+    // Demand from each: lookups of distinct keys, far beyond the limit.
+    let stop = Arc::new(AtomicBool::new(false));
+    for (s, (table, _, _)) in servers.iter().enumerate() {
+        for worker in 0..20 {
+            let (table, stop) = (table.clone(), stop.clone());
+            tokio::spawn(async move {
+                let mut i = worker;
+                while !stop.load(Ordering::SeqCst) {
+                    table
+                        .get(&json!(format!("SKU-{}", (i * 2 + s) % 2000)))
+                        .await
+                        .ok();
+                    i += 20;
+                }
+            });
+        }
+    }
+    // Each counts the other once both have announced (within a second).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while servers
+        .iter()
+        .any(|(_, r, _)| metric(r, "tributary_table_remote_budget_members") < 2.0)
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the servers never saw each other"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let (before, started) = (selects_by(&user).await, Instant::now());
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let seen = selects_by(&user).await - before;
+    let rate = seen as f64 / started.elapsed().as_secs_f64();
+    stop.store(true, Ordering::SeqCst);
+    assert!(
+        (rate - 40.0).abs() <= 2.0,
+        "the database saw {rate:.1} SELECTs/s from two servers sharing 40/s"
+    );
+    for (_, registry, _) in &servers {
+        let share = metric(registry, "tributary_table_remote_budget_share");
+        assert!((share - 20.0).abs() < 1.0, "each takes half: {share}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_database_out_of_connections_makes_the_rate_limit_back_off() {
+    let (db, user) = products(10).await;
+    let mut root = root_conn().await;
+    root.query_drop(format!(
+        "GRANT USAGE ON *.* TO '{user}'@'%' WITH MAX_USER_CONNECTIONS 1"
+    ))
+    .await
+    .unwrap();
+    // Another client holds the user's one connection.
+    let (host, port) = mysql_host_port();
+    let hog = mysql_async::Conn::from_url(format!("mysql://{user}:pw@{host}:{port}"))
+        .await
+        .unwrap();
+    let (table, registry, _stop) = table(
+        &db,
+        &user,
+        stack_port(),
+        "    cache: { max_entries: 0 }\n    retries: { max: 0 }\n    rate_limit: { per_second: 100, max_wait_ms: 5000 }",
+    )
+    .await;
+    let err = table.get(&json!("SKU-1")).await.unwrap_err();
+    assert!(err.to_string().contains("max_user_connections"), "{err}");
+    let decreases = "tributary_table_remote_budget_decreases_total{group=\"products\",reason=\"mysql_user_limit\"}";
+    assert_eq!(metric(&registry, decreases), 1.0);
+    let rate = metric(&registry, "tributary_table_remote_budget_rate");
+    assert!(
+        (rate - 50.0).abs() < 1.0,
+        "the rate in use is halved: {rate}"
+    );
+    hog.disconnect().await.unwrap();
+    assert!(
+        table.get(&json!("SKU-1")).await.unwrap().is_some(),
+        "lookups succeed once a connection is free"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn an_http_service_backs_a_remote_table() {
     use axum::extract::Path;
@@ -368,11 +464,12 @@ async fn an_http_service_backs_a_remote_table() {
     ))
     .unwrap();
     let metrics = TablesMetrics::register(&mut Registry::default());
-    let table = tributary_tables::remote::start_all(&config, &metrics, &CancellationToken::new())
-        .await
-        .unwrap()
-        .tables
-        .remove(0);
+    let table =
+        tributary_tables::remote::start_all(&config, false, &metrics, &CancellationToken::new())
+            .await
+            .unwrap()
+            .tables
+            .remove(0);
     let count = || requests.load(Ordering::SeqCst);
 
     let row = table.get(&json!("SKU 1")).await.unwrap().unwrap();
