@@ -305,6 +305,16 @@ fn exported_samples() -> std::collections::BTreeSet<String> {
     t.remote_breaker_open.get_or_create(&table).set(0);
     t.remote_get_seconds.get_or_create(&table).observe(0.1);
     t.remote_invalidations.get_or_create(&table).inc();
+    let group = tables::GroupLabel { group: "g".into() };
+    let reason = tables::ReasonLabel {
+        group: "g".into(),
+        reason: "http_503".into(),
+    };
+    t.remote_budget_rate.get_or_create(&group).set(1.0);
+    t.remote_budget_share.get_or_create(&group).set(1.0);
+    t.remote_budget_members.get_or_create(&group).set(1);
+    t.remote_budget_decreases.get_or_create(&reason).inc();
+    t.remote_budget_last_decrease.get_or_create(&reason).set(1);
     t.history_bytes.get_or_create(&table).set(0);
     t.versions_removed.get_or_create(&table).inc();
     t.grpc_requests

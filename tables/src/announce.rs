@@ -24,6 +24,7 @@ use rdkafka::{Message, Offset, TopicPartitionList};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use tokio::task::JoinSet;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
@@ -59,8 +60,9 @@ pub(crate) struct Stamped<T> {
 pub(crate) struct Board<T> {
     me: String,
     others: RwLock<HashMap<String, Stamped<T>>>,
-    /// When this instance's last announcement was acknowledged by the broker.
-    published: Mutex<Option<std::time::Instant>>,
+    /// When the state of this instance's last acknowledged announcement was
+    /// read: everything the source held then has been published.
+    published: Mutex<Option<Instant>>,
     /// Whether this instance's own announcement has been read back: every
     /// announcement made before it has been read too (one partition).
     caught_up: AtomicBool,
@@ -80,6 +82,9 @@ pub(crate) struct Topic<'a> {
     pub(crate) interval: Duration,
     /// How often the state is looked at for an urgent change.
     pub(crate) check: Duration,
+    /// Announcements older than this are deleted even if never replaced (for
+    /// names that are not reused, whose last announcement compaction keeps).
+    pub(crate) retention: Option<Duration>,
 }
 
 impl<T: Serialize + DeserializeOwned + Clone + PartialEq + Send + Sync + 'static> Board<T> {
@@ -93,7 +98,7 @@ impl<T: Serialize + DeserializeOwned + Clone + PartialEq + Send + Sync + 'static
         shutdown: CancellationToken,
         tasks: &mut JoinSet<Result<(), TableError>>,
     ) -> Result<Arc<Self>, TableError> {
-        ensure_topic(topic.kafka, &topic.name, topic.component).await?;
+        ensure_topic(&topic).await?;
         let producer: FutureProducer = topic
             .kafka
             .producer(topic.component)
@@ -139,14 +144,25 @@ impl<T: Serialize + DeserializeOwned + Clone + PartialEq + Send + Sync + 'static
         }
     }
 
-    /// The other instances' announcements made within `fresh` of now.
-    pub(crate) fn live(&self, fresh: Duration) -> Vec<(String, Stamped<T>)> {
+    /// The newest announcement made within `fresh` of now that `matches`.
+    pub(crate) fn newest(&self, fresh: Duration, matches: impl Fn(&T) -> bool) -> Option<T> {
         let since = now_ms() - fresh.as_millis() as i64;
         let others = self.others.read().expect("board lock");
         others
-            .iter()
-            .filter(|(_, a)| a.at_ms >= since)
-            .map(|(name, a)| (name.clone(), a.clone()))
+            .values()
+            .filter(|a| a.at_ms >= since && matches(&a.state))
+            .max_by_key(|a| a.at_ms)
+            .map(|a| a.state.clone())
+    }
+
+    /// The other instances' announcements made within `fresh` of now.
+    pub(crate) fn live(&self, fresh: Duration) -> Vec<T> {
+        let since = now_ms() - fresh.as_millis() as i64;
+        let others = self.others.read().expect("board lock");
+        others
+            .values()
+            .filter(|a| a.at_ms >= since)
+            .map(|a| a.state.clone())
             .collect()
     }
 
@@ -159,10 +175,10 @@ impl<T: Serialize + DeserializeOwned + Clone + PartialEq + Send + Sync + 'static
         };
     }
 
-    /// How long ago this instance's last announcement was acknowledged.
-    pub(crate) fn since_published(&self) -> Option<Duration> {
-        let published = self.published.lock().expect("board lock");
-        published.map(|at| at.elapsed())
+    /// When the state of this instance's last acknowledged announcement was
+    /// read (a state set before then has been announced).
+    pub(crate) fn published_at(&self) -> Option<Instant> {
+        *self.published.lock().expect("board lock")
     }
 
     /// Whether the topic has been read up to this instance's first
@@ -230,8 +246,9 @@ impl<T: Serialize + DeserializeOwned + Clone + PartialEq + Send + Sync + 'static
         source: A,
         shutdown: CancellationToken,
     ) -> Result<(), TableError> {
-        let mut published: Option<(T, std::time::Instant)> = None;
+        let mut published: Option<(T, Instant)> = None;
         loop {
+            let read_at = Instant::now();
             let state = source.current();
             let due = published.as_ref().is_none_or(|(was, at)| {
                 source.urgent(was, &state) || at.elapsed() >= self.interval
@@ -242,11 +259,10 @@ impl<T: Serialize + DeserializeOwned + Clone + PartialEq + Send + Sync + 'static
                     at_ms: now_ms(),
                 };
                 let payload = serde_json::to_vec(&stamped).expect("announcement serializes");
-                let sent_at = std::time::Instant::now();
                 if self.send(Some(&payload)).await {
-                    *self.board.published.lock().expect("board lock") = Some(sent_at);
+                    *self.board.published.lock().expect("board lock") = Some(read_at);
                 }
-                published = Some((state, sent_at));
+                published = Some((state, read_at));
             }
             tokio::select! {
                 () = shutdown.cancelled() => break,
@@ -258,10 +274,23 @@ impl<T: Serialize + DeserializeOwned + Clone + PartialEq + Send + Sync + 'static
     }
 }
 
-async fn ensure_topic(kafka: &KafkaConfig, topic: &str, component: &str) -> Result<(), TableError> {
-    let admin: AdminClient<DefaultClientContext> = kafka.admin(component).create()?;
-    let new = NewTopic::new(topic, 1, TopicReplication::Fixed(kafka.replication_factor))
-        .set("cleanup.policy", "compact");
+/// Creates `topic` with one partition (a reader's own announcement read back
+/// then follows every earlier one), compacted.
+async fn ensure_topic(topic: &Topic<'_>) -> Result<(), TableError> {
+    let kafka = topic.kafka;
+    let admin: AdminClient<DefaultClientContext> = kafka.admin(topic.component).create()?;
+    let retention = topic.retention.map(|r| r.as_millis().to_string());
+    let new = NewTopic::new(
+        &topic.name,
+        1,
+        TopicReplication::Fixed(kafka.replication_factor),
+    );
+    let new = match &retention {
+        None => new.set("cleanup.policy", "compact"),
+        Some(ms) => new
+            .set("cleanup.policy", "compact,delete")
+            .set("retention.ms", ms),
+    };
     let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
     for result in admin.create_topics([&new], &options).await? {
         match result {

@@ -831,24 +831,33 @@ impl Validate for TablesConfig {
             return Err(ConfigError::new("group_id", "must not be empty"));
         }
         let (mut names, mut topics) = (HashSet::new(), HashSet::new());
-        let mut groups: HashMap<&str, (u32, u32)> = HashMap::new();
+        let mut groups: HashMap<&str, &RateLimitConfig> = HashMap::new();
         for (i, r) in self.remote.iter().enumerate() {
             r.validate(i)?;
-            if let Some(l) = &r.rate_limit
-                && let Some(group) = &l.budget_group
-                && *groups
-                    .entry(group.as_str())
-                    .or_insert((l.per_second, l.burst))
-                    != (l.per_second, l.burst)
-            {
+            let Some(l) = &r.rate_limit else { continue };
+            let Some(group) = &l.budget_group else {
+                continue;
+            };
+            if self.remote.iter().any(|t| &t.name == group) {
+                return Err(ConfigError::new(
+                    format!("remote[{i}].rate_limit.budget_group"),
+                    format!(
+                        "{group:?} is a remote table's name: name the group apart from the tables"
+                    ),
+                ));
+            }
+            let first = *groups.entry(group.as_str()).or_insert(l);
+            if (first.per_second, first.burst, first.floor) != (l.per_second, l.burst, l.floor) {
                 return Err(ConfigError::new(
                     format!("remote[{i}].rate_limit"),
                     format!(
-                        "budget group {group:?} is given another per_second or burst by an \
+                        "budget group {group:?} is given another per_second, burst or floor by an \
                          earlier table: tables of one group share one limit"
                     ),
                 ));
             }
+        }
+        for (i, r) in self.remote.iter().enumerate() {
             if !names.insert(&r.name) {
                 return Err(ConfigError::new(
                     format!("remote[{i}].name"),
@@ -1060,6 +1069,14 @@ remote:
             .replace("per_second: 50 }", "per_second: 50, budget_group: db }")
         };
         assert!(TablesConfig::parse(&shared("{ per_second: 50, budget_group: db }")).is_ok());
+        assert_eq!(
+            field(
+                &shared("{ per_second: 50, budget_group: db }")
+                    .replace("group: db", "group: prices")
+            ),
+            "remote[0].rate_limit.budget_group",
+            "a group is not named like a table"
+        );
         assert_eq!(
             field(&shared("{ per_second: 60, budget_group: db }")),
             "remote[1].rate_limit",

@@ -71,6 +71,7 @@ impl Routing {
             reader_group: format!("{group_id}.routing-reader"),
             interval,
             check: Duration::from_millis(200),
+            retention: None,
         };
         info!(topic = %topic.name, address = %config.advertised(), "publishing held partitions for routing");
         let held = Held {
@@ -98,16 +99,10 @@ impl Routing {
     /// live announcement.
     pub(crate) fn owner_of(&self, table: &str, partition: i32) -> Option<String> {
         self.board
-            .live(self.stale_after)
-            .into_iter()
-            .filter(|(_, a)| {
-                a.state
-                    .tables
-                    .get(table)
-                    .is_some_and(|p| p.contains(&partition))
+            .newest(self.stale_after, |a| {
+                a.tables.get(table).is_some_and(|p| p.contains(&partition))
             })
-            .max_by_key(|(_, a)| a.at_ms)
-            .map(|(_, a)| a.state.address)
+            .map(|a| a.address)
     }
 
     /// A client of the instance at `address` (channels are made once, lazily).

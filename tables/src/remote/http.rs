@@ -94,9 +94,7 @@ impl HttpBackend {
                     overload,
                 ))
             }
-            s if s.is_server_error() || s == StatusCode::TOO_MANY_REQUESTS => {
-                Err(BackendError::transient(format!("GET {url}: {s}")))
-            }
+            s if s.is_server_error() => Err(BackendError::transient(format!("GET {url}: {s}"))),
             s => Err(BackendError::permanent(format!("GET {url}: {s}"))),
         }
     }

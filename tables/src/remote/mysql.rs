@@ -196,3 +196,31 @@ impl Backend for MySqlBackend {
             .collect())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overload_errors_are_retried_and_back_off_others_are_permanent() {
+        let server = |code: u16| {
+            error(mysql_async::Error::Server(mysql_async::ServerError {
+                code,
+                message: format!("error {code}"),
+                state: "HY000".into(),
+            }))
+        };
+        for (code, reason) in [
+            (1040, "mysql_too_many_connections"),
+            (1203, "mysql_user_limit"),
+            (1205, "mysql_lock_wait_timeout"),
+            (1969, "mysql_statement_timeout"),
+        ] {
+            let e = server(code);
+            assert!(e.retryable, "{code}");
+            assert_eq!(e.overload.map(|o| o.reason), Some(reason));
+        }
+        let unknown_column = server(1054);
+        assert!(!unknown_column.retryable && unknown_column.overload.is_none());
+    }
+}

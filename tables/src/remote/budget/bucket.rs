@@ -19,7 +19,7 @@ use tokio::time::Instant;
 const RECHECK: Duration = Duration::from_millis(20);
 
 /// The shortest sleep of a waiting caller (the timer's resolution).
-const TICK: Duration = Duration::from_millis(1);
+const MIN_SLEEP: Duration = Duration::from_millis(1);
 
 /// An adjustable token bucket.
 pub struct Bucket {
@@ -101,11 +101,6 @@ impl Bucket {
         state.paused_until = Some(state.paused_until.map_or(until, |p| p.max(until)));
     }
 
-    /// The rate now.
-    pub fn rate(&self) -> f64 {
-        self.state.lock().expect("bucket lock").rate
-    }
-
     /// Takes `permits`, waiting in turn up to `max_wait`; returns how long it
     /// waited.
     pub async fn acquire(&self, permits: f64, max_wait: Duration) -> Result<Duration, NoPermit> {
@@ -114,36 +109,27 @@ impl Bucket {
         let _turn = tokio::time::timeout_at(deadline, self.turn.lock())
             .await
             .map_err(|_| self.refused())?;
-        let mut waited = false;
+        let mut waiting: Option<Waiting<'_>> = None;
         loop {
             let now = Instant::now();
             let wait = {
                 let mut state = self.state.lock().expect("bucket lock");
                 match state.take(permits, now) {
                     None => {
+                        let queued = now - started > Duration::from_millis(1);
                         state.usage.granted += permits;
                         state.usage.calls += 1;
-                        let queued = now - started > Duration::from_millis(1);
-                        state.usage.waited += u64::from(waited || queued);
-                        if waited {
-                            self.waiting.fetch_sub(1, Ordering::SeqCst);
-                        }
+                        state.usage.waited += u64::from(waiting.is_some() || queued);
                         return Ok(now - started);
                     }
                     Some(wait) => wait,
                 }
             };
             if now >= deadline {
-                if waited {
-                    self.waiting.fetch_sub(1, Ordering::SeqCst);
-                }
                 return Err(self.refused());
             }
-            if !waited {
-                waited = true;
-                self.waiting.fetch_add(1, Ordering::SeqCst);
-            }
-            tokio::time::sleep_until((now + wait.clamp(TICK, RECHECK)).min(deadline)).await;
+            waiting.get_or_insert_with(|| Waiting::new(&self.waiting));
+            tokio::time::sleep_until((now + wait.clamp(MIN_SLEEP, RECHECK)).min(deadline)).await;
         }
     }
 
@@ -172,6 +158,22 @@ impl Bucket {
             },
             hungry: self.waiting.load(Ordering::SeqCst) > 0 || counts.waited * 2 > counts.calls,
         }
+    }
+}
+
+/// Counts a caller as waiting while it lives (also when its call is dropped).
+struct Waiting<'a>(&'a AtomicUsize);
+
+impl<'a> Waiting<'a> {
+    fn new(count: &'a AtomicUsize) -> Self {
+        count.fetch_add(1, Ordering::SeqCst);
+        Waiting(count)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
 

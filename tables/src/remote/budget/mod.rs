@@ -5,14 +5,17 @@
 //! is this process's alone. With one, every process whose remote tables name
 //! the group (instances of a job, other jobs, lookup APIs) shares its limit and
 //! burst: each announces on the budgets topic ([`crate::announce`]) its weight
-//! (the share of its jobs' input partitions it holds), the rate it may use and
-//! uses, and whether its callers wait; each divides the limit from those
-//! announcements ([`allocation`]) and sizes its bucket ([`bucket`]) to its
-//! part, which lowers at once and rises only into headroom the others left. An
-//! instance that stops announcing loses its part after `member_timeout_ms`;
-//! one that cannot announce falls back to its partition share. A new instance
-//! uses nothing until it has read the topic up to its own first announcement
-//! (so it knows every live instance's). Overload
+//! (the share of its jobs' input partitions it holds), the part it claims, the
+//! rate it uses, and whether its callers wait; each divides the limit from
+//! those announcements ([`allocation`]) and sizes its bucket ([`bucket`]) to
+//! its part. A part in use lowers at once; a raise is claimed first, and used
+//! only once an announcement holding it has been acknowledged and the others
+//! have had [`READ_DELAY`] to read it, and never beyond what the others'
+//! claims leave free. An instance that stops announcing loses its part after
+//! `member_timeout_ms`; one whose announcements go unacknowledged for half
+//! that uses nothing (the others may soon take its part). A new instance uses
+//! nothing until it has read the topic up to its own first announcement (so
+//! it knows every live instance's). Overload
 //! signals shrink the part this instance uses ([`backoff`]); a `Retry-After`
 //! pauses it.
 
@@ -20,7 +23,7 @@ pub mod allocation;
 pub mod backoff;
 pub mod bucket;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -43,6 +46,17 @@ use crate::remote::backend::Overload;
 /// How often shares are recomputed.
 const TICK: Duration = Duration::from_millis(100);
 
+/// How long the others get to read a raised claim before it is used (their
+/// readers wait at most 100 ms for a fetch).
+pub const READ_DELAY: Duration = Duration::from_millis(250);
+
+/// How long a new instance may take to read the topic before it says so.
+const SLOW_START: Duration = Duration::from_secs(10);
+
+/// How long announcements are kept (members republish every interval; a
+/// member's last announcement before it died goes after this).
+const RETENTION: Duration = Duration::from_secs(3600);
+
 /// Longest `Retry-After` honoured.
 const MAX_PAUSE: Duration = Duration::from_secs(30);
 
@@ -59,13 +73,29 @@ pub struct Budget {
 }
 
 struct State {
-    /// The rate this process may use (its part of the limit), before back-off.
-    rate: f64,
+    /// The part this process claims (announced: the others leave it free).
+    claim: f64,
+    /// The largest claim the others have had time to read.
+    settled: f64,
+    /// The part in use, before back-off: the settled claim, within what the
+    /// others' claims leave free.
+    using: f64,
+    /// Raised claims not yet in use, oldest first.
+    raises: VecDeque<Raise>,
     backoff: Backoff,
     /// Permits per second used lately (smoothed).
     used: f64,
     /// Callers wanted more than they got until then.
     hungry_until: Option<Instant>,
+}
+
+/// A raised claim, on its way to being used.
+struct Raise {
+    claim: f64,
+    /// When an announcement holding it was written for the publisher.
+    written: Option<Instant>,
+    /// When an announcement holding it was seen acknowledged.
+    acked: Option<Instant>,
 }
 
 #[derive(Clone)]
@@ -85,6 +115,12 @@ impl Budget {
         let share = metrics.remote_budget_share.get_or_create(&label).clone();
         let members = metrics.remote_budget_members.get_or_create(&label).clone();
         let shared = limit.budget_group.is_some();
+        // Alone, the whole limit at once; shared, nothing before the others are known.
+        let start = if shared {
+            0.0
+        } else {
+            f64::from(limit.per_second)
+        };
         let budget = Budget {
             name: name.to_owned(),
             shared,
@@ -92,12 +128,10 @@ impl Budget {
             burst: f64::from(limit.burst),
             bucket: Bucket::new(),
             state: Mutex::new(State {
-                // Alone, the whole limit at once; shared, nothing before the others are known.
-                rate: if shared {
-                    0.0
-                } else {
-                    f64::from(limit.per_second)
-                },
+                claim: start,
+                settled: start,
+                using: start,
+                raises: VecDeque::new(),
                 backoff: Backoff::new(limit.floor),
                 used: 0.0,
                 hungry_until: None,
@@ -157,13 +191,14 @@ impl Budget {
         }
     }
 
-    /// Sizes the bucket to the rate and the back-off.
+    /// Sizes the bucket to the part in use and the back-off (the burst in
+    /// proportion: at least one request, so a call can go at all).
     fn apply(&self, state: &mut State) {
-        let rate = state.rate * state.backoff.fraction();
-        let burst = (self.burst * state.rate / self.limit).max(1.0);
+        let rate = state.using * state.backoff.fraction();
+        let burst = (self.burst * rate / self.limit).max(1.0);
         self.bucket.set(rate, burst);
         self.stats.rate.set(rate);
-        self.stats.share.set(state.rate);
+        self.stats.share.set(state.using);
     }
 
     /// Notes the bucket's use since the last tick and recovers from back-off;
@@ -179,29 +214,77 @@ impl Budget {
         self.apply(&mut state);
         Member {
             weight,
-            rate: state.rate,
+            rate: state.claim,
             used: state.used,
             hungry: state.hungry_until.is_some_and(|until| until > now),
         }
     }
 
-    /// Takes its next part of the limit, given the other members' announcements.
-    fn share(&self, me: Member, others: &[Member], coordinated: bool) {
+    /// Moves toward its next part of the limit, given the other members'
+    /// announcements and when this process's were last acknowledged.
+    fn share(&self, me: Member, others: &[Member], published: Option<Instant>, now: Instant) {
         let mut members = Vec::with_capacity(others.len() + 1);
         members.push(me);
         members.extend_from_slice(others);
-        let rate = if coordinated {
-            let targets = allocation::targets(self.limit, &members);
-            allocation::next_rate(self.limit, 0, &members, &targets)
-        } else {
-            // Cannot announce: no more than the partition share.
-            let weights: f64 = members.iter().map(|m| m.weight).sum();
-            me.rate.min(self.limit * me.weight / weights.max(1.0))
-        };
+        let targets = allocation::targets(self.limit, &members);
+        let next = allocation::next_rate(self.limit, 0, &members, &targets);
+        let free = (self.limit - others.iter().map(|m| m.rate).sum::<f64>()).max(0.0);
         self.stats.members.set(members.len() as i64);
         let mut state = self.state.lock().expect("budget lock");
-        state.rate = rate;
+        if next < state.claim {
+            state.claim = next;
+            state.settled = state.settled.min(next);
+            for raise in &mut state.raises {
+                raise.claim = raise.claim.min(next);
+            }
+        } else if next > state.claim {
+            state.claim = next;
+            state.raises.push_back(Raise {
+                claim: next,
+                written: None,
+                acked: None,
+            });
+        }
+        for raise in &mut state.raises {
+            let announced = raise.written.zip(published).is_some_and(|(w, p)| p >= w);
+            if raise.acked.is_none() && announced {
+                raise.acked = Some(now);
+            }
+        }
+        while let Some(raise) = state.raises.front() {
+            match raise.acked {
+                Some(acked) if now >= acked + READ_DELAY => {
+                    state.settled = state.settled.max(raise.claim);
+                    state.raises.pop_front();
+                }
+                _ => break,
+            }
+        }
+        state.using = state.settled.min(state.claim).min(free);
         self.apply(&mut state);
+    }
+
+    /// Cannot announce: uses nothing (the others may soon take its part).
+    fn stand_down(&self) {
+        let mut state = self.state.lock().expect("budget lock");
+        state.claim = 0.0;
+        state.settled = 0.0;
+        state.using = 0.0;
+        state.raises.clear();
+        self.apply(&mut state);
+    }
+
+    /// The claims decided so far are in the announcement written at `now`.
+    fn written(&self, now: Instant) {
+        let mut state = self.state.lock().expect("budget lock");
+        for raise in &mut state.raises {
+            raise.written.get_or_insert(now);
+        }
+    }
+
+    /// The part claimed now.
+    fn claim(&self) -> f64 {
+        self.state.lock().expect("budget lock").claim
     }
 }
 
@@ -266,13 +349,14 @@ impl Announce for Parts {
         self.0.lock().expect("announcement lock").clone()
     }
 
-    /// A lower rate, a change of hunger or a new group is heard of at once.
+    /// A changed claim (a raise waits for it), a change of hunger or a new
+    /// group is heard of at once.
     fn urgent(&self, published: &Announcement, now: &Announcement) -> bool {
         now.groups.iter().any(|(group, m)| {
             published
                 .groups
                 .get(group)
-                .is_none_or(|p| m.rate < p.rate - 1e-9 || m.hungry != p.hungry)
+                .is_none_or(|p| (m.rate - p.rate).abs() > 1e-9 || m.hungry != p.hungry)
         })
     }
 }
@@ -335,6 +419,7 @@ impl Budgets {
                 reader_group: format!("{}.reader", settings.topic),
                 interval,
                 check: TICK,
+                retention: Some(RETENTION),
             };
             let parts = Parts(self.announced.clone());
             Some(Board::start(topic, me, parts, shutdown.clone(), tasks).await?)
@@ -366,7 +451,8 @@ impl Exchange {
     async fn run(self, shutdown: CancellationToken) -> Result<(), TableError> {
         let mut ticks = tokio::time::interval(TICK);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut lost = false;
+        let started = Instant::now();
+        let (mut lost, mut slow) = (false, false);
         loop {
             tokio::select! {
                 () = shutdown.cancelled() => return Ok(()),
@@ -380,15 +466,19 @@ impl Exchange {
                 .map(|b| b.live(self.timeout))
                 .unwrap_or_default();
             // A new member waits to have heard everyone once; one whose
-            // announcements are not acknowledged stops trusting its headroom.
+            // announcements go unacknowledged stands down.
             let warm = self.board.as_ref().is_none_or(|b| b.caught_up());
-            let coordinated = self.board.as_ref().is_none_or(|b| {
-                b.since_published()
-                    .is_some_and(|since| since < self.timeout / 2)
-            });
+            let published = self.board.as_ref().and_then(|b| b.published_at());
+            let coordinated = published.is_some_and(|at| now - at < self.timeout / 2);
+            if !warm && !slow && now - started > SLOW_START {
+                warn!(
+                    "cannot read the budgets topic up to this process's own announcement: shared rate limits grant nothing until then"
+                );
+                slow = true;
+            }
             if warm && !coordinated && !lost {
                 warn!(
-                    "cannot announce on the budgets topic: each shared budget falls back to its partition share"
+                    "cannot announce on the budgets topic: shared rate limits grant nothing until it can"
                 );
             }
             lost = warm && !coordinated;
@@ -401,17 +491,23 @@ impl Exchange {
                 let group = &budget.name;
                 let theirs: Vec<Member> = others
                     .iter()
-                    .filter_map(|(_, a)| a.state.groups.get(group).copied())
+                    .filter_map(|a| a.groups.get(group).copied())
                     .collect();
-                if warm {
-                    budget.share(me, &theirs, coordinated);
+                if lost {
+                    budget.stand_down();
+                } else if warm {
+                    budget.share(me, &theirs, published, now);
                 }
-                let rate = budget.state.lock().expect("budget lock").rate;
+                let rate = budget.claim();
                 announcement
                     .groups
                     .insert(group.clone(), Member { rate, ..me });
             }
             *self.announced.lock().expect("announcement lock") = announcement;
+            let written = Instant::now();
+            for budget in &self.budgets {
+                budget.written(written);
+            }
         }
     }
 }
@@ -426,4 +522,111 @@ fn member_name() -> String {
     let started = crate::announce::now_ms();
     let nth = STARTED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     format!("{host}-{}-{started}-{nth}", std::process::id())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn budget(settings: &str) -> Budget {
+        let config = crate::TablesConfig::parse(&format!(
+            "data_dir: /x\nkafka: {{ brokers: b }}\nremote:\n  - name: t\n    http: {{ url: 'http://h/{{k}}', key: [k] }}\n    rate_limit: {settings}\n"
+        ))
+        .unwrap();
+        Budget::new(
+            "t",
+            config.remote[0].rate_limit.as_ref().unwrap(),
+            &TablesMetrics::default(),
+        )
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn overload_halves_the_rate_and_retry_after_pauses_it() {
+        let b = budget("{ per_second: 100, burst: 100 }");
+        b.overloaded(&Overload {
+            reason: "http_429",
+            retry_after: Some(Duration::from_secs(2)),
+        });
+        assert_eq!(b.stats.rate.get(), 50.0);
+        let started = Instant::now();
+        b.acquire(1, Duration::from_secs(5)).await.unwrap();
+        assert!(
+            started.elapsed() >= Duration::from_secs(2),
+            "paused by Retry-After"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_raise_is_used_only_after_it_was_announced_and_read() {
+        let b = budget("{ per_second: 100, burst: 10, budget_group: g }");
+        let hungry = Member {
+            weight: 1.0,
+            rate: 0.0,
+            used: 0.0,
+            hungry: true,
+        };
+        let now = Instant::now();
+        b.share(hungry, &[], None, now);
+        assert_eq!(
+            (b.claim(), b.stats.share.get()),
+            (100.0, 0.0),
+            "claimed, not used"
+        );
+        b.written(now);
+        let later = now + Duration::from_millis(100);
+        b.share(
+            Member {
+                rate: 100.0,
+                ..hungry
+            },
+            &[],
+            Some(later),
+            later,
+        );
+        assert_eq!(
+            b.stats.share.get(),
+            0.0,
+            "announced, not yet read by the others"
+        );
+        let read = later + READ_DELAY;
+        b.share(
+            Member {
+                rate: 100.0,
+                ..hungry
+            },
+            &[],
+            Some(later),
+            read,
+        );
+        assert_eq!(b.stats.share.get(), 100.0);
+        // Another member claims 60: the part in use falls at once.
+        let other = Member {
+            weight: 1.0,
+            rate: 60.0,
+            used: 60.0,
+            hungry: true,
+        };
+        b.share(
+            Member {
+                rate: 100.0,
+                ..hungry
+            },
+            &[other],
+            Some(read),
+            read,
+        );
+        assert!(b.stats.share.get() <= 40.0, "{}", b.stats.share.get());
+        // It lowers its claim to 50: the part in use returns to this process's
+        // settled claim (50), with no new raise to wait for.
+        let other = Member {
+            rate: 50.0,
+            ..other
+        };
+        let me = Member {
+            rate: b.claim(),
+            ..hungry
+        };
+        b.share(me, &[other], Some(read), read + TICK);
+        assert_eq!(b.stats.share.get(), 50.0);
+    }
 }
