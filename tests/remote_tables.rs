@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use common::counted::{products, selects_by};
 use common::*;
 use mysql_async::prelude::Queryable;
 use prometheus_client::registry::Registry;
@@ -20,46 +21,6 @@ use tokio_util::sync::CancellationToken;
 use tributary_table_api::Table;
 use tributary_tables::remote::{RemoteTable, RemoteTables};
 use tributary_tables::{TablesConfig, TablesMetrics};
-
-/// A database with `products(sku, title, price)` of `rows` rows, and a user of
-/// its own (`<db>_reader`) whose statements MariaDB counts (`userstat`).
-async fn products(rows: usize) -> (String, String) {
-    let mut conn = root_conn().await;
-    let db = create_db(&mut conn, "remote").await;
-    conn.query_drop(format!(
-        "CREATE TABLE {db}.products (sku VARCHAR(20) PRIMARY KEY, title VARCHAR(60), price DECIMAL(10,2))"
-    ))
-    .await
-    .unwrap();
-    let values: Vec<String> = (0..rows)
-        .map(|i| format!("('SKU-{i}', 'product {i}', {}.50)", i % 100))
-        .collect();
-    conn.query_drop(format!(
-        "INSERT INTO {db}.products VALUES {}",
-        values.join(",")
-    ))
-    .await
-    .unwrap();
-    let user = format!("{db}_reader");
-    conn.query_drop(format!(
-        "CREATE USER '{user}'@'%' IDENTIFIED BY 'pw'; GRANT SELECT ON {db}.* TO '{user}'@'%'; SET GLOBAL userstat = ON"
-    ))
-    .await
-    .unwrap();
-    (db, user)
-}
-
-/// SELECTs MariaDB counted for `user`.
-async fn selects_by(user: &str) -> u64 {
-    let mut conn = root_conn().await;
-    conn.exec_first(
-        "SELECT SELECT_COMMANDS FROM information_schema.USER_STATISTICS WHERE USER = ?",
-        (user,),
-    )
-    .await
-    .unwrap()
-    .unwrap_or(0)
-}
 
 /// A remote `products` table with `settings` (YAML fields of the remote table).
 async fn table(

@@ -21,8 +21,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use common::counted::{products, selects_by};
 use common::*;
-use mysql_async::prelude::Queryable;
 use serde_json::json;
 
 /// Counts sampled over time: (when, count so far).
@@ -296,55 +296,12 @@ async fn produce_orders(input: &str, first: u64, n: u64, partitions: &[i32]) {
     produce_raw(input, &records).await;
 }
 
-/// A database with `products(sku, title)` of 2000 rows, and a user of its
-/// own whose statements MariaDB counts (`userstat`).
-async fn products() -> (String, String) {
-    let mut conn = root_conn().await;
-    let db = create_db(&mut conn, "budget").await;
-    conn.query_drop(format!(
-        "CREATE TABLE {db}.products (sku VARCHAR(20) PRIMARY KEY, title VARCHAR(60))"
-    ))
-    .await
-    .unwrap();
-    let values: Vec<String> = (0..2000)
-        .map(|i| format!("('SKU-{i}', 'product {i}')"))
-        .collect();
-    conn.query_drop(format!(
-        "INSERT INTO {db}.products VALUES {}",
-        values.join(",")
-    ))
-    .await
-    .unwrap();
-    let user = format!("{db}_reader");
-    conn.query_drop(format!(
-        "CREATE USER '{user}'@'%' IDENTIFIED BY 'pw'; GRANT SELECT ON {db}.* TO '{user}'@'%'; SET GLOBAL userstat = ON"
-    ))
-    .await
-    .unwrap();
-    (db, user)
-}
-
-/// SELECTs MariaDB counted for `user`.
-async fn selects_by(user: String) -> u64 {
-    let mut conn = root_conn().await;
-    let count = conn
-        .exec_first(
-            "SELECT SELECT_COMMANDS FROM information_schema.USER_STATISTICS WHERE USER = ?",
-            (user,),
-        )
-        .await
-        .unwrap()
-        .unwrap_or(0);
-    conn.disconnect().await.ok();
-    count
-}
-
 const PARTITIONS: u32 = 6;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn three_instances_keep_the_database_at_the_limit_through_a_sigkill() {
     const LIMIT: f64 = 100.0;
-    let (db, user) = products().await;
+    let (db, user) = products(2000).await;
     let (_, port) = mysql_host_port();
     let input = unique("budget-orders");
     create_topic_with(&input, PARTITIONS as i32, "delete").await;
@@ -357,8 +314,10 @@ async fn three_instances_keep_the_database_at_the_limit_through_a_sigkill() {
          rate_limit: {{ per_second: {LIMIT}, burst: 10, max_wait_ms: 30000, budget_group: {group} }}"
     );
     let mut job = Job::new(&input, PARTITIONS, table, "");
-    let (samples, sampler) =
-        Samples::start(Duration::from_millis(250), move || selects_by(user.clone()));
+    let (samples, sampler) = Samples::start(Duration::from_millis(250), move || {
+        let user = user.clone();
+        async move { selects_by(&user).await }
+    });
     for instances in 1..=3 {
         job.start();
         job.settle().await;

@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used)] // test helpers fail loudly
 
 pub mod committed;
+pub mod counted;
 pub mod pki;
 pub mod postgres;
 pub mod secured;

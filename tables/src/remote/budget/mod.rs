@@ -573,31 +573,19 @@ mod tests {
             "claimed, not used"
         );
         b.written(now);
+        let claimed = Member {
+            rate: 100.0,
+            ..hungry
+        };
         let later = now + Duration::from_millis(100);
-        b.share(
-            Member {
-                rate: 100.0,
-                ..hungry
-            },
-            &[],
-            Some(later),
-            later,
-        );
+        b.share(claimed, &[], Some(later), later);
         assert_eq!(
             b.stats.share.get(),
             0.0,
             "announced, not yet read by the others"
         );
         let read = later + READ_DELAY;
-        b.share(
-            Member {
-                rate: 100.0,
-                ..hungry
-            },
-            &[],
-            Some(later),
-            read,
-        );
+        b.share(claimed, &[], Some(later), read);
         assert_eq!(b.stats.share.get(), 100.0);
         // Another member claims 60: the part in use falls at once.
         let other = Member {
