@@ -408,6 +408,9 @@ impl Budgets {
         tasks: &mut JoinSet<Result<(), TableError>>,
     ) -> Result<(), TableError> {
         let budgets: Vec<Arc<Budget>> = self.by_name.values().cloned().collect();
+        if budgets.is_empty() {
+            return Ok(()); // no rate limit: nothing to resize
+        }
         let board = if budgets.iter().any(|b| b.shared) {
             let interval = Duration::from_millis(settings.publish_interval_ms);
             let me = member_name();
