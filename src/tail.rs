@@ -3,8 +3,9 @@
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::consumer::Consumer;
 use rdkafka::{Message, Offset, TopicPartitionList};
+use tributary_kafka::BaseConsumer;
 use tributary_kafka::KafkaConfig;
 
 use crate::kafka_check;

@@ -597,7 +597,6 @@ async fn bounded_runs_stop_by_themselves_with_the_right_counts() {
     assert!(!order_ids(&out).contains(&999));
 }
 
-/// Waits for a bounded run to exit successfully and returns what it printed.
 /// Events of several MiB each, far more of them than the job may hold: it
 /// enriches them all, and its resident memory grows by a small multiple of
 /// `max_in_flight_mb` (held input, the consumer's prefetch, the producer's
@@ -668,11 +667,19 @@ async fn large_events_are_held_within_the_byte_bound() {
     assert!(ok, "{log}");
 }
 
+/// Waits for a bounded run to exit successfully, having logged no error, and
+/// returns what it printed.
 async fn wait_stdout(process: TributaryProcess) -> String {
     tokio::task::spawn_blocking(move || {
         let stdout = process.stdout_path();
         let (ok, log) = process.wait_exit(Duration::from_secs(90));
         assert!(ok, "bounded run failed; log:\n{log}");
+        // ERROR means "act now": reaching a partition's end is not that.
+        let errors: Vec<&str> = log.lines().filter(|l| l.contains(" ERROR ")).collect();
+        assert!(
+            errors.is_empty(),
+            "a run that went well logged errors: {errors:#?}"
+        );
         std::fs::read_to_string(stdout).unwrap()
     })
     .await
@@ -961,7 +968,8 @@ async fn two_instances(extra: &str) {
 
 /// Committed offsets of `group` on `topic`'s partitions.
 async fn committed(group: &str, topic: &str, partitions: i32) -> Vec<i64> {
-    use rdkafka::consumer::{BaseConsumer, Consumer};
+    use rdkafka::consumer::Consumer;
+    use tributary_kafka::BaseConsumer;
     let (group, topic) = (group.to_owned(), topic.to_owned());
     tokio::task::spawn_blocking(move || {
         let consumer: BaseConsumer = tributary_kafka::KafkaConfig::plaintext(&brokers())

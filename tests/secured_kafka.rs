@@ -387,7 +387,8 @@ fn error_line(log: &str) -> &str {
 
 /// The topics of a cluster.
 fn topics_of(kafka: &tributary_kafka::KafkaConfig) -> Vec<String> {
-    use rdkafka::consumer::{BaseConsumer, Consumer};
+    use rdkafka::consumer::Consumer;
+    use tributary_kafka::BaseConsumer;
     let client: BaseConsumer = kafka.consumer("test", "test-topics").create().unwrap();
     let metadata = client
         .fetch_metadata(None, Duration::from_secs(10))

@@ -9,14 +9,15 @@ use std::time::Instant;
 use anyhow::Context as _;
 use clap::Args;
 use prometheus_client::registry::Registry;
-use rdkafka::consumer::{Consumer, StreamConsumer};
-use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::consumer::Consumer;
+use rdkafka::producer::FutureRecord;
 use rdkafka::{Message, Offset, TopicPartitionList};
 use tokio_util::sync::CancellationToken;
 use tributary_enricher::bounds::{StartAt, StopAt};
 use tributary_enricher::sql::{DeclaredTable, JobFile};
 use tributary_enricher::{Bounds, EnrichMetrics};
 use tributary_kafka::KafkaConfig;
+use tributary_kafka::{FutureProducer, StreamConsumer};
 use tributary_proto::partition::partition_for_key;
 use tributary_tables::{JobTables, TablesConfig, TablesMetrics};
 

@@ -97,8 +97,9 @@ pub(crate) async fn sample_records(
     brokers: &str,
     topic: &str,
 ) -> anyhow::Result<Vec<(String, String)>> {
-    use rdkafka::consumer::{BaseConsumer, Consumer};
+    use rdkafka::consumer::Consumer;
     use rdkafka::{Message, Offset, TopicPartitionList};
+    use tributary_kafka::BaseConsumer;
     const SAMPLES: usize = 10_000;
     let consumer: BaseConsumer = KafkaConfig::plaintext(brokers)
         .consumer("bench", &format!("{topic}.sample"))

@@ -1,10 +1,10 @@
 //! The stack a benchmark runs against (`deploy/local/up.sh`) and what it
 //! loads into it: MariaDB tables, Kafka topics and their records.
 
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::client::DefaultClientContext;
-use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::admin::{AdminOptions, NewTopic, TopicReplication};
+use rdkafka::producer::FutureRecord;
 use tributary_kafka::KafkaConfig;
+use tributary_kafka::{AdminClient, FutureProducer};
 
 /// Creates `tributary_bench.products_<n>` in MariaDB; returns `db.table`.
 pub(crate) async fn load_products(url: &str, n: u64) -> anyhow::Result<String> {
@@ -59,8 +59,7 @@ pub(crate) async fn create_topic(
     topic: &str,
     partitions: i32,
 ) -> anyhow::Result<()> {
-    let admin: AdminClient<DefaultClientContext> =
-        KafkaConfig::plaintext(brokers).admin("bench").create()?;
+    let admin: AdminClient = KafkaConfig::plaintext(brokers).admin("bench").create()?;
     let new_topic = NewTopic::new(topic, partitions, TopicReplication::Fixed(1));
     for result in admin
         .create_topics([&new_topic], &AdminOptions::new())

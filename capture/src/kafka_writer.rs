@@ -24,15 +24,15 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::client::DefaultClientContext;
+use rdkafka::admin::{AdminOptions, NewTopic, TopicReplication};
 use rdkafka::consumer::ConsumerGroupMetadata;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, OwnedHeaders};
-use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord, Producer};
+use rdkafka::producer::{DeliveryFuture, FutureRecord, Producer};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
+use tributary_kafka::{AdminClient, FutureProducer};
 use tributary_proto::debezium_json::{
     EnvelopeOptions, connect_header_text, encode_key, encode_value,
 };
@@ -75,7 +75,7 @@ struct TopicInfo {
 /// The Kafka side of capture, for a source with positions `P`.
 pub struct KafkaWriter<P> {
     producer: FutureProducer,
-    admin: AdminClient<DefaultClientContext>,
+    admin: AdminClient,
     server_name: String,
     topics_cfg: TopicsConfig,
     /// Tombstones, transaction blocks, schema changes (`events`).
@@ -286,7 +286,7 @@ impl<P: SourcePosition> KafkaWriter<P> {
         } else {
             None
         };
-        let admin: AdminClient<DefaultClientContext> = config.kafka.admin("capture").create()?;
+        let admin: AdminClient = config.kafka.admin("capture").create()?;
         let (tx, rx) = mpsc::channel(PENDING_CAPACITY);
         let stored = Arc::new(watch::Sender::new(None));
         let mut writer = KafkaWriter {

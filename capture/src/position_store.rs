@@ -23,11 +23,12 @@ use std::time::{Duration, Instant};
 
 use std::sync::Arc;
 
-use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerGroupMetadata};
-use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::consumer::{CommitMode, Consumer, ConsumerGroupMetadata};
+use rdkafka::producer::FutureRecord;
 use rdkafka::{Message, Offset, TopicPartitionList};
 use tracing::{debug, info, warn};
 use tributary_kafka::KafkaConfig;
+use tributary_kafka::{BaseConsumer, FutureProducer};
 
 use crate::error::CaptureError;
 use crate::source_position::{CapturePosition, SourcePosition};

@@ -9,10 +9,10 @@
 //! recorded, which are authoritative. A snapshot's records count at their
 //! position; a statement's, once the position is past it.
 
-use rdkafka::consumer::BaseConsumer;
 use rdkafka::message::Message;
 use serde_json::Value as Json;
 use tracing::{info, warn};
+use tributary_kafka::BaseConsumer;
 use tributary_kafka::KafkaConfig;
 
 use crate::ddl_replay::SchemaModel;

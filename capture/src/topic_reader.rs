@@ -9,9 +9,10 @@
 
 use std::time::{Duration, Instant};
 
-use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::consumer::Consumer;
 use rdkafka::message::BorrowedMessage;
 use rdkafka::{Offset, TopicPartitionList};
+use tributary_kafka::BaseConsumer;
 
 use crate::error::CaptureError;
 

@@ -12,9 +12,10 @@ use std::str::FromStr;
 use std::time::{Duration, UNIX_EPOCH};
 
 use rdkafka::Message;
-use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
+use rdkafka::consumer::{Consumer, ConsumerContext};
 use rdkafka::error::KafkaError;
 use rdkafka::{Offset, TopicPartitionList};
+use tributary_kafka::BaseConsumer;
 
 use crate::error::EnrichError;
 

@@ -47,12 +47,12 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::client::DefaultClientContext;
-use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::admin::{AdminOptions, NewTopic, TopicReplication};
+use rdkafka::consumer::Consumer;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info};
+use tributary_kafka::{AdminClient, BaseConsumer};
 pub use tributary_table_api::JoinTables;
 
 pub use bounds::Bounds;
@@ -180,7 +180,7 @@ async fn create_outputs(
     config: &EnrichConfig,
     counts: &HashMap<String, u32>,
 ) -> Result<(), EnrichError> {
-    let admin: AdminClient<DefaultClientContext> = config.kafka.admin("enrich").create()?;
+    let admin: AdminClient = config.kafka.admin("enrich").create()?;
     let mut wanted = Vec::new();
     for job in &config.jobs {
         let partitions = job

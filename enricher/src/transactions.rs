@@ -14,8 +14,9 @@ use std::time::Duration;
 
 use rdkafka::consumer::Consumer;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::producer::{FutureProducer, Producer};
+use rdkafka::producer::Producer;
 use rdkafka::{Offset, TopicPartitionList};
+use tributary_kafka::FutureProducer;
 
 use crate::error::EnrichError;
 

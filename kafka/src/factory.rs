@@ -9,11 +9,12 @@
 
 use rdkafka::ClientConfig;
 use rdkafka::client::ClientContext;
-use rdkafka::config::{FromClientConfig, FromClientConfigAndContext};
+use rdkafka::config::FromClientConfigAndContext;
 use rdkafka::error::KafkaError;
 
 use crate::config::KafkaConfig;
 use crate::error::ClientError;
+use crate::logging::Logged;
 use crate::security::PropertyValue;
 
 /// Properties whose values are secrets: never quoted in errors.
@@ -72,13 +73,14 @@ impl ClientBuilder<'_> {
         self
     }
 
-    /// Builds the client.
-    pub fn create<T: FromClientConfig>(&self) -> Result<T, ClientError> {
-        let config = self.config()?;
-        config.create().map_err(|e| self.error(e))
+    /// Builds the client, its librdkafka logs and errors going to `tracing`
+    /// ([`Logged`]).
+    pub fn create<T: FromClientConfigAndContext<Logged>>(&self) -> Result<T, ClientError> {
+        self.create_with_context(Logged)
     }
 
-    /// Builds the client with its own callbacks.
+    /// Builds the client with its own callbacks (which should log through
+    /// [`crate::logging`]).
     pub fn create_with_context<C, T>(&self, context: C) -> Result<T, ClientError>
     where
         C: ClientContext,
@@ -221,10 +223,7 @@ mod tests {
         let k = kafka(
             "brokers: b\nsecurity: { protocol: sasl_plaintext, sasl: { mechanism: PLAIN, username: u, password_file: /nonexistent/password } }",
         );
-        let Err(e) = k
-            .producer("capture")
-            .create::<rdkafka::producer::BaseProducer>()
-        else {
+        let Err(e) = k.producer("capture").create::<crate::FutureProducer>() else {
             panic!("built a client without its password")
         };
         assert!(

@@ -9,22 +9,13 @@ use std::time::{Duration, Instant};
 use rdkafka::client::ClientContext;
 use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
-use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::error::KafkaError;
 use tracing::info;
 
 use crate::config::KafkaConfig;
 use crate::error::ClientError;
+use crate::logging::PERMANENT;
 use crate::tls_check::certificate_problem;
-
-/// Errors that no wait mends: the broker refused our certificate or credentials,
-/// or we refused its certificate.
-const PERMANENT: &[RDKafkaErrorCode] = &[
-    RDKafkaErrorCode::Authentication,
-    RDKafkaErrorCode::SSL,
-    RDKafkaErrorCode::SaslAuthenticationFailed,
-    RDKafkaErrorCode::UnsupportedSASLMechanism,
-    RDKafkaErrorCode::IllegalSASLState,
-];
 
 /// Remembers what librdkafka said went wrong, instead of logging it.
 #[derive(Default)]

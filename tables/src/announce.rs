@@ -15,11 +15,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::client::DefaultClientContext;
-use rdkafka::consumer::{Consumer, StreamConsumer};
+use rdkafka::admin::{AdminOptions, NewTopic, TopicReplication};
+use rdkafka::consumer::Consumer;
 use rdkafka::error::RDKafkaErrorCode;
-use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::producer::FutureRecord;
 use rdkafka::{Message, Offset, TopicPartitionList};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -27,6 +26,7 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::warn;
+use tributary_kafka::{AdminClient, FutureProducer, StreamConsumer};
 
 use crate::config::KafkaConfig;
 use crate::error::TableError;
@@ -278,7 +278,7 @@ impl<T: Serialize + DeserializeOwned + Clone + PartialEq + Send + Sync + 'static
 /// then follows every earlier one), compacted.
 async fn ensure_topic(topic: &Topic<'_>) -> Result<(), TableError> {
     let kafka = topic.kafka;
-    let admin: AdminClient<DefaultClientContext> = kafka.admin(topic.component).create()?;
+    let admin: AdminClient = kafka.admin(topic.component).create()?;
     let retention = topic.retention.map(|r| r.as_millis().to_string());
     let new = NewTopic::new(
         &topic.name,

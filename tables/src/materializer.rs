@@ -25,12 +25,15 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
+use rdkafka::config::RDKafkaLogLevel;
+use rdkafka::consumer::{Consumer, ConsumerContext};
+use rdkafka::error::KafkaError;
 use rdkafka::message::BorrowedMessage;
 use rdkafka::types::RDKafkaRespErr;
 use rdkafka::{ClientContext, Message, Offset, TopicPartitionList};
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
+use tributary_kafka::BaseConsumer;
 use tributary_kafka::ClientBuilder;
 
 use crate::applied_log::{LogOfBatch, Mark};
@@ -387,7 +390,7 @@ fn partition_counts(
                 announced = true;
             }
             if shutdown.is_cancelled() {
-                return Err(TableError::Kafka(rdkafka::error::KafkaError::Canceled));
+                return Err(TableError::Kafka(KafkaError::Canceled));
             }
             std::thread::sleep(Duration::from_millis(500));
         }
@@ -425,7 +428,15 @@ struct GroupContext {
     shared: Shared,
 }
 
-impl ClientContext for GroupContext {}
+impl ClientContext for GroupContext {
+    fn log(&self, level: RDKafkaLogLevel, facility: &str, message: &str) {
+        tributary_kafka::logging::log(level, facility, message);
+    }
+
+    fn error(&self, error: KafkaError, reason: &str) {
+        tributary_kafka::logging::error(&error, reason);
+    }
+}
 
 impl ConsumerContext for GroupContext {
     fn rebalance(

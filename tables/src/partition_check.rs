@@ -12,9 +12,10 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::consumer::Consumer;
 use rdkafka::{Message, Offset, TopicPartitionList};
 use tributary_config::ConfigError;
+use tributary_kafka::BaseConsumer;
 use tributary_proto::partition::Partitioner;
 
 use crate::config::{KeyFormat, LocalTableConfig, TableMode, TablesConfig};

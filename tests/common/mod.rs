@@ -21,8 +21,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use mysql_async::prelude::Queryable;
-use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::consumer::Consumer;
 use rdkafka::{Message, Offset, TopicPartitionList};
+use tributary_kafka::BaseConsumer;
 use tributary_kafka::KafkaConfig;
 
 /// A cluster the helpers connect to: a plaintext `host:port` list, or a whole
@@ -740,9 +741,9 @@ pub async fn create_topic_on(
     partitions: i32,
     cleanup: &str,
 ) {
-    use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-    let admin: AdminClient<rdkafka::client::DefaultClientContext> =
-        brokers.kafka().admin("test").create().unwrap();
+    use rdkafka::admin::{AdminOptions, NewTopic, TopicReplication};
+    use tributary_kafka::AdminClient;
+    let admin: AdminClient = brokers.kafka().admin("test").create().unwrap();
     let topic =
         NewTopic::new(name, partitions, TopicReplication::Fixed(1)).set("cleanup.policy", cleanup);
     for result in admin
@@ -821,7 +822,8 @@ async fn send_all<'r>(
     topic: &str,
     records: impl Iterator<Item = (Option<i32>, Option<&'r [u8]>, Option<&'r [u8]>)>,
 ) -> Vec<i32> {
-    use rdkafka::producer::{FutureProducer, FutureRecord};
+    use rdkafka::producer::FutureRecord;
+    use tributary_kafka::FutureProducer;
     let kafka = brokers.kafka();
     let mut config = kafka.producer("test");
     config

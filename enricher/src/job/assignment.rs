@@ -11,10 +11,13 @@ use std::sync::{Arc, Mutex};
 
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use rdkafka::consumer::{BaseConsumer, ConsumerContext, Rebalance};
+use rdkafka::config::RDKafkaLogLevel;
+use rdkafka::consumer::{ConsumerContext, Rebalance};
+use rdkafka::error::KafkaError;
 use rdkafka::statistics::Statistics;
 use rdkafka::{ClientContext, TopicPartitionList};
 use tracing::{error, info};
+use tributary_kafka::BaseConsumer;
 use tributary_table_api::HeldPartitions;
 
 use crate::metrics::InputLabel;
@@ -98,6 +101,14 @@ pub(super) struct JobContext {
 }
 
 impl ClientContext for JobContext {
+    fn log(&self, level: RDKafkaLogLevel, facility: &str, message: &str) {
+        tributary_kafka::logging::log(level, facility, message);
+    }
+
+    fn error(&self, error: KafkaError, reason: &str) {
+        tributary_kafka::logging::error(&error, reason);
+    }
+
     fn stats(&self, statistics: Statistics) {
         let mut total = 0;
         for (topic, t) in statistics.topics {

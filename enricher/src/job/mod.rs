@@ -35,11 +35,12 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use futures::FutureExt as _;
 use futures::stream::{FuturesOrdered, StreamExt as _};
 use rdkafka::Message;
-use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, StreamConsumer};
+use rdkafka::consumer::{CommitMode, Consumer};
 use rdkafka::error::{KafkaError, KafkaResult, RDKafkaErrorCode};
 use rdkafka::message::{BorrowedMessage, OwnedMessage};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
+use tributary_kafka::{BaseConsumer, StreamConsumer};
 
 use self::acks::{Ack, AckFuture, Tally};
 use self::assignment::{Assignment, JobContext, partitions_of};

@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::OwnedHeaders;
-use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord};
+use rdkafka::producer::{DeliveryFuture, FutureRecord};
+use tributary_kafka::FutureProducer;
 
 use super::routing::Record;
 

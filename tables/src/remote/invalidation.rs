@@ -8,10 +8,11 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use rdkafka::consumer::{Consumer, StreamConsumer};
+use rdkafka::consumer::Consumer;
 use rdkafka::{Message, Offset, TopicPartitionList};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
+use tributary_kafka::StreamConsumer;
 
 use crate::config::KafkaConfig;
 use crate::error::TableError;
