@@ -49,6 +49,115 @@ pub fn from_json(json: &Json) -> v1::Value {
     v1::Value { kind: Some(kind) }
 }
 
+/// JSON text as an API value, built as it is parsed (no JSON tree in
+/// between): what [`from_json`] makes of the parsed text, for answering
+/// lookups from stored row bytes.
+pub fn from_json_slice(json: &[u8]) -> Result<v1::Value, serde_json::Error> {
+    serde_json::from_slice::<Parsed>(json).map(|parsed| parsed.0)
+}
+
+/// A value parsed straight into its API form.
+struct Parsed(v1::Value);
+
+impl Parsed {
+    fn of(kind: Kind) -> Self {
+        Parsed(v1::Value { kind: Some(kind) })
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Parsed {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(ParsedVisitor)
+    }
+}
+
+/// Objects with more fields than this find a repeated name by an index
+/// instead of a scan.
+const SCANNED_FIELDS: usize = 16;
+
+struct ParsedVisitor;
+
+impl<'de> serde::de::Visitor<'de> for ParsedVisitor {
+    type Value = Parsed;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_unit<E>(self) -> Result<Parsed, E> {
+        Ok(Parsed::of(Kind::NullValue(v1::NullValue::NullValue as i32)))
+    }
+
+    fn visit_bool<E>(self, b: bool) -> Result<Parsed, E> {
+        Ok(Parsed::of(Kind::BoolValue(b)))
+    }
+
+    fn visit_i64<E>(self, i: i64) -> Result<Parsed, E> {
+        Ok(Parsed::of(Kind::IntValue(i)))
+    }
+
+    fn visit_u64<E>(self, u: u64) -> Result<Parsed, E> {
+        Ok(Parsed::of(match i64::try_from(u) {
+            Ok(i) => Kind::IntValue(i),
+            Err(_) => Kind::UintValue(u),
+        }))
+    }
+
+    fn visit_f64<E>(self, d: f64) -> Result<Parsed, E> {
+        Ok(Parsed::of(Kind::DoubleValue(d)))
+    }
+
+    fn visit_str<E>(self, s: &str) -> Result<Parsed, E> {
+        Ok(Parsed::of(Kind::StringValue(s.to_owned())))
+    }
+
+    fn visit_string<E>(self, s: String) -> Result<Parsed, E> {
+        Ok(Parsed::of(Kind::StringValue(s)))
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Parsed, A::Error> {
+        let mut values = Vec::with_capacity(seq.size_hint().unwrap_or(0));
+        while let Some(Parsed(value)) = seq.next_element()? {
+            values.push(value);
+        }
+        Ok(Parsed::of(Kind::ListValue(v1::ListValue { values })))
+    }
+
+    /// Fields keep their first place; a repeated name takes the last value,
+    /// as a parsed JSON object does.
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Parsed, A::Error> {
+        let mut fields: Vec<v1::Field> = Vec::new();
+        let mut index: Option<std::collections::HashMap<String, usize>> = None;
+        while let Some(name) = map.next_key::<String>()? {
+            let Parsed(value) = map.next_value()?;
+            let earlier = match &mut index {
+                Some(index) => index.get(&name).copied(),
+                None => fields.iter().position(|f| f.name == name),
+            };
+            if let Some(i) = earlier {
+                fields[i].value = Some(value);
+                continue;
+            }
+            if let Some(index) = &mut index {
+                index.insert(name.clone(), fields.len());
+            } else if fields.len() == SCANNED_FIELDS {
+                let mut built: std::collections::HashMap<String, usize> = fields
+                    .iter()
+                    .enumerate()
+                    .map(|(i, f)| (f.name.clone(), i))
+                    .collect();
+                built.insert(name.clone(), fields.len());
+                index = Some(built);
+            }
+            fields.push(v1::Field {
+                name,
+                value: Some(value),
+            });
+        }
+        Ok(Parsed::of(Kind::StructValue(v1::Struct { fields })))
+    }
+}
+
 /// An API value that has no JSON form, and where in the value it is.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{at}: {problem}")]
@@ -127,6 +236,30 @@ mod tests {
             Some(Kind::IntValue(9_007_199_254_740_993)),
             "above 2^53 stays exact"
         );
+    }
+
+    #[test]
+    fn parsing_into_api_values_gives_what_the_json_tree_gives() {
+        let wide: String = (0..40)
+            .map(|i| format!("\"c{i}\":{i}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        for text in [
+            r#"{"id":1,"name":"user 1","email":"user1@example.com","tier":"pro","score":1}"#,
+            r#"{"z":1,"a":[true,null,"s\u00e9\n",1.5,-7,[],{}],"big":18446744073709551615,"max":9007199254740993,"min":-9223372036854775808}"#,
+            r#"{"a":1,"b":2,"a":3}"#,
+            r#" [ 1e300 , -0.0 , "x" ] "#,
+            "null",
+            &format!("{{{wide},\"c3\":\"again\",\"late\":true}}"),
+        ] {
+            let tree: Json = serde_json::from_str(text).unwrap();
+            assert_eq!(
+                from_json_slice(text.as_bytes()).unwrap(),
+                from_json(&tree),
+                "{text}"
+            );
+        }
+        assert!(from_json_slice(b"{\"a\":").is_err());
     }
 
     #[test]

@@ -240,8 +240,10 @@ impl LocalTable {
         Ok(Some((encoded, placement)))
     }
 
-    /// Looks `key` up and hands the stored row bytes to `read`, timing the lookup.
-    fn lookup<R>(
+    /// Looks `key` up and hands the stored row (its JSON bytes, in place) to
+    /// `read`, timing the lookup: for callers that pass rows on without a JSON
+    /// tree, such as the lookup API.
+    pub fn read_row<R>(
         &self,
         key: &Value,
         read: impl FnOnce(&[u8]) -> R,
@@ -327,7 +329,7 @@ impl LocalTable {
     /// The row of `key` as its stored JSON bytes, without decoding it (for callers
     /// that pass JSON on, such as the lookup API).
     pub fn get_json_bytes(&self, key: &Value) -> Result<Option<Vec<u8>>, LookupError> {
-        self.lookup(key, <[u8]>::to_vec)
+        self.read_row(key, <[u8]>::to_vec)
     }
 
     /// Where `key` lives (`None` until the first record has been materialized,
@@ -371,7 +373,7 @@ impl Table for LocalTable {
     }
 
     async fn get(&self, key: &Value) -> Result<Option<Value>, LookupError> {
-        self.lookup(key, |raw| self.parse_row(raw))?.transpose()
+        self.read_row(key, |raw| self.parse_row(raw))?.transpose()
     }
 
     async fn get_as_of(&self, key: &Value, as_of: i64) -> Result<AsOfRead, LookupError> {
@@ -391,7 +393,7 @@ impl Table for LocalTable {
         key: &Value,
         columns: &[String],
     ) -> Result<Option<Columns>, LookupError> {
-        let row = self.lookup(key, |raw| match row_columns::decode(raw, columns) {
+        let row = self.read_row(key, |raw| match row_columns::decode(raw, columns) {
             Ok(values) => Ok(Columns::Values(values)),
             // Not an object (no columns), or the reason it is not JSON.
             Err(_) => self

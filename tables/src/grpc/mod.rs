@@ -127,7 +127,6 @@ pub async fn start(
     let lookup = LookupServer::new(service)
         .max_decoding_message_size(grpc.max_message_bytes)
         .max_encoding_message_size(grpc.max_message_bytes);
-    let lookup = InterceptedService::new(lookup, BearerToken::new(grpc.token.as_deref()));
     let (health, health_service) = tonic_health::server::health_reporter();
     set_health(&health, false).await;
     tasks.spawn(report_health(health, tables.progress, shutdown.clone()));
@@ -153,10 +152,16 @@ pub async fn start(
             .tls_config(server_tls)
             .map_err(|e| TableError::Api(format!("grpc.tls: {e}")))?;
     }
-    let router = server
-        .add_service(health_service)
-        .add_service(reflection)
-        .add_service(lookup);
+    let router = server.add_service(health_service).add_service(reflection);
+    // Without a token, no interceptor: it would turn every request's headers
+    // into metadata and back for nothing.
+    let router = match grpc.token.as_deref() {
+        Some(token) => router.add_service(InterceptedService::new(
+            lookup,
+            BearerToken::new(Some(token)),
+        )),
+        None => router.add_service(lookup),
+    };
     info!(%local_addr, advertise = %grpc.advertised(), tls = grpc.tls.is_some(), token = grpc.token.is_some(), "lookup API listening");
     // No Nagle: a response of several segments would otherwise wait for the
     // client's delayed ACK (~40 ms).

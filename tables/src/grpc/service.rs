@@ -18,7 +18,7 @@ use tributary_proto::grpc::v1::{
     self, BatchGetRequest, BatchGetResponse, DescribeTableRequest, GetRequest, GetResponse,
     ListTablesRequest, ListTablesResponse, ScanRequest, ScanRow, TableInfo,
 };
-use tributary_proto::grpc::{from_json, to_json};
+use tributary_proto::grpc::{from_json, from_json_slice, to_json};
 
 use crate::error::TableError;
 use crate::grpc::call::{Admission, Call, within};
@@ -293,14 +293,20 @@ impl LookupService {
             .await?;
         }
         let Some(as_of) = as_of_us else {
-            let rows = table.multi_get(keys).await.map_err(status)?;
-            return Ok(rows.into_iter().map(found).collect());
+            return keys.iter().map(|key| read_here(table, key)).collect();
         };
         let mut results = Vec::with_capacity(keys.len());
         for key in keys {
-            results.push(found_as_of(
-                table.get_as_of(key, as_of).await.map_err(status)?.answer,
-            ));
+            let read = table.get_json_bytes_as_of(key, as_of).map_err(status)?;
+            results.push(match read.answer {
+                AsOf::Row(row) => found(Some(parse_row(table, &row)?)),
+                AsOf::Absent => found(None),
+                AsOf::BeyondHistory { horizon } => GetResponse {
+                    beyond_history: true,
+                    history_horizon_us: horizon,
+                    ..GetResponse::default()
+                },
+            });
         }
         Ok(results)
     }
@@ -314,14 +320,36 @@ impl LookupService {
             as_of_us,
         } = request.into_inner();
         let key = json_field(key.as_ref(), "key")?;
+        if min_position.is_none()
+            && as_of_us.is_none()
+            && let Served::Local(local) = self.served(&table)?
+            && self.ready_here(local, &key)?
+        {
+            return read_here(local, &key);
+        }
         let lookup = KeysRequest {
             table: &table,
             min_position: min_position.as_ref(),
             as_of_us,
             method: "Get",
         };
-        let mut rows = self.get_keys(&lookup, vec![key], &call).await?;
+        // Boxed: the common case above keeps a small future.
+        let mut rows = Box::pin(self.get_keys(&lookup, vec![key], &call)).await?;
         Ok(rows.pop().expect("one row per key"))
+    }
+
+    /// Whether `key`'s row can be read here at once: its partition (every
+    /// partition, for a global table) is held and ready. When not, the general
+    /// path forwards the key or says why it cannot be answered.
+    fn ready_here(&self, table: &LocalTable, key: &Json) -> Result<bool, Status> {
+        let progress = self.progress();
+        Ok(match table.placement(key).map_err(status)? {
+            None => false,
+            Some(Placement::Anywhere) => {
+                (0..table.partition_count() as i32).all(|p| progress.is_ready(table.name(), p))
+            }
+            Some(Placement::Partition(p)) => progress.is_ready(table.name(), p),
+        })
     }
 
     async fn answer_batch_get(
@@ -379,7 +407,10 @@ impl LookupService {
                     table.multi_get(&keys).await.map_err(status)
                 })
                 .await?;
-                return Ok(rows.into_iter().map(found).collect());
+                return Ok(rows
+                    .iter()
+                    .map(|row| found(row.as_ref().map(from_json)))
+                    .collect());
             }
             Served::Local(table) => table,
         };
@@ -617,23 +648,29 @@ impl Lookup for LookupService {
     }
 }
 
-fn found(row: Option<Json>) -> GetResponse {
-    GetResponse {
-        found: row.is_some(),
-        row: row.as_ref().map(from_json),
-        ..GetResponse::default()
-    }
+/// Reads `key`'s row of a table held here, from its stored JSON bytes to an
+/// API value with no JSON tree between.
+fn read_here(table: &LocalTable, key: &Json) -> Result<GetResponse, Status> {
+    let row = table
+        .read_row(key, |raw| parse_row(table, raw))
+        .map_err(status)?;
+    Ok(found(row.transpose()?))
 }
 
-fn found_as_of(answer: AsOf) -> GetResponse {
-    match answer {
-        AsOf::Row(row) => found(Some(row)),
-        AsOf::Absent => found(None),
-        AsOf::BeyondHistory { horizon } => GetResponse {
-            beyond_history: true,
-            history_horizon_us: horizon,
-            ..GetResponse::default()
-        },
+fn parse_row(table: &LocalTable, raw: &[u8]) -> Result<v1::Value, Status> {
+    from_json_slice(raw).map_err(|e| {
+        status(LookupError::Corrupt {
+            table: table.name().to_owned(),
+            problem: e.to_string(),
+        })
+    })
+}
+
+fn found(row: Option<v1::Value>) -> GetResponse {
+    GetResponse {
+        found: row.is_some(),
+        row,
+        ..GetResponse::default()
     }
 }
 
