@@ -1,38 +1,50 @@
-//! `tributary-bench grpc`: the lookup API's `Get` throughput and latency with 1,
-//! 10 and 50 concurrent clients on loopback (each on its own connection, and 50
-//! sharing one), and `BatchGet` of 100 keys against
-//! 100 MariaDB point selects (and one `SELECT … IN`) for the same keys.
+//! `tributary-bench grpc`: the lookup API measured as a server, against the
+//! servers a user would otherwise call, on the same core budget.
+//!
+//! `tributary serve` runs as its own process on [`SERVER_CORE`]; the load
+//! generator (`tributary-bench lookup-load`, see `load_gen`) on [`CLIENT_CORE`].
+//! `Get` is offered at fixed rates (open loop, 50 connections) up to
+//! saturation, then sent closed loop from 50 connections. The same core holds
+//! MariaDB for sysbench's point selects and a Redis for `redis-benchmark`,
+//! each tool on the client core. `BatchGet` of 100 keys is set against one
+//! `SELECT … IN (100 ids)` and 100 point selects, one request at a time.
 
+use std::path::Path;
 use std::time::{Duration, Instant};
 
+use anyhow::Context as _;
 use clap::Args;
 use mysql_async::prelude::Queryable;
-use prometheus_client::registry::Registry;
-use serde_json::json;
-use tokio_util::sync::CancellationToken;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Endpoint;
 use tributary_proto::grpc::from_json;
 use tributary_proto::grpc::v1::lookup_client::LookupClient;
-use tributary_proto::grpc::v1::{BatchGetRequest, GetRequest};
+use tributary_proto::grpc::v1::{DescribeTableRequest, GetRequest};
 use tributary_proto::partition::partition_for_key;
-use tributary_tables::grpc::ServedTables;
-use tributary_tables::materializer::Materializer;
-use tributary_tables::{TablesConfig, TablesMetrics};
 
-use crate::measure::{Series, print_latency_table};
+use crate::load_gen::LoadResult;
+use crate::measure::{Series, cpu_seconds_of, print_latency_table};
+use crate::pinning::{CLIENT_CORE, Pinned, SERVER_CORE, on_core};
+use crate::point_peers::{MariaDb, PeerRun, RedisPeer};
 use crate::stack::{create_topic, produce};
-use crate::tables::{Keys, load_mariadb, row, wait_applied};
+use crate::tables::{Keys, load_mariadb, row};
 
 /// Arguments of `tributary-bench grpc`.
 #[derive(Args)]
 pub(crate) struct GrpcBenchArgs {
-    /// Rows in the table.
+    /// Rows in the table (and in the peers' tables).
     #[arg(long, default_value_t = 100_000)]
     rows: u64,
-    /// `Get` requests per concurrency level.
-    #[arg(long, default_value_t = 50_000)]
-    requests: usize,
-    /// Batches of 100 keys (and as many rounds of 100 MariaDB selects).
+    /// Offered `Get` rates (requests/s), open loop; the series goes on at 1.5×
+    /// the last until the server falls behind.
+    #[arg(long, value_delimiter = ',', default_values_t = [2_000.0, 5_000.0, 10_000.0, 20_000.0, 40_000.0])]
+    rates: Vec<f64>,
+    /// Concurrent connections (streams) of every generator.
+    #[arg(long, default_value_t = 50)]
+    connections: usize,
+    /// Seconds measured per rate (after 2 s of warm-up).
+    #[arg(long, default_value_t = 10)]
+    seconds: u64,
+    /// Batches of 100 keys (and as many rounds of MariaDB selects).
     #[arg(long, default_value_t = 500)]
     batches: usize,
     /// The stack to run against.
@@ -40,7 +52,16 @@ pub(crate) struct GrpcBenchArgs {
     stack: crate::stack::Stack,
 }
 
+/// One measured level of the lookup API, with its server's CPU.
+struct Level {
+    load: LoadResult,
+    /// Server CPU seconds per wall second during the run.
+    server_cpu: f64,
+}
+
 pub(crate) async fn run(args: GrpcBenchArgs) -> anyhow::Result<()> {
+    crate::pinning::check()?;
+    crate::point_peers::check_tools()?;
     let n = args.rows;
     let topic = format!("bench-grpc-{}", std::process::id());
     eprintln!("[bench] producing {n} records to {topic}");
@@ -50,163 +71,294 @@ pub(crate) async fn run(args: GrpcBenchArgs) -> anyhow::Result<()> {
         (partition_for_key(key.as_bytes(), 3), key, row(id))
     })
     .await?;
+    let _client_core = Pinned::pin(std::process::id(), CLIENT_CORE)?;
     let dir = tempfile::tempdir()?;
-    let config = TablesConfig::parse(&format!(
-        "data_dir: '{}'\nkafka: {{ brokers: '{}' }}\nbatch_max_records: 5000\n\
-         tables: [{{ name: kv, topic: '{topic}', mode: global }}]\n\
-         grpc: {{ listen: '127.0.0.1:0', routing: {{ enabled: false }} }}\n",
-        dir.path().display(),
-        args.stack.brokers
-    ))?;
-    let metrics = TablesMetrics::register(&mut Registry::default());
-    let shutdown = CancellationToken::new();
-    let materializer = Materializer::start(&config, metrics.clone(), shutdown.clone()).await?;
-    wait_applied(&materializer, n).await;
-    let served = ServedTables {
-        local: materializer.tables().to_vec(),
-        progress: Some(materializer.progress()),
-        remote: Vec::new(),
-    };
-    let grpc = config.grpc.as_ref().expect("configured above");
-    let api =
-        tributary_tables::grpc::start(&config, grpc, served, metrics, shutdown.clone()).await?;
-    let url = format!("http://{}", api.local_addr);
-    eprintln!("[bench] lookup API on {url}");
+    let server = Server::start(dir.path(), &args.stack.brokers, &topic).await?;
+    server.wait_ready(n).await?;
+    eprintln!("[bench] lookup API on {} (core {SERVER_CORE})", server.addr);
 
-    gets(&url, n, 1, Connections::Own, args.requests / 10).await?; // warm up
-    let mut levels = Vec::new();
-    for clients in [1, 10, 50] {
-        levels.push(gets(&url, n, clients, Connections::Own, args.requests).await?);
+    let mut open = Vec::new();
+    let mut rates = args.rates.clone();
+    while let Some(rate) = rates.first().copied() {
+        rates.remove(0);
+        let level = server
+            .measure(&args, args.connections, &["--rate", &rate.to_string()])
+            .await?;
+        let behind = level.load.achieved < 0.95 * rate || level.load.unanswered > 0;
+        open.push(level);
+        if behind {
+            break;
+        }
+        if rates.is_empty() && open.len() < 20 {
+            rates.push((rate * 1.5 / 1000.0).round() * 1000.0);
+        }
     }
-    levels.push(gets(&url, n, 50, Connections::Shared, args.requests).await?);
+    let closed = server.measure(&args, args.connections, &[]).await?;
+    let batch = server.measure(&args, 1, &["--keys", "100"]).await?;
+    server.stop().await?;
 
     eprintln!("[bench] loading MariaDB");
     let pool = mysql_async::Pool::new(mysql_async::Opts::from_url(&args.stack.mysql_url)?);
     load_mariadb(&pool, n).await?;
-    let batched = batch_gets(&url, n, args.batches).await?;
-    let (selects, select_in) = mariadb_rounds(&args.stack.mysql_url, n, args.batches).await?;
+    let mariadb = MariaDb::new(&args.stack.mysql_url, mariadb_pid(&pool).await?)?;
+    pool.disconnect().await?;
+    let (selects, select_in) = {
+        let _server_core = Pinned::pin(mariadb.pid(), SERVER_CORE)?;
+        mariadb_rounds(&args.stack.mysql_url, n, args.batches).await?
+    };
+    eprintln!("[bench] sysbench oltp_point_select");
+    mariadb.prepare(&args.stack.mysql_url, n).await?;
+    let mut sysbench_open = Vec::new();
+    for level in &open {
+        let rate = level.load.offered.expect("open loop");
+        // sysbench gives up when its queue of due events overflows, past its
+        // server's capacity: that rate has no figure.
+        let run = mariadb
+            .point_selects(n, args.connections, args.seconds, Some(rate))
+            .await;
+        if let Err(e) = &run {
+            eprintln!("[bench] sysbench at {rate}/s: {e:#}");
+        }
+        sysbench_open.push(run.ok());
+    }
+    let sysbench = mariadb
+        .point_selects(n, args.connections, args.seconds, None)
+        .await?;
+    eprintln!("[bench] redis-benchmark GET");
+    let redis = RedisPeer::start(n, row(n / 2).len()).await?;
+    let redis_gets = redis
+        .gets(
+            args.connections,
+            (sysbench.rate.max(50_000.0) * args.seconds as f64) as u64,
+        )
+        .await?;
+    redis.stop().await?;
 
-    shutdown.cancel();
-    materializer.join().await?;
-    api.join().await?;
+    print_report(
+        &args,
+        &open,
+        &closed,
+        &batch,
+        &sysbench_open,
+        &sysbench,
+        &redis_gets,
+    );
+    print_latency_table(&[&select_in], &[&selects, &select_in]);
+    println!(
+        "\n`BatchGet(100)`: p50 {:.0} µs = **{:.2}×** one `SELECT … IN (100 ids)` (p50 {:.0} µs)",
+        batch.load.p50_us,
+        batch.load.p50_us / micros(select_in.p50()),
+        micros(select_in.p50())
+    );
+    Ok(())
+}
 
-    println!("\n## Lookup API ({n} rows, loopback, server and clients on one machine)\n");
-    println!("| Get | requests/s | p50 µs | p99 µs | p99.9 µs |");
-    println!("|---|---:|---:|---:|---:|");
-    for s in &levels {
+#[allow(clippy::too_many_arguments)]
+fn print_report(
+    args: &GrpcBenchArgs,
+    open: &[Level],
+    closed: &Level,
+    batch: &Level,
+    sysbench_open: &[Option<PeerRun>],
+    sysbench: &PeerRun,
+    redis: &PeerRun,
+) {
+    let n = args.rows;
+    let c = args.connections;
+    println!(
+        "\n## Lookup API ({n} rows; server on core {SERVER_CORE}, load on core {CLIENT_CORE}; {c} connections)\n"
+    );
+    println!("Open loop, latency from each request's scheduled time:\n");
+    println!(
+        "| offered/s | `Get` achieved/s | p50 µs | p99 µs | p99.9 µs | sent late, p99 µs | server CPU | CPU µs/request | sysbench point select at that rate: achieved/s | mean µs | p99 µs |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for (level, peer) in open.iter().zip(sysbench_open.iter().map(Option::as_ref)) {
+        let l = &level.load;
         println!(
-            "| {} | {:.0} | {:.0} | {:.0} | {:.0} |",
-            s.name(),
-            s.ops_per_second(),
-            micros(s.p50()),
-            micros(s.quantile(0.99)),
-            micros(s.quantile(0.999))
+            "| {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0}% | {:.1} | {} | {} | {} |",
+            l.offered.unwrap_or_default(),
+            l.achieved,
+            l.p50_us,
+            l.p99_us,
+            l.p999_us,
+            l.dispatch_late_p99_us,
+            level.server_cpu * 100.0,
+            level.server_cpu / l.achieved.max(1.0) * 1e6,
+            peer.map_or("gave up".to_owned(), |p| format!("{:.0}", p.rate)),
+            peer.map_or("—".to_owned(), |p| format!("{:.0}", p.mean_us)),
+            peer.map_or("—".to_owned(), |p| format!("{:.0}", p.p99_us)),
         );
     }
-    println!();
-    print_latency_table(&[&batched], &[&batched, &selects, &select_in]);
-    Ok(())
+    println!(
+        "\nClosed loop ({c} connections/threads/clients, each waiting for its answer), saturation:\n"
+    );
+    println!("| server | requests/s | mean or p50 µs | p99 µs | lookup API ÷ it |");
+    println!("|---|---:|---:|---:|---:|");
+    let l = &closed.load;
+    println!(
+        "| lookup API `Get` | {:.0} | {:.0} (p50) | {:.0} | 1.00× |",
+        l.achieved, l.p50_us, l.p99_us
+    );
+    for (name, peer) in [
+        ("MariaDB point select (sysbench)", sysbench),
+        ("Redis GET (redis-benchmark)", redis),
+    ] {
+        println!(
+            "| {name} | {:.0} | {:.0} (mean) | {:.0} | **{:.2}×** |",
+            peer.rate,
+            peer.mean_us,
+            peer.p99_us,
+            l.achieved / peer.rate
+        );
+    }
+    println!(
+        "\nServer CPU at saturation: {:.0}% of a core, {:.1} µs per `Get`; `BatchGet(100)`: {:.1} µs per key.\n",
+        closed.server_cpu * 100.0,
+        closed.server_cpu / l.achieved.max(1.0) * 1e6,
+        batch.server_cpu / (batch.load.achieved * 100.0).max(1.0) * 1e6
+    );
+}
+
+/// `tributary serve` on the server core.
+struct Server {
+    process: tokio::process::Child,
+    addr: std::net::SocketAddr,
+    log: std::path::PathBuf,
+}
+
+impl Server {
+    async fn start(dir: &Path, brokers: &str, topic: &str) -> anyhow::Result<Self> {
+        let free = || -> anyhow::Result<u16> {
+            Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+                .local_addr()?
+                .port())
+        };
+        let addr: std::net::SocketAddr = format!("127.0.0.1:{}", free()?).parse()?;
+        let config = dir.join("serve.yaml");
+        std::fs::write(
+            &config,
+            format!(
+                "data_dir: '{}'\nkafka: {{ brokers: '{brokers}' }}\nbatch_max_records: 5000\n\
+                 rocksdb: {{ row_cache_mb: 64 }}\n\
+                 metrics: {{ listen: '127.0.0.1:{}' }}\n\
+                 tables: [{{ name: kv, topic: '{topic}', mode: global }}]\n\
+                 grpc: {{ listen: '{addr}', routing: {{ enabled: false }} }}\n",
+                dir.join("data").display(),
+                free()?
+            ),
+        )?;
+        let binary = std::env::current_exe()?.with_file_name("tributary");
+        anyhow::ensure!(
+            binary.exists(),
+            "{} is missing: build the workspace (cargo build --workspace)",
+            binary.display()
+        );
+        let log = dir.join("serve.log");
+        let process = on_core(SERVER_CORE, &binary)
+            .arg("serve")
+            .arg("--config")
+            .arg(&config)
+            .env("TRIBUTARY_LOG", "warn")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(&log)?)
+            .kill_on_drop(true)
+            .spawn()?;
+        Ok(Server { process, addr, log })
+    }
+
+    /// Waits until the table is ready (every row applied).
+    async fn wait_ready(&self, rows: u64) -> anyhow::Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(300);
+        let url = format!("http://{}", self.addr);
+        loop {
+            anyhow::ensure!(
+                Instant::now() < deadline,
+                "the lookup API was not ready in 5 minutes; its log: {}",
+                self.log.display()
+            );
+            if let Ok(channel) = Endpoint::from_shared(url.clone())?.connect().await {
+                let mut client = LookupClient::new(channel);
+                let info = client
+                    .describe_table(DescribeTableRequest { table: "kv".into() })
+                    .await;
+                let last = GetRequest {
+                    table: "kv".into(),
+                    key: Some(from_json(&serde_json::json!(rows - 1))),
+                    min_position: None,
+                    as_of_us: None,
+                };
+                if let Ok(info) = info.map(|r| r.into_inner())
+                    && info.ready
+                    && let Ok(found) = client.get(last).await
+                    && found.into_inner().found
+                {
+                    return Ok(());
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+
+    /// Runs the load generator over `connections` with `extra` arguments on the client core.
+    async fn measure(
+        &self,
+        args: &GrpcBenchArgs,
+        connections: usize,
+        extra: &[&str],
+    ) -> anyhow::Result<Level> {
+        let pid = self.process.id().context("the server exited")?.to_string();
+        let (cpu0, wall0) = (cpu_seconds_of(&pid)?, Instant::now());
+        let out = on_core(CLIENT_CORE, std::env::current_exe()?)
+            .arg("lookup-load")
+            .args([
+                "--addr",
+                &self.addr.to_string(),
+                "--rows",
+                &args.rows.to_string(),
+            ])
+            .args(["--connections", &connections.to_string()])
+            .args(["--seconds", &args.seconds.to_string()])
+            .args(extra)
+            .output()
+            .await?;
+        let server_cpu = (cpu_seconds_of(&pid)? - cpu0) / wall0.elapsed().as_secs_f64();
+        anyhow::ensure!(
+            out.status.success(),
+            "lookup-load {extra:?} failed: {}; the server's log: {}",
+            String::from_utf8_lossy(&out.stderr).trim(),
+            self.log.display()
+        );
+        let load: LoadResult = serde_json::from_slice(&out.stdout).with_context(|| {
+            format!(
+                "lookup-load printed {:?}",
+                String::from_utf8_lossy(&out.stdout)
+            )
+        })?;
+        eprintln!("[bench] {extra:?}: {load:?}");
+        Ok(Level { load, server_cpu })
+    }
+
+    async fn stop(mut self) -> anyhow::Result<()> {
+        self.process.kill().await?;
+        Ok(())
+    }
+}
+
+/// The process id of the MariaDB server behind `pool` (it must run on this machine).
+async fn mariadb_pid(pool: &mysql_async::Pool) -> anyhow::Result<u32> {
+    let mut conn = pool.get_conn().await?;
+    let file: String = conn
+        .query_first("SELECT @@pid_file")
+        .await?
+        .context("MariaDB has no pid_file")?;
+    let pid = std::fs::read_to_string(&file)
+        .with_context(|| format!("reading MariaDB's pid file {file} (is MariaDB local?)"))?;
+    Ok(pid.trim().parse()?)
 }
 
 fn micros(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
-}
-
-async fn connect(url: &str) -> anyhow::Result<LookupClient<Channel>> {
-    let channel = Endpoint::from_shared(url.to_owned())?.connect().await?;
-    Ok(LookupClient::new(channel))
-}
-
-/// How clients reach the server.
-#[derive(Clone, Copy, PartialEq)]
-enum Connections {
-    /// Each client has its own HTTP/2 connection (separate services).
-    Own,
-    /// All clients share one multiplexed connection (one service's channel).
-    Shared,
-}
-
-/// `clients` clients sending `Get`s back to back.
-async fn gets(
-    url: &str,
-    rows: u64,
-    clients: u64,
-    connections: Connections,
-    requests: usize,
-) -> anyhow::Result<Series> {
-    let per_client = requests / clients as usize;
-    let shared = connect(url).await?;
-    let mut connected = Vec::new();
-    for _ in 0..clients {
-        connected.push(match connections {
-            Connections::Own => connect(url).await?,
-            Connections::Shared => shared.clone(),
-        });
-    }
-    let started = Instant::now();
-    let workers: Vec<_> = connected
-        .into_iter()
-        .enumerate()
-        .map(|(c, mut client)| {
-            tokio::spawn(async move {
-                let mut keys = Keys(0x9e37_79b9_7f4a_7c15 + c as u64);
-                let mut latencies = Vec::with_capacity(per_client);
-                for _ in 0..per_client {
-                    let request = GetRequest {
-                        table: "kv".into(),
-                        key: Some(from_json(&json!(keys.next(rows)))),
-                        min_position: None,
-                        as_of_us: None,
-                    };
-                    let t0 = Instant::now();
-                    let found = client.get(request).await?.into_inner().found;
-                    latencies.push(t0.elapsed());
-                    anyhow::ensure!(found, "a key is missing");
-                }
-                anyhow::Ok(latencies)
-            })
-        })
-        .collect();
-    let mut latencies = Vec::new();
-    for worker in workers {
-        latencies.extend(worker.await??);
-    }
-    let how = match connections {
-        Connections::Own => "own connections",
-        Connections::Shared => "one shared connection",
-    };
-    Ok(Series::new(
-        format!("{clients} client(s), {how}"),
-        latencies,
-        started.elapsed(),
-    ))
-}
-
-/// `BatchGet`s of 100 random keys, one at a time.
-async fn batch_gets(url: &str, rows: u64, batches: usize) -> anyhow::Result<Series> {
-    let mut client = connect(url).await?;
-    let mut keys = Keys(0x51_7cc1_b727_220a);
-    let mut latencies = Vec::with_capacity(batches);
-    let started = Instant::now();
-    for _ in 0..batches {
-        let request = BatchGetRequest {
-            table: "kv".into(),
-            keys: (0..100)
-                .map(|_| from_json(&json!(keys.next(rows))))
-                .collect(),
-            min_position: None,
-            as_of_us: None,
-        };
-        let t0 = Instant::now();
-        let results = client.batch_get(request).await?.into_inner().results;
-        latencies.push(t0.elapsed());
-        anyhow::ensure!(results.iter().all(|r| r.found), "a key is missing");
-    }
-    Ok(Series::new(
-        "gRPC BatchGet(100)",
-        latencies,
-        started.elapsed(),
-    ))
 }
 
 /// Rounds of 100 prepared point selects on one TCP connection, and of one

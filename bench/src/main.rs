@@ -7,7 +7,10 @@ mod capture;
 mod delay_proxy;
 mod enrich;
 mod grpc;
+mod load_gen;
 mod measure;
+mod pinning;
+mod point_peers;
 mod postgres;
 mod redis;
 mod remote;
@@ -44,12 +47,15 @@ enum Command {
     Capture(capture::CaptureBenchArgs),
     /// PostgreSQL capture rows/s vs the broker's ceiling and pg_recvlogical.
     Postgres(postgres::PostgresBenchArgs),
-    /// Lookup API Get latency at 1/10/50 clients; BatchGet(100) vs MariaDB selects.
+    /// The lookup API pinned to one core, open and closed loop, vs sysbench
+    /// point selects and redis-benchmark GETs; BatchGet(100) vs MariaDB selects.
     Grpc(grpc::GrpcBenchArgs),
+    /// The load generator `grpc` runs on a core of its own (one JSON line out).
+    #[command(hide = true)]
+    LookupLoad(load_gen::LoadArgs),
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("TRIBUTARY_LOG").unwrap_or_else(|_| {
@@ -58,7 +64,20 @@ async fn main() -> anyhow::Result<()> {
         )
         .with_writer(std::io::stderr)
         .init();
-    match Cli::parse().command {
+    let command = Cli::parse().command;
+    let runtime = match command {
+        // One thread on its core: the generator never waits for another.
+        Command::LookupLoad(_) => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?,
+        _ => tokio::runtime::Runtime::new()?,
+    };
+    runtime.block_on(run(command))
+}
+
+async fn run(command: Command) -> anyhow::Result<()> {
+    match command {
+        Command::LookupLoad(args) => load_gen::run(args).await,
         Command::Tables(args) => tables::run(args).await,
         Command::Versions(args) => versions::run(args).await,
         Command::Enrich(args) => enrich::run(args).await,

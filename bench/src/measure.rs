@@ -23,10 +23,6 @@ impl Series {
         }
     }
 
-    pub(crate) fn name(&self) -> &str {
-        &self.name
-    }
-
     pub(crate) fn quantile(&self, q: f64) -> Duration {
         if self.latencies.is_empty() {
             return Duration::ZERO;
