@@ -21,6 +21,7 @@ use tributary_proto::grpc::v1::lookup_client::LookupClient;
 use tributary_proto::grpc::v1::{DescribeTableRequest, GetRequest};
 use tributary_proto::partition::partition_for_key;
 
+use crate::hiccups::Hiccups;
 use crate::load_gen::LoadResult;
 use crate::measure::{Series, cpu_seconds_of, print_latency_table};
 use crate::pinning::{CLIENT_CORE, Pinned, SERVER_CORE, on_core};
@@ -57,6 +58,8 @@ struct Level {
     load: LoadResult,
     /// Server CPU seconds per wall second during the run.
     server_cpu: f64,
+    /// How long the server's core stopped answering meanwhile.
+    hiccups: Hiccups,
 }
 
 pub(crate) async fn run(args: GrpcBenchArgs) -> anyhow::Result<()> {
@@ -170,13 +173,13 @@ fn print_report(
     );
     println!("Open loop, latency from each request's scheduled time:\n");
     println!(
-        "| offered/s | `Get` achieved/s | p50 µs | p99 µs | p99.9 µs | sent late, p99 µs | server CPU | CPU µs/request | sysbench point select at that rate: achieved/s | mean µs | p99 µs |"
+        "| offered/s | `Get` achieved/s | p50 µs | p99 µs | p99.9 µs | sent late, p99 µs | server CPU | CPU µs/request | server core stalls: p99 / p99.9 / max µs | sysbench point select at that rate: achieved/s | mean µs | p99 µs |"
     );
-    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for (level, peer) in open.iter().zip(sysbench_open.iter().map(Option::as_ref)) {
         let l = &level.load;
         println!(
-            "| {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0}% | {:.1} | {} | {} | {} |",
+            "| {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0}% | {:.1} | {:.0} / {:.0} / {:.0} | {} | {} | {} |",
             l.offered.unwrap_or_default(),
             l.achieved,
             l.p50_us,
@@ -185,6 +188,9 @@ fn print_report(
             l.dispatch_late_p99_us,
             level.server_cpu * 100.0,
             level.server_cpu / l.achieved.max(1.0) * 1e6,
+            level.hiccups.p99_us,
+            level.hiccups.p999_us,
+            level.hiccups.max_us,
             peer.map_or("gave up".to_owned(), |p| format!("{:.0}", p.rate)),
             peer.map_or("—".to_owned(), |p| format!("{:.0}", p.mean_us)),
             peer.map_or("—".to_owned(), |p| format!("{:.0}", p.p99_us)),
@@ -309,7 +315,8 @@ impl Server {
     ) -> anyhow::Result<Level> {
         let pid = self.process.id().context("the server exited")?.to_string();
         let (cpu0, wall0) = (cpu_seconds_of(&pid)?, Instant::now());
-        let out = on_core(CLIENT_CORE, std::env::current_exe()?)
+        let bench = std::env::current_exe()?;
+        let load = on_core(CLIENT_CORE, &bench)
             .arg("lookup-load")
             .args([
                 "--addr",
@@ -320,8 +327,13 @@ impl Server {
             .args(["--connections", &connections.to_string()])
             .args(["--seconds", &args.seconds.to_string()])
             .args(extra)
-            .output()
-            .await?;
+            .output();
+        let hiccups = on_core(SERVER_CORE, &bench)
+            .arg("hiccups")
+            .args(["--seconds", &args.seconds.to_string()])
+            .output();
+        let (out, hiccups) = tokio::join!(load, hiccups);
+        let (out, hiccups) = (out?, hiccups?);
         let server_cpu = (cpu_seconds_of(&pid)? - cpu0) / wall0.elapsed().as_secs_f64();
         anyhow::ensure!(
             out.status.success(),
@@ -329,14 +341,20 @@ impl Server {
             String::from_utf8_lossy(&out.stderr).trim(),
             self.log.display()
         );
+        anyhow::ensure!(hiccups.status.success(), "the stall meter failed");
         let load: LoadResult = serde_json::from_slice(&out.stdout).with_context(|| {
             format!(
                 "lookup-load printed {:?}",
                 String::from_utf8_lossy(&out.stdout)
             )
         })?;
-        eprintln!("[bench] {extra:?}: {load:?}");
-        Ok(Level { load, server_cpu })
+        let hiccups: Hiccups = serde_json::from_slice(&hiccups.stdout)?;
+        eprintln!("[bench] {extra:?}: {load:?}, core {SERVER_CORE}: {hiccups:?}");
+        Ok(Level {
+            load,
+            server_cpu,
+            hiccups,
+        })
     }
 
     async fn stop(mut self) -> anyhow::Result<()> {

@@ -7,6 +7,7 @@ mod capture;
 mod delay_proxy;
 mod enrich;
 mod grpc;
+mod hiccups;
 mod load_gen;
 mod measure;
 mod pinning;
@@ -53,6 +54,9 @@ enum Command {
     /// The load generator `grpc` runs on a core of its own (one JSON line out).
     #[command(hide = true)]
     LookupLoad(load_gen::LoadArgs),
+    /// The stall meter `grpc` runs on the server's core (one JSON line out).
+    #[command(hide = true)]
+    Hiccups(hiccups::HiccupArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -67,9 +71,11 @@ fn main() -> anyhow::Result<()> {
     let command = Cli::parse().command;
     let runtime = match command {
         // One thread on its core: the generator never waits for another.
-        Command::LookupLoad(_) => tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?,
+        Command::LookupLoad(_) | Command::Hiccups(_) => {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?
+        }
         _ => tokio::runtime::Runtime::new()?,
     };
     runtime.block_on(run(command))
@@ -78,6 +84,7 @@ fn main() -> anyhow::Result<()> {
 async fn run(command: Command) -> anyhow::Result<()> {
     match command {
         Command::LookupLoad(args) => load_gen::run(args).await,
+        Command::Hiccups(args) => hiccups::run(args),
         Command::Tables(args) => tables::run(args).await,
         Command::Versions(args) => versions::run(args).await,
         Command::Enrich(args) => enrich::run(args).await,
