@@ -65,6 +65,7 @@ struct Level {
 pub(crate) async fn run(args: GrpcBenchArgs) -> anyhow::Result<()> {
     crate::pinning::check()?;
     crate::point_peers::check_tools()?;
+    anyhow::ensure!(args.rows > 0, "--rows must be at least 1");
     let n = args.rows;
     let topic = format!("bench-grpc-{}", std::process::id());
     eprintln!("[bench] producing {n} records to {topic}");
@@ -81,9 +82,9 @@ pub(crate) async fn run(args: GrpcBenchArgs) -> anyhow::Result<()> {
     eprintln!("[bench] lookup API on {} (core {SERVER_CORE})", server.addr);
 
     let mut open = Vec::new();
-    let mut rates = args.rates.clone();
-    while let Some(rate) = rates.first().copied() {
-        rates.remove(0);
+    let mut rates: std::collections::VecDeque<f64> = args.rates.iter().copied().collect();
+    while let Some(rate) = rates.pop_front() {
+        anyhow::ensure!(rate > 0.0, "--rates must be positive, not {rate}");
         let level = server
             .measure(&args, args.connections, &["--rate", &rate.to_string()])
             .await?;
@@ -93,7 +94,7 @@ pub(crate) async fn run(args: GrpcBenchArgs) -> anyhow::Result<()> {
             break;
         }
         if rates.is_empty() && open.len() < 20 {
-            rates.push((rate * 1.5 / 1000.0).round() * 1000.0);
+            rates.push_back((rate * 1.5 / 1000.0).round() * 1000.0);
         }
     }
     let closed = server.measure(&args, args.connections, &[]).await?;

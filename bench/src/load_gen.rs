@@ -89,6 +89,7 @@ const BODIES: usize = 8192;
 pub(crate) async fn run(args: LoadArgs) -> anyhow::Result<()> {
     anyhow::ensure!(args.connections > 0, "--connections must be at least 1");
     anyhow::ensure!(args.keys > 0, "--keys must be at least 1");
+    anyhow::ensure!(args.rows > 0, "--rows must be at least 1");
     let bodies = Rc::new(bodies(&args));
     let method = if args.keys == 1 { "Get" } else { "BatchGet" };
     let uri: http::Uri = format!("http://{}/tributary.v1.Lookup/{method}", args.addr).parse()?;
@@ -383,5 +384,40 @@ impl Caller {
         };
         anyhow::ensure!(found, "a key in 0..rows was not found");
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_requests_scheduled_in_the_window_count_and_unanswered_ones_show() {
+        let now = Instant::now();
+        let from = now.checked_sub(Duration::from_millis(500)).unwrap();
+        let to = now + Duration::from_millis(1500);
+        let tally = Tally::new((from, to));
+        let mut tally = tally.borrow_mut();
+        // Sent in the warm-up, answered in the window: counts to the rate only.
+        tally.record(from.checked_sub(Duration::from_millis(1)).unwrap(), Ok(()));
+        for ms in 1..=4 {
+            tally.record(from + Duration::from_millis(ms), Ok(()));
+        }
+        let result = tally.result(Some(100.0), Some(6));
+        assert_eq!(result.answered, 4);
+        assert_eq!(result.unanswered, 2);
+        assert!(
+            (result.achieved - 5.0 / 2.0).abs() < 1e-9,
+            "{}",
+            result.achieved
+        );
+        // Latency from the scheduled time: ~0.5 s here.
+        assert!(
+            (490_000.0..=1_000_000.0).contains(&result.p50_us),
+            "{}",
+            result.p50_us
+        );
+        tally.record(from, Err(anyhow::anyhow!("gRPC status 14")));
+        assert!(tally.failure.is_some(), "a failed call fails the run");
     }
 }
