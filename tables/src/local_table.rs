@@ -6,6 +6,7 @@
 //! the shape its records have ([`record_key`](crate::record_key)).
 
 use std::borrow::{Borrow, Cow};
+use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 use std::time::Instant;
 
@@ -38,6 +39,20 @@ pub enum Placement {
     Anywhere,
     /// In this partition.
     Partition(i32),
+}
+
+/// A key of a table, located: its stored form and where it lives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Located {
+    encoded: Vec<u8>,
+    placement: Placement,
+}
+
+impl Located {
+    /// Where the key lives.
+    pub fn placement(&self) -> Placement {
+        self.placement
+    }
 }
 
 /// How a table finds a key's partition: from the key's bytes in `format`,
@@ -220,54 +235,115 @@ impl LocalTable {
         }
     }
 
-    /// The encoded key and where it lives (`None` until the first record
-    /// has been materialized); a partition held elsewhere is refused.
-    fn locate(&self, key: &Value) -> Result<Option<(Vec<u8>, Placement)>, LookupError> {
+    /// Where `key` lives and how it is stored (`None` until the first record
+    /// has been materialized, when the key columns are not known yet). Whether
+    /// this instance holds it is checked when it is read.
+    pub fn locate(&self, key: &Value) -> Result<Option<Located>, LookupError> {
         let Some(shape) = self.key_shape()? else {
             return Ok(None); // nothing materialized yet
         };
         let values = self.key_values(&shape.columns, key, Expect::Full)?;
-        let encoded = self.encode(&values)?;
-        let placement = self.placement_of(&shape, &values);
-        if let Placement::Partition(partition) = placement
-            && !self.progress.holds(&self.name, partition)
-        {
-            return Err(LookupError::NotOwned {
+        Ok(Some(Located {
+            encoded: self.encode(&values)?,
+            placement: self.placement_of(&shape, &values),
+        }))
+    }
+
+    /// The keyspace a located key is read from: refused when its partition
+    /// is held elsewhere.
+    fn keyspace_of(&self, located: &Located) -> Result<usize, LookupError> {
+        match located.placement {
+            Placement::Anywhere => Ok(0),
+            Placement::Partition(partition) if self.progress.holds(&self.name, partition) => {
+                Ok(partition as usize)
+            }
+            Placement::Partition(partition) => Err(LookupError::NotOwned {
                 table: self.name.clone(),
                 partition,
-            });
+            }),
         }
-        Ok(Some((encoded, placement)))
     }
 
     /// Looks `key` up and hands the stored row (its JSON bytes, in place) to
-    /// `read`, timing the lookup: for callers that pass rows on without a JSON
-    /// tree, such as the lookup API.
+    /// `read`, timing the lookup.
     pub fn read_row<R>(
         &self,
         key: &Value,
         read: impl FnOnce(&[u8]) -> R,
     ) -> Result<Option<R>, LookupError> {
+        match self.locate(key)? {
+            Some(located) => self.read_located(&located, read),
+            None => Ok(None),
+        }
+    }
+
+    /// Reads a located key's row, handing it (its JSON bytes, in place) to
+    /// `read`, timing the lookup.
+    fn read_located<R>(
+        &self,
+        key: &Located,
+        read: impl FnOnce(&[u8]) -> R,
+    ) -> Result<Option<R>, LookupError> {
         let started = Instant::now();
-        let Some((encoded, placement)) = self.locate(key)? else {
-            return Ok(None);
-        };
-        let row = match placement {
-            Placement::Anywhere => self
-                .store
-                .get_with(&self.cf_names[0], &encoded, |value| {
-                    global_rows::decode(value).map(|(_, row)| read(row))
-                })
-                .map_err(|e| self.storage(e))?
-                .map(|row| row.ok_or_else(|| self.corrupt("a global row without its header")))
-                .transpose()?,
-            Placement::Partition(partition) => self
-                .store
-                .get_with(&self.cf_names[partition as usize], &encoded, read)
-                .map_err(|e| self.storage(e))?,
-        };
+        let keyspace = self.keyspace_of(key)?;
+        let row = self
+            .store
+            .get_with(&self.cf_names[keyspace], &key.encoded, |value| {
+                self.stored_row(value, read)
+            })
+            .map_err(|e| self.storage(e))?
+            .transpose()?;
         self.get_seconds.observe(started.elapsed().as_secs_f64());
         Ok(row)
+    }
+
+    /// Reads the rows of located keys (in the order given, misses as `None`)
+    /// with one batched RocksDB read per keyspace, handing each stored row
+    /// (its JSON bytes, in place) to `read`: for callers that pass rows on
+    /// without a JSON tree, such as the lookup API. Timed as one lookup.
+    pub fn read_rows<R>(
+        &self,
+        keys: &[&Located],
+        mut read: impl FnMut(&[u8]) -> R,
+    ) -> Result<Vec<Option<R>>, LookupError> {
+        if let [key] = keys {
+            return Ok(vec![self.read_located(key, read)?]);
+        }
+        let started = Instant::now();
+        let mut by_keyspace: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+        for (i, key) in keys.iter().enumerate() {
+            by_keyspace
+                .entry(self.keyspace_of(key)?)
+                .or_default()
+                .push(i);
+        }
+        let mut rows: Vec<Option<R>> = std::iter::repeat_with(|| None).take(keys.len()).collect();
+        for (keyspace, indices) in by_keyspace {
+            let encoded: Vec<&[u8]> = indices.iter().map(|&i| &keys[i].encoded[..]).collect();
+            let found = self
+                .store
+                .multi_get_with(&self.cf_names[keyspace], &encoded, |value| {
+                    self.stored_row(value, &mut read)
+                })
+                .map_err(|e| self.storage(e))?;
+            for (i, row) in indices.into_iter().zip(found) {
+                rows[i] = row.transpose()?;
+            }
+        }
+        self.get_seconds.observe(started.elapsed().as_secs_f64());
+        Ok(rows)
+    }
+
+    /// Hands a stored value's row to `read`: a global table's values carry a
+    /// header before the row.
+    fn stored_row<R>(&self, value: &[u8], read: impl FnOnce(&[u8]) -> R) -> Result<R, LookupError> {
+        if self.is_global() {
+            let (_, row) = global_rows::decode(value)
+                .ok_or_else(|| self.corrupt("a global row without its header"))?;
+            Ok(read(row))
+        } else {
+            Ok(read(value))
+        }
     }
 
     /// The version of `key` valid at `as_of` (µs since the epoch), as its
@@ -283,15 +359,16 @@ impl LocalTable {
                 operation: "an as-of lookup (the table keeps no history: declare it `versioned`)",
             });
         };
-        let Some((encoded, placement)) = self.locate(key)? else {
+        let Some(located) = self.locate(key)? else {
             return Ok(AsOfRead {
                 answer: AsOf::Absent,
                 complete_until: self.complete_until_first_version(),
             });
         };
-        let Placement::Partition(partition) = placement else {
+        let Placement::Partition(partition) = located.placement else {
             return Err(self.corrupt("a versioned table without partitions"));
         };
+        self.keyspace_of(&located)?;
         let held = self.progress.held_versions(&self.name, partition);
         let read = |answer| AsOfRead {
             answer,
@@ -303,7 +380,7 @@ impl LocalTable {
             return Ok(read(AsOf::BeyondHistory { horizon }));
         }
         let found = readers
-            .version_at(partition as usize, &encoded, as_of, |v| {
+            .version_at(partition as usize, &located.encoded, as_of, |v| {
                 history::decode_version(v).map(|row| row.map(<[u8]>::to_vec))
             })
             .map_err(|e| self.storage(e))?;
@@ -330,16 +407,6 @@ impl LocalTable {
     /// that pass JSON on, such as the lookup API).
     pub fn get_json_bytes(&self, key: &Value) -> Result<Option<Vec<u8>>, LookupError> {
         self.read_row(key, <[u8]>::to_vec)
-    }
-
-    /// Where `key` lives (`None` until the first record has been materialized,
-    /// when the key columns are not known yet).
-    pub fn placement(&self, key: &Value) -> Result<Option<Placement>, LookupError> {
-        let Some(shape) = self.key_shape()? else {
-            return Ok(None);
-        };
-        let values = self.key_values(&shape.columns, key, Expect::Full)?;
-        Ok(Some(self.placement_of(&shape, &values)))
     }
 
     /// Partitions of the table's topic.
@@ -374,6 +441,24 @@ impl Table for LocalTable {
 
     async fn get(&self, key: &Value) -> Result<Option<Value>, LookupError> {
         self.read_row(key, |raw| self.parse_row(raw))?.transpose()
+    }
+
+    async fn multi_get(&self, keys: &[Value]) -> Result<Vec<Option<Value>>, LookupError> {
+        let located = keys
+            .iter()
+            .map(|key| self.locate(key))
+            .collect::<Result<Vec<_>, _>>()?;
+        let present: Vec<&Located> = located.iter().flatten().collect();
+        let mut rows = self
+            .read_rows(&present, |raw| self.parse_row(raw))?
+            .into_iter();
+        located
+            .iter()
+            .map(|key| match key {
+                Some(_) => rows.next().expect("a row per key read").transpose(),
+                None => Ok(None),
+            })
+            .collect()
     }
 
     async fn get_as_of(&self, key: &Value, as_of: i64) -> Result<AsOfRead, LookupError> {

@@ -62,7 +62,8 @@ pub struct TablesMetrics {
     pub lag_records: Family<PartitionLabel, Gauge>,
     /// 1 when the partition has caught up with its end at assignment.
     pub ready: Family<PartitionLabel, Gauge>,
-    /// Latency of `get`, in seconds.
+    /// Latency of a local read, in seconds: of one key, or of a batch's keys
+    /// read together (`multi_get`, `BatchGet`).
     pub get_seconds: Family<TableLabel, Histogram, fn() -> Histogram>,
     /// Versioned tables: bytes of the history on disk, per table.
     pub history_bytes: Family<TableLabel, Gauge>,

@@ -24,7 +24,7 @@ use crate::error::TableError;
 use crate::grpc::call::{Admission, Call, within};
 use crate::grpc::position::{MinPosition, wait_for};
 use crate::grpc::routing::Routing;
-use crate::local_table::{LocalTable, Placement};
+use crate::local_table::{LocalTable, Located, Placement};
 use crate::metrics::{GrpcLabel, MethodLabel, TablesMetrics};
 use crate::progress::Progress;
 use crate::remote::RemoteTable;
@@ -85,8 +85,8 @@ pub(crate) struct LookupService {
 
 /// Where the keys of one partitioned lookup go.
 struct Split {
-    /// Indices of keys held here.
-    here: Vec<usize>,
+    /// Indices of keys held here, located.
+    here: Vec<(usize, Located)>,
     /// The partitions that must be ready (and at the position asked) to answer
     /// them: theirs, or every partition of a global table.
     here_partitions: BTreeSet<i32>,
@@ -243,21 +243,23 @@ impl LookupService {
             elsewhere: BTreeMap::new(),
         };
         for (i, key) in keys.iter().enumerate() {
-            match table.placement(key).map_err(status)? {
-                // Nothing materialized yet: the key is answered "not found".
-                None => {}
+            // Nothing materialized yet: the key is answered "not found".
+            let Some(located) = table.locate(key).map_err(status)? else {
+                continue;
+            };
+            match located.placement() {
                 // A global table: every instance holds every row.
-                Some(Placement::Anywhere) => {
-                    split.here.push(i);
+                Placement::Anywhere => {
+                    split.here.push((i, located));
                     split
                         .here_partitions
                         .extend(0..table.partition_count() as i32);
                 }
-                Some(Placement::Partition(p)) if self.progress().holds(table.name(), p) => {
-                    split.here.push(i);
+                Placement::Partition(p) if self.progress().holds(table.name(), p) => {
+                    split.here.push((i, located));
                     split.here_partitions.insert(p);
                 }
-                Some(Placement::Partition(p)) => split
+                Placement::Partition(p) => split
                     .elsewhere
                     .entry(self.owner(table.name(), p, call)?)
                     .or_default()
@@ -268,16 +270,18 @@ impl LookupService {
     }
 
     /// Looks up the keys of a local table held here (after readiness and
-    /// position), as of a time if asked.
+    /// position), as of a time if asked: `keys` are the request's, `split`
+    /// says which of them are held here.
     async fn get_here(
         &self,
         table: &LocalTable,
         keys: &[Json],
-        partitions: &BTreeSet<i32>,
+        split: &Split,
         position: Option<&MinPosition>,
         as_of_us: Option<i64>,
         call: &Call,
     ) -> Result<Vec<GetResponse>, Status> {
+        let (here, partitions) = (&split.here, &split.here_partitions);
         for &p in partitions {
             self.check_ready(table.name(), p)?;
         }
@@ -293,11 +297,14 @@ impl LookupService {
             .await?;
         }
         let Some(as_of) = as_of_us else {
-            return keys.iter().map(|key| read_here(table, key)).collect();
+            let located: Vec<&Located> = here.iter().map(|(_, l)| l).collect();
+            return read_here(table, &located);
         };
-        let mut results = Vec::with_capacity(keys.len());
-        for key in keys {
-            let read = table.get_json_bytes_as_of(key, as_of).map_err(status)?;
+        let mut results = Vec::with_capacity(here.len());
+        for (i, _) in here {
+            let read = table
+                .get_json_bytes_as_of(&keys[*i], as_of)
+                .map_err(status)?;
             results.push(match read.answer {
                 AsOf::Row(row) => found(Some(parse_row(table, &row)?)),
                 AsOf::Absent => found(None),
@@ -323,9 +330,11 @@ impl LookupService {
         if min_position.is_none()
             && as_of_us.is_none()
             && let Served::Local(local) = self.served(&table)?
-            && self.ready_here(local, &key)?
+            && let Some(located) = local.locate(&key).map_err(status)?
+            && self.ready_here(local, &located)
         {
-            return read_here(local, &key);
+            let mut rows = read_here(local, &[&located])?;
+            return Ok(rows.pop().expect("one row per key"));
         }
         let lookup = KeysRequest {
             table: &table,
@@ -338,18 +347,17 @@ impl LookupService {
         Ok(rows.pop().expect("one row per key"))
     }
 
-    /// Whether `key`'s row can be read here at once: its partition (every
+    /// Whether a key's row can be read here at once: its partition (every
     /// partition, for a global table) is held and ready. When not, the general
     /// path forwards the key or says why it cannot be answered.
-    fn ready_here(&self, table: &LocalTable, key: &Json) -> Result<bool, Status> {
+    fn ready_here(&self, table: &LocalTable, key: &Located) -> bool {
         let progress = self.progress();
-        Ok(match table.placement(key).map_err(status)? {
-            None => false,
-            Some(Placement::Anywhere) => {
+        match key.placement() {
+            Placement::Anywhere => {
                 (0..table.partition_count() as i32).all(|p| progress.is_ready(table.name(), p))
             }
-            Some(Placement::Partition(p)) => progress.is_ready(table.name(), p),
-        })
+            Placement::Partition(p) => progress.is_ready(table.name(), p),
+        }
     }
 
     async fn answer_batch_get(
@@ -369,7 +377,7 @@ impl LookupService {
             .keys
             .iter()
             .enumerate()
-            .map(|(i, k)| json_field(Some(k), &format!("keys[{i}]")))
+            .map(|(i, k)| json_value(k, || format!("keys[{i}]")))
             .collect::<Result<Vec<_>, _>>()?;
         let lookup = KeysRequest {
             table: &batch.table,
@@ -416,11 +424,10 @@ impl LookupService {
         };
         let split = self.split(table, &keys, call)?;
         let mut results: Vec<GetResponse> = vec![found(None); keys.len()];
-        let here_keys: Vec<Json> = split.here.iter().map(|i| keys[*i].clone()).collect();
         let here = self.get_here(
             table,
-            &here_keys,
-            &split.here_partitions,
+            &keys,
+            &split,
             position.as_ref(),
             request.as_of_us,
             call,
@@ -437,7 +444,7 @@ impl LookupService {
             self.forward_batch(owner, message, call)
         });
         let (here, there) = tokio::join!(here, futures::future::try_join_all(there));
-        for (i, result) in split.here.iter().zip(here?) {
+        for ((i, _), result) in split.here.iter().zip(here?) {
             results[*i] = result;
         }
         for ((_, indices), answer) in split.elsewhere.iter().zip(there?) {
@@ -648,13 +655,15 @@ impl Lookup for LookupService {
     }
 }
 
-/// Reads `key`'s row of a table held here, from its stored JSON bytes to an
-/// API value with no JSON tree between.
-fn read_here(table: &LocalTable, key: &Json) -> Result<GetResponse, Status> {
-    let row = table
-        .read_row(key, |raw| parse_row(table, raw))
+/// Reads the rows of keys held here, from their stored JSON bytes to API
+/// values with no JSON tree between.
+fn read_here(table: &LocalTable, keys: &[&Located]) -> Result<Vec<GetResponse>, Status> {
+    let rows = table
+        .read_rows(keys, |raw| parse_row(table, raw))
         .map_err(status)?;
-    Ok(found(row.transpose()?))
+    rows.into_iter()
+        .map(|row| Ok(found(row.transpose()?)))
+        .collect()
 }
 
 fn parse_row(table: &LocalTable, raw: &[u8]) -> Result<v1::Value, Status> {
@@ -677,10 +686,16 @@ fn found(row: Option<v1::Value>) -> GetResponse {
 /// A required JSON value of a request, or `INVALID_ARGUMENT` naming the field.
 fn json_field(value: Option<&v1::Value>, field: &str) -> Result<Json, Status> {
     let value = value.ok_or_else(|| Status::invalid_argument(format!("{field} is required")))?;
+    json_value(value, || field.to_owned())
+}
+
+/// A JSON value of a request, or `INVALID_ARGUMENT` naming the field (named
+/// only then: a batch's keys are many).
+fn json_value(value: &v1::Value, field: impl FnOnce() -> String) -> Result<Json, Status> {
     to_json(value).map_err(|e| {
         // `$` is the field itself: `key.price: …`, `key: …`.
         let within = e.at.strip_prefix('$').unwrap_or(&e.at);
-        Status::invalid_argument(format!("{field}{within}: {}", e.problem))
+        Status::invalid_argument(format!("{}{within}: {}", field(), e.problem))
     })
 }
 
