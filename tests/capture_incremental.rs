@@ -203,18 +203,55 @@ async fn an_interrupted_on_demand_snapshot_resumes_from_its_last_chunk() {
     capture
         .wait_for_log("table snapshot done", Duration::from_secs(120))
         .await;
+    let resumed_after = resumed_after_id(&capture.log());
 
     let expected = table_state(&db).await;
     assert_eq!(expected.len(), ROWS as usize);
     let records = read_until_equal(&setup.topic("t"), &expected, || capture.log()).await;
-    // Starting over would send the rows before the kill twice (over a third of the table).
-    let resent = incremental_reads(&records)
-        .checked_sub(ROWS as usize)
-        .expect("every row was sent");
+    // The rows up to the stored position were sent once; only those sent after
+    // it (before the kill) were sent again. Starting over would have sent every
+    // row read before the kill twice.
+    let mut reads: BTreeMap<i64, usize> = BTreeMap::new();
+    for event in events(&records).iter().filter(|v| v["op"] == "r") {
+        *reads
+            .entry(event["after"]["id"].as_i64().unwrap())
+            .or_default() += 1;
+    }
+    let twice: Vec<i64> = reads
+        .iter()
+        .filter(|(_, n)| **n > 1)
+        .map(|(id, _)| *id)
+        .collect();
     assert!(
-        (resent as f64) < done_at_kill / 2.0,
-        "{resent} rows sent twice; the kill came after {done_at_kill}"
+        twice.iter().all(|id| *id > resumed_after),
+        "rows at or before the stored position {resumed_after} were sent again: {:?}",
+        twice
+            .iter()
+            .filter(|id| **id <= resumed_after)
+            .take(10)
+            .collect::<Vec<_>>()
     );
+    assert!(
+        resumed_after > 0 && (twice.len() as f64) < done_at_kill,
+        "resumed after id {resumed_after}, {} rows sent twice; the kill came after {done_at_kill}",
+        twice.len()
+    );
+}
+
+/// The key after which the log says the on-demand snapshot resumed (`after=id=N`).
+fn resumed_after_id(log: &str) -> i64 {
+    let line = log
+        .lines()
+        .find(|l| l.contains("resuming the on-demand snapshot"))
+        .expect("the resume is logged");
+    let after = line
+        .split_once("after=id=")
+        .unwrap_or_else(|| panic!("no stored key in {line:?}"))
+        .1;
+    let digits: String = after.chars().take_while(char::is_ascii_digit).collect();
+    digits
+        .parse()
+        .unwrap_or_else(|_| panic!("a key in {line:?}"))
 }
 
 #[tokio::test(flavor = "multi_thread")]

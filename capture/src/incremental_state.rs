@@ -45,6 +45,18 @@ pub enum CursorValue {
     Time(bool, u32, u8, u8, u8, u32),
 }
 
+/// `id=42`, `a=1, b='x'`: the key as the log shows where a snapshot resumes.
+impl std::fmt::Display for KeyCursor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, (column, value)) in self.columns.iter().zip(&self.values).enumerate() {
+            let separator = if i == 0 { "" } else { ", " };
+            let value = mysql_async::Value::from(value).as_sql(false);
+            write!(f, "{separator}{column}={value}")?;
+        }
+        Ok(())
+    }
+}
+
 impl From<&mysql_async::Value> for CursorValue {
     fn from(value: &mysql_async::Value) -> Self {
         use mysql_async::Value as V;
@@ -80,6 +92,15 @@ impl From<&CursorValue> for mysql_async::Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cursor_shows_its_columns_and_values() {
+        let cursor = KeyCursor {
+            columns: vec!["a".to_owned(), "b".to_owned()],
+            values: vec![CursorValue::Int(1), CursorValue::Bytes(b"x'y".to_vec())],
+        };
+        assert_eq!(cursor.to_string(), r"a=1, b='x\'y'");
+    }
 
     #[test]
     fn cursor_values_survive_json() {

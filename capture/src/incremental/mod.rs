@@ -100,7 +100,15 @@ impl<C: ChunkSource> Incremental<C> {
     ) -> Self {
         let state = resumed.unwrap_or_default();
         if let Some(table) = state.tables.first() {
-            info!(%table, remaining = state.tables.len(), "resuming the on-demand snapshot");
+            match &state.after {
+                Some(after) => info!(
+                    %table, %after, remaining = state.tables.len(),
+                    "resuming the on-demand snapshot"
+                ),
+                None => {
+                    info!(%table, remaining = state.tables.len(), "resuming the on-demand snapshot")
+                }
+            }
         }
         Incremental {
             server_name: config.server_name.as_str().into(),
