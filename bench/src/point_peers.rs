@@ -44,7 +44,9 @@ pub(crate) struct MariaDb {
     host: String,
     port: u16,
     user: String,
-    password: Option<String>,
+    /// sysbench's options file holding the password (so that it is not on
+    /// the command line, which every user of the machine can read).
+    password_file: Option<tempfile::NamedTempFile>,
     pid: u32,
 }
 
@@ -55,11 +57,21 @@ impl MariaDb {
     /// The MariaDB of `url`, whose server process is `pid`.
     pub(crate) fn new(url: &str, pid: u32) -> anyhow::Result<Self> {
         let opts = mysql_async::Opts::from_url(url)?;
+        let password_file = opts
+            .pass()
+            .map(|password| {
+                use std::io::Write;
+                // Created readable by its owner only.
+                let mut file = tempfile::NamedTempFile::new()?;
+                writeln!(file, "mysql-password={password}")?;
+                anyhow::Ok(file)
+            })
+            .transpose()?;
         Ok(MariaDb {
             host: opts.ip_or_hostname().to_owned(),
             port: opts.tcp_port(),
             user: opts.user().unwrap_or("root").to_owned(),
-            password: opts.pass().map(str::to_owned),
+            password_file,
             pid,
         })
     }
@@ -79,8 +91,8 @@ impl MariaDb {
             .arg(format!("--mysql-db={SYSBENCH_DB}"))
             .args(["--tables=1", "--point-selects=1", "--percentile=99"])
             .arg(format!("--table-size={rows}"));
-        if let Some(password) = &self.password {
-            command.arg(format!("--mysql-password={password}"));
+        if let Some(file) = &self.password_file {
+            command.arg(format!("--config-file={}", file.path().display()));
         }
         command
     }
