@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
-use std::sync::RwLock;
+use std::sync::{Arc, RwLock};
 
 use async_trait::async_trait;
 use serde_json::{Map, Value};
@@ -29,7 +29,9 @@ pub enum Fault {
 }
 
 /// Rows by encoded key: the key's values and the row.
-type Rows = BTreeMap<Vec<u8>, (Vec<Value>, Value)>;
+/// Rows by encoded key: the key's values and the row, shared with readers
+/// that take it whole ([`Table::get_shared`]).
+type Rows = BTreeMap<Vec<u8>, (Vec<Value>, Arc<Value>)>;
 
 /// Versions by encoded key: (valid from, order written, row or `None` for absent).
 type Versions = BTreeMap<Vec<u8>, Vec<(i64, u64, Option<Value>)>>;
@@ -134,7 +136,7 @@ impl MemoryTable {
         self.rows
             .write()
             .expect("rows lock")
-            .insert(encoded, (values, row));
+            .insert(encoded, (values, Arc::new(row)));
         Ok(())
     }
 
@@ -182,6 +184,14 @@ impl Table for MemoryTable {
     }
 
     async fn get(&self, key: &Value) -> Result<Option<Value>, LookupError> {
+        self.check_fault()?;
+        let (encoded, _) = self.encode(key, Expect::Full)?;
+        let rows = self.rows.read().expect("rows lock");
+        Ok(rows.get(&encoded).map(|(_, row)| Value::clone(row)))
+    }
+
+    /// The stored row itself, not a copy.
+    async fn get_shared(&self, key: &Value) -> Result<Option<Arc<Value>>, LookupError> {
         self.check_fault()?;
         let (encoded, _) = self.encode(key, Expect::Full)?;
         let rows = self.rows.read().expect("rows lock");
@@ -251,7 +261,7 @@ impl Table for MemoryTable {
                     .cloned()
                     .zip(values.clone())
                     .collect();
-                (Value::Object(key), row.clone())
+                (Value::Object(key), Value::clone(row))
             })
             .collect())
     }
