@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use prometheus_client::metrics::counter::Counter;
 use serde::ser::{Serialize, SerializeMap, Serializer};
-use serde_json::{Map, Value};
+use serde_json::Value;
 use tributary_proto::debezium_json;
 use tributary_proto::event_time::{self, TimeUnit};
 use tributary_table_api::{AsOf, Columns, LookupError, Table};
@@ -702,25 +702,69 @@ fn output_key(
     paths: &[FieldPath],
     get: impl Fn(&FieldPath) -> Option<Value>,
 ) -> Result<Vec<u8>, OutputKeyError> {
-    let mut key = Map::new();
+    // Written as a JSON object of the fields' last names would be: a repeated
+    // name keeps its first place and takes the last value.
+    let mut fields: Vec<(&str, Value)> = Vec::with_capacity(paths.len());
     for path in paths {
         let value = match key_of(std::slice::from_ref(path), |_, p| get(p))? {
             Some(value) => value,
             None => return Err(OutputKeyError::Null(path.as_str().to_owned())),
         };
         let name = path.as_str().rsplit('.').next().unwrap_or(path.as_str());
-        key.insert(name.to_owned(), value);
+        match fields.iter_mut().find(|(n, _)| *n == name) {
+            Some((_, earlier)) => *earlier = value,
+            None => fields.push((name, value)),
+        }
     }
-    Ok(serde_json::to_vec(&key).expect("JSON serializes"))
+    let mut key = Vec::with_capacity(64);
+    key.push(b'{');
+    for (i, (name, value)) in fields.iter().enumerate() {
+        if i > 0 {
+            key.push(b',');
+        }
+        serde_json::to_writer(&mut key, name).expect("JSON serializes");
+        key.push(b':');
+        serde_json::to_writer(&mut key, value).expect("JSON serializes");
+    }
+    key.push(b'}');
+    Ok(key)
 }
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
+    use serde_json::{Map, json};
     use tributary_table_api::{AsOfRead, Fault, MemoryTable};
 
     use super::*;
     use crate::config::EnrichConfig;
+
+    #[test]
+    fn an_output_key_is_the_json_object_of_its_fields_last_names() {
+        let event = json!({"order_id": 5, "line": {"sku": "A-\"1\""}, "a": {"order_id": 6}});
+        let get = |p: &FieldPath| {
+            p.segments()
+                .iter()
+                .try_fold(&event, |v, s| v.get(s.as_str()))
+                .cloned()
+        };
+        let paths: Vec<FieldPath> = ["order_id", "line.sku", "a.order_id"]
+            .iter()
+            .map(|p| FieldPath::parse(p).unwrap())
+            .collect();
+        // serde_json's own object: a repeated name keeps its place, takes the last value.
+        let mut expected = Map::new();
+        expected.insert("order_id".into(), json!(5));
+        expected.insert("sku".into(), json!("A-\"1\""));
+        expected.insert("order_id".into(), json!(6));
+        assert_eq!(
+            output_key(&paths, get).unwrap(),
+            serde_json::to_vec(&expected).unwrap()
+        );
+        assert!(matches!(
+            output_key(&paths[..1], |_| Some(Value::Null)),
+            Err(OutputKeyError::Null(field)) if field == "order_id"
+        ));
+    }
 
     fn tables(fault: Option<Fault>) -> Vec<Arc<dyn Table>> {
         let users = MemoryTable::new("users", &["id"]);
