@@ -43,52 +43,19 @@ pub(crate) async fn run(args: CaptureBenchArgs) -> anyhow::Result<()> {
     let (host, port) = (opts.ip_or_hostname().to_owned(), opts.tcp_port());
     let mut conn = mysql_async::Conn::new(opts).await?;
     let db = format!("bench_capture_{}", std::process::id());
-    conn.query_drop(format!(
-        "CREATE DATABASE {db}; CREATE TABLE {db}.events (id BIGINT PRIMARY KEY, user_id INT, \
-         name VARCHAR(40), amount DECIMAL(10,2), created DATETIME)"
-    ))
-    .await?;
-    let start: String = conn
-        .query_first("SELECT @@gtid_binlog_pos")
-        .await?
-        .context("no GTID position")?;
-    let (start_file, start_pos) = binlog_position(&mut conn).await?;
-    eprintln!("[bench] inserting {n} rows into {db}.events (binlog from GTID {start})");
     anyhow::ensure!(
         args.rows_per_transaction > 0,
         "--rows-per-transaction must be at least 1"
     );
-    let per_txn = args.rows_per_transaction;
-    for first in (0..n).step_by(per_txn as usize) {
-        let values: Vec<String> = (first..(first + per_txn).min(n))
-            .map(|i| {
-                format!(
-                    "({i},{},'user {i}',{}.{:02},'2026-11-30 12:{:02}:{:02}')",
-                    i % 5000,
-                    i % 1000,
-                    i % 100,
-                    i / 60 % 60,
-                    i % 60
-                )
-            })
-            .collect();
-        conn.query_drop(format!(
-            "INSERT INTO {db}.events VALUES {}",
-            values.join(",")
-        ))
-        .await?;
-    }
+    let (start_file, start_pos) = binlog_position(&mut conn).await?;
+    let start = write_events(&mut conn, &db, n, args.rows_per_transaction).await?;
     // `--stop-position` applies to the last binlog file, where the inserts end.
     let (_, end_pos) = binlog_position(&mut conn).await?;
 
     eprintln!("[bench] capture: binlog → broker");
     let server = format!("bench{}", std::process::id());
     let yaml = |name: &str, snapshot: &str, start: &str| {
-        format!(
-            "server_name: {name}\nsource: {{ host: '{host}', port: {port}, user: tributary, password: tributary, server_id: {}{start} }}\nsnapshot: {{ mode: {snapshot} }}\ninclude: {{ databases: ['{db}'] }}\nkafka: {{ brokers: '{}' }}\n",
-            9000 + std::process::id() % 1000,
-            args.stack.brokers
-        )
+        capture_yaml(&host, port, &db, &args.stack.brokers, name, snapshot, start)
     };
     let streaming = CaptureConfig::parse(&format!(
         "{}delivery: {}\n",
@@ -169,8 +136,8 @@ pub(crate) async fn run(args: CaptureBenchArgs) -> anyhow::Result<()> {
     let snapshotted = started.own()?;
 
     println!(
-        "\n## Capture ({n} row events in transactions of {per_txn}, ~{size}-byte Debezium JSON values, capture {})\n",
-        args.delivery
+        "\n## Capture ({n} row events in transactions of {}, ~{size}-byte Debezium JSON values, capture {})\n",
+        args.rows_per_transaction, args.delivery
     );
     print_rows_table(
         n,
@@ -214,9 +181,76 @@ pub(crate) async fn run(args: CaptureBenchArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Creates `db.events` and inserts `n` rows into it, `per_txn` rows per
+/// transaction; returns the GTID position before the first.
+pub(crate) async fn write_events(
+    conn: &mut mysql_async::Conn,
+    db: &str,
+    n: u64,
+    per_txn: u64,
+) -> anyhow::Result<String> {
+    conn.query_drop(format!(
+        "CREATE DATABASE {db}; CREATE TABLE {db}.events (id BIGINT PRIMARY KEY, user_id INT, \
+         name VARCHAR(40), amount DECIMAL(10,2), created DATETIME)"
+    ))
+    .await?;
+    let start: String = conn
+        .query_first("SELECT @@gtid_binlog_pos")
+        .await?
+        .context("no GTID position")?;
+    eprintln!("[bench] inserting {n} rows into {db}.events (binlog from GTID {start})");
+    for first in (0..n).step_by(per_txn as usize) {
+        let values: Vec<String> = (first..(first + per_txn).min(n))
+            .map(|i| {
+                format!(
+                    "({i},{},'user {i}',{}.{:02},'2026-11-30 12:{:02}:{:02}')",
+                    i % 5000,
+                    i % 1000,
+                    i % 100,
+                    i / 60 % 60,
+                    i % 60
+                )
+            })
+            .collect();
+        conn.query_drop(format!(
+            "INSERT INTO {db}.events VALUES {}",
+            values.join(",")
+        ))
+        .await?;
+    }
+    Ok(start)
+}
+
+/// A capture of database `db` (`start`: the source's `start` option, with
+/// its leading comma, or nothing).
+pub(crate) fn capture_yaml(
+    host: &str,
+    port: u16,
+    db: &str,
+    brokers: &str,
+    name: &str,
+    snapshot: &str,
+    start: &str,
+) -> String {
+    format!(
+        "server_name: {name}\nsource: {{ host: '{host}', port: {port}, user: tributary, password: tributary, server_id: {}{start} }}\nsnapshot: {{ mode: {snapshot} }}\ninclude: {{ databases: ['{db}'] }}\nkafka: {{ brokers: '{brokers}' }}\n",
+        9000 + std::process::id() % 1000,
+    )
+}
+
 /// Reads the binlog from `gtid` with capture's reader until `rows` row changes
 /// are decoded into change events (what capture does before encoding and producing).
 async fn decode_only(yaml: &str, gtid: &str, rows: u64) -> anyhow::Result<Measured> {
+    let mut reader = open_reader(yaml, gtid).await?;
+    let started = Stopwatch::start()?;
+    decode_rows(&mut reader, rows).await?;
+    let took = started.own()?;
+    reader.close().await;
+    Ok(took)
+}
+
+/// Capture's binlog reader of the capture `yaml` describes, from `gtid`.
+pub(crate) async fn open_reader(yaml: &str, gtid: &str) -> anyhow::Result<BinlogReader> {
     let config = CaptureConfig::parse(yaml)?;
     let mut conn = source::connect(&config.source).await?;
     let info = source::preflight(&mut conn).await?;
@@ -227,9 +261,11 @@ async fn decode_only(yaml: &str, gtid: &str, rows: u64) -> anyhow::Result<Measur
         gtid: Some(gtid.to_owned()),
         ts_ms: 0,
     };
-    let mut reader =
-        BinlogReader::open(ReaderSetup::of(&config, info, Default::default())?, &from).await?;
-    let started = Stopwatch::start()?;
+    Ok(BinlogReader::open(ReaderSetup::of(&config, info, Default::default())?, &from).await?)
+}
+
+/// Reads until `rows` row changes are decoded into change events.
+pub(crate) async fn decode_rows(reader: &mut BinlogReader, rows: u64) -> anyhow::Result<()> {
     let mut decoded = 0;
     while decoded < rows {
         match reader.next().await? {
@@ -238,9 +274,7 @@ async fn decode_only(yaml: &str, gtid: &str, rows: u64) -> anyhow::Result<Measur
             None => anyhow::bail!("the binlog ended after {decoded} of {rows} rows"),
         }
     }
-    let took = started.own()?;
-    reader.close().await;
-    Ok(took)
+    Ok(())
 }
 
 /// Decodes the same row events with python-mysql-replication, installed on first

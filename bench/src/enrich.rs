@@ -65,26 +65,19 @@ pub(crate) async fn run(args: EnrichBenchArgs) -> anyhow::Result<()> {
         (partition, key, value)
     };
     produce(&args.stack.brokers, &users, args.users, |id| {
-        keyed(
-            format!(r#"{{"id":{id}}}"#),
-            format!(r#"{{"id":{id},"name":"user {id}","tier":"pro","email":"u{id}@example.com"}}"#),
-        )
+        keyed(format!(r#"{{"id":{id}}}"#), user(id))
     })
     .await?;
     let products = load_products(&args.stack.mysql_url, args.products).await?;
     let (n_users, n_products) = (args.users, args.products);
     produce(&args.stack.brokers, &orders, args.events, |o| {
-        let user = o * 7919 % n_users;
+        let user = user_of(o, n_users);
         // Co-partitioned with `users`: the partition of the user's key.
         let (partition, _, _) = keyed(format!(r#"{{"id":{user}}}"#), String::new());
         (
             partition,
             format!(r#"{{"order_id":{o}}}"#),
-            format!(
-                r#"{{"order_id":{o},"user_id":{user},"sku":"SKU-{}","quantity":{}}}"#,
-                o % n_products,
-                1 + o % 5
-            ),
+            order(o, n_users, n_products),
         )
     })
     .await?;
@@ -114,7 +107,7 @@ pub(crate) async fn run(args: EnrichBenchArgs) -> anyhow::Result<()> {
     std::fs::write(
         &job_file,
         format!(
-            "kafka: {{ brokers: '{}' }}\ntables: tables.yaml\nconcurrency: {}\njobs:\n  - name: bench\n    input: {{ topics: ['{orders}'] }}\n    joins:\n      - {{ table: users, key: user_id, select: [name, tier], into: user }}\n      - {{ table: products, key: sku, select: [title, price], into: product }}\n    output: {{ topic: '{run}.enriched', key: order_id }}\n    dead_letter: {{ topic: '{run}.dlq' }}\n",
+            "kafka: {{ brokers: '{}' }}\ntables: tables.yaml\nconcurrency: {}\njobs:\n  - name: bench\n    input: {{ topics: ['{orders}'] }}\n{JOINS}    output: {{ topic: '{run}.enriched', key: order_id }}\n    dead_letter: {{ topic: '{run}.dlq' }}\n",
             args.stack.brokers, args.concurrency
         ),
     )?;
@@ -220,6 +213,29 @@ pub(crate) async fn run(args: EnrichBenchArgs) -> anyhow::Result<()> {
 }
 
 /// Runs the job file once, bounded; returns its summary.
+/// The job's joins: `users` (a local table) and `products` (a remote one).
+pub(crate) const JOINS: &str = "    joins:\n      - { table: users, key: user_id, select: [name, tier], into: user }\n      - { table: products, key: sku, select: [title, price], into: product }\n";
+
+/// The users table's row `id`.
+pub(crate) fn user(id: u64) -> String {
+    format!(r#"{{"id":{id},"name":"user {id}","tier":"pro","email":"u{id}@example.com"}}"#)
+}
+
+/// The user of order `o`.
+fn user_of(o: u64, users: u64) -> u64 {
+    o * 7919 % users
+}
+
+/// Order `o`, of a user and a product.
+pub(crate) fn order(o: u64, users: u64, products: u64) -> String {
+    format!(
+        r#"{{"order_id":{o},"user_id":{},"sku":"SKU-{}","quantity":{}}}"#,
+        user_of(o, users),
+        o % products,
+        1 + o % 5
+    )
+}
+
 async fn enrich(
     job_file: &std::path::Path,
     bounds: Bounds,

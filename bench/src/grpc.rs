@@ -77,7 +77,7 @@ pub(crate) async fn run(args: GrpcBenchArgs) -> anyhow::Result<()> {
     .await?;
     let _client_core = Pinned::pin(std::process::id(), CLIENT_CORE)?;
     let dir = tempfile::tempdir()?;
-    let server = Server::start(dir.path(), &args.stack.brokers, &topic).await?;
+    let server = Server::start(dir.path(), &args.stack.brokers, &topic, Launch::Pinned).await?;
     server.wait_ready(n).await?;
     eprintln!("[bench] lookup API on {} (core {SERVER_CORE})", server.addr);
 
@@ -227,15 +227,29 @@ fn print_report(
     );
 }
 
+/// How `tributary serve` is started.
+pub(crate) enum Launch<'a> {
+    /// On the server core.
+    Pinned,
+    /// Under valgrind's callgrind, writing to this file and counting nothing
+    /// until told to (`callgrind_control -i on`).
+    Callgrind(&'a Path),
+}
+
 /// `tributary serve` on the server core.
-struct Server {
+pub(crate) struct Server {
     process: tokio::process::Child,
     addr: std::net::SocketAddr,
     log: std::path::PathBuf,
 }
 
 impl Server {
-    async fn start(dir: &Path, brokers: &str, topic: &str) -> anyhow::Result<Self> {
+    pub(crate) async fn start(
+        dir: &Path,
+        brokers: &str,
+        topic: &str,
+        launch: Launch<'_>,
+    ) -> anyhow::Result<Self> {
         let free = || -> anyhow::Result<u16> {
             Ok(std::net::TcpListener::bind("127.0.0.1:0")?
                 .local_addr()?
@@ -262,7 +276,18 @@ impl Server {
             binary.display()
         );
         let log = dir.join("serve.log");
-        let process = on_core(SERVER_CORE, &binary)
+        let mut command = match launch {
+            Launch::Pinned => on_core(SERVER_CORE, &binary),
+            Launch::Callgrind(out) => {
+                let mut valgrind = tokio::process::Command::new("valgrind");
+                valgrind
+                    .args(["--tool=callgrind", "--instr-atstart=no"])
+                    .arg(format!("--callgrind-out-file={}", out.display()))
+                    .arg(&binary);
+                valgrind
+            }
+        };
+        let process = command
             .arg("serve")
             .arg("--config")
             .arg(&config)
@@ -274,8 +299,18 @@ impl Server {
         Ok(Server { process, addr, log })
     }
 
+    /// The server's address.
+    pub(crate) fn addr(&self) -> std::net::SocketAddr {
+        self.addr
+    }
+
+    /// The server's process id.
+    pub(crate) fn pid(&self) -> anyhow::Result<u32> {
+        self.process.id().context("the server exited")
+    }
+
     /// Waits until the table is ready (every row applied).
-    async fn wait_ready(&self, rows: u64) -> anyhow::Result<()> {
+    pub(crate) async fn wait_ready(&self, rows: u64) -> anyhow::Result<()> {
         let deadline = Instant::now() + Duration::from_secs(300);
         let url = format!("http://{}", self.addr);
         loop {
@@ -314,7 +349,7 @@ impl Server {
         connections: usize,
         extra: &[&str],
     ) -> anyhow::Result<Level> {
-        let pid = self.process.id().context("the server exited")?.to_string();
+        let pid = self.pid()?.to_string();
         let (cpu0, wall0) = (cpu_seconds_of(&pid)?, Instant::now());
         let bench = std::env::current_exe()?;
         let load = on_core(CLIENT_CORE, &bench)
@@ -360,6 +395,23 @@ impl Server {
 
     async fn stop(mut self) -> anyhow::Result<()> {
         self.process.kill().await?;
+        Ok(())
+    }
+
+    /// Stops the server as an operator would (SIGTERM), waiting for it to exit.
+    pub(crate) async fn terminate(mut self) -> anyhow::Result<()> {
+        let pid = self.pid()?;
+        let sent = tokio::process::Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status()
+            .await?;
+        anyhow::ensure!(sent.success(), "kill -TERM {pid} failed");
+        let exited = self.process.wait().await?;
+        anyhow::ensure!(
+            exited.success(),
+            "the server exited with {exited}; its log: {}",
+            self.log.display()
+        );
         Ok(())
     }
 }

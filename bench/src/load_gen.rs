@@ -74,6 +74,8 @@ pub(crate) struct LoadResult {
     pub(crate) answered: u64,
     /// Requests scheduled in the window not answered by its end + 2 s.
     pub(crate) unanswered: u64,
+    /// Requests answered over the whole run, warm-up included.
+    pub(crate) answered_total: u64,
     pub(crate) p50_us: f64,
     pub(crate) p99_us: f64,
     pub(crate) p999_us: f64,
@@ -120,6 +122,7 @@ struct Tally {
     latencies: Vec<Duration>,
     /// Answers that completed inside the window (for the achieved rate).
     completed_in_window: u64,
+    answered_total: u64,
     failure: Option<anyhow::Error>,
 }
 
@@ -129,6 +132,7 @@ impl Tally {
             window,
             latencies: Vec::new(),
             completed_in_window: 0,
+            answered_total: 0,
             failure: None,
         }))
     }
@@ -139,6 +143,7 @@ impl Tally {
             self.failure.get_or_insert(e);
             return;
         }
+        self.answered_total += 1;
         let (from, to) = self.window;
         if (from..to).contains(&done) {
             self.completed_in_window += 1;
@@ -163,6 +168,7 @@ impl Tally {
             achieved: self.completed_in_window as f64 / seconds,
             answered,
             unanswered: scheduled_in_window.map_or(0, |s| s.saturating_sub(answered)),
+            answered_total: self.answered_total,
             p50_us: q(0.5),
             p99_us: q(0.99),
             p999_us: q(0.999),
@@ -406,6 +412,7 @@ mod tests {
         let result = tally.result(Some(100.0), Some(6));
         assert_eq!(result.answered, 4);
         assert_eq!(result.unanswered, 2);
+        assert_eq!(result.answered_total, 5, "the warm-up's answer too");
         assert!(
             (result.achieved - 5.0 / 2.0).abs() < 1e-9,
             "{}",

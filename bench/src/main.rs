@@ -8,6 +8,7 @@ mod delay_proxy;
 mod enrich;
 mod grpc;
 mod hiccups;
+mod instructions;
 mod load_gen;
 mod measure;
 mod pinning;
@@ -51,6 +52,11 @@ enum Command {
     /// The lookup API pinned to one core, open and closed loop, vs sysbench
     /// point selects and redis-benchmark GETs; BatchGet(100) vs MariaDB selects.
     Grpc(grpc::GrpcBenchArgs),
+    /// Instructions per item of the hot loops, counted by valgrind's callgrind.
+    Instructions(instructions::InstructionsArgs),
+    /// One hot loop, run by `instructions` under callgrind.
+    #[command(hide = true)]
+    InstructionLoop(instructions::LoopArgs),
     /// The load generator `grpc` runs on a core of its own (one JSON line out).
     #[command(hide = true)]
     LookupLoad(load_gen::LoadArgs),
@@ -69,6 +75,9 @@ fn main() -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .init();
     let command = Cli::parse().command;
+    if let Command::InstructionLoop(args) = command {
+        return instructions::run_loop(args);
+    }
     let runtime = match command {
         // One thread on its core: the generator never waits for another.
         Command::LookupLoad(_) | Command::Hiccups(_) => {
@@ -92,5 +101,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
         Command::Capture(args) => capture::run(args).await,
         Command::Postgres(args) => postgres::run(args).await,
         Command::Grpc(args) => grpc::run(args).await,
+        Command::Instructions(args) => instructions::run(args).await,
+        Command::InstructionLoop(_) => unreachable!("run on a runtime of its own"),
     }
 }
