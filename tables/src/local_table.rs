@@ -279,7 +279,7 @@ impl LocalTable {
 
     /// Reads a located key's row, handing it (its JSON bytes, in place) to
     /// `read`, timing the lookup.
-    fn read_located<R>(
+    pub fn read_located<R>(
         &self,
         key: &Located,
         read: impl FnOnce(&[u8]) -> R,

@@ -333,8 +333,10 @@ impl LookupService {
             && let Some(located) = local.locate(&key).map_err(status)?
             && self.ready_here(local, &located)
         {
-            let mut rows = read_here(local, &[&located])?;
-            return Ok(rows.pop().expect("one row per key"));
+            let row = local
+                .read_located(&located, |raw| parse_row(local, raw))
+                .map_err(status)?;
+            return Ok(found(row.transpose()?));
         }
         let lookup = KeysRequest {
             table: &table,
