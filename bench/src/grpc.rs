@@ -19,14 +19,12 @@ use tonic::transport::Endpoint;
 use tributary_proto::grpc::from_json;
 use tributary_proto::grpc::v1::lookup_client::LookupClient;
 use tributary_proto::grpc::v1::{DescribeTableRequest, GetRequest};
-use tributary_proto::partition::partition_for_key;
 
 use crate::hiccups::Hiccups;
 use crate::load_gen::LoadResult;
 use crate::measure::{Series, cpu_seconds_of, print_latency_table};
 use crate::pinning::{CLIENT_CORE, Pinned, SERVER_CORE, on_core};
 use crate::point_peers::{MariaDb, PeerRun, RedisPeer};
-use crate::stack::{create_topic, produce};
 use crate::tables::{Keys, load_mariadb, row};
 
 /// Arguments of `tributary-bench grpc`.
@@ -68,13 +66,7 @@ pub(crate) async fn run(args: GrpcBenchArgs) -> anyhow::Result<()> {
     anyhow::ensure!(args.rows > 0, "--rows must be at least 1");
     let n = args.rows;
     let topic = format!("bench-grpc-{}", std::process::id());
-    eprintln!("[bench] producing {n} records to {topic}");
-    create_topic(&args.stack.brokers, &topic, 3).await?;
-    produce(&args.stack.brokers, &topic, n, |id| {
-        let key = format!(r#"{{"id":{id}}}"#);
-        (partition_for_key(key.as_bytes(), 3), key, row(id))
-    })
-    .await?;
+    crate::tables::produce_rows(&args.stack.brokers, &topic, n).await?;
     let _client_core = Pinned::pin(std::process::id(), CLIENT_CORE)?;
     let dir = tempfile::tempdir()?;
     let server = Server::start(dir.path(), &args.stack.brokers, &topic, Launch::Pinned).await?;

@@ -28,7 +28,6 @@ use tributary_capture::change_stream::ChangeStream as _;
 use tributary_enricher::config::EnrichConfig;
 use tributary_enricher::metrics::EnrichMetrics;
 use tributary_enricher::pipeline::{Outcome, Pipeline};
-use tributary_proto::partition::partition_for_key;
 use tributary_table_api::Table;
 use tributary_table_api::memory::MemoryTable;
 use tributary_tables::local_table::{LocalTable, SharedShape};
@@ -38,7 +37,6 @@ use tributary_tables::{TablesConfig, TablesMetrics};
 
 use crate::grpc::{Launch, Server};
 use crate::load_gen::LoadResult;
-use crate::stack::{create_topic, produce};
 use crate::tables::{Keys, row};
 
 /// Arguments of `tributary-bench instructions`.
@@ -321,13 +319,7 @@ async fn prepare(args: &InstructionsArgs, loops: &[Loop]) -> anyhow::Result<Inpu
     let lookups = loops.iter().any(|l| l.keys().is_some());
     if loops.contains(&Loop::LocalGet) || lookups {
         let topic = format!("bench-{run}");
-        eprintln!("[bench] producing {TABLE_ROWS} rows to {topic}");
-        create_topic(&args.stack.brokers, &topic, 3).await?;
-        produce(&args.stack.brokers, &topic, TABLE_ROWS, |id| {
-            let key = format!(r#"{{"id":{id}}}"#);
-            (partition_for_key(key.as_bytes(), 3), key, row(id))
-        })
-        .await?;
+        crate::tables::produce_rows(&args.stack.brokers, &topic, TABLE_ROWS).await?;
         if loops.contains(&Loop::LocalGet) {
             let yaml = format!(
                 "data_dir: '{}'\nkafka: {{ brokers: '{}' }}\ntables: [{{ name: kv, topic: '{topic}', mode: global }}]\n",

@@ -55,6 +55,18 @@ pub(crate) fn row(id: u64) -> String {
     )
 }
 
+/// Creates `topic` (3 partitions) and produces rows `0..n` (see [`row`])
+/// to it, keyed by `{"id": …}` in the partition Kafka's partitioner picks.
+pub(crate) async fn produce_rows(brokers: &str, topic: &str, n: u64) -> anyhow::Result<()> {
+    eprintln!("[bench] producing {n} records to {topic}");
+    create_topic(brokers, topic, 3).await?;
+    produce(brokers, topic, n, |id| {
+        let key = format!(r#"{{"id":{id}}}"#);
+        (partition_for_key(key.as_bytes(), 3), key, row(id))
+    })
+    .await
+}
+
 /// xorshift64*: cheap, reproducible key choice.
 pub(crate) struct Keys(pub(crate) u64);
 
@@ -70,14 +82,7 @@ impl Keys {
 pub(crate) async fn run(args: TablesBenchArgs) -> anyhow::Result<()> {
     let n = args.rows;
     let topic = format!("bench-tables-{}", std::process::id());
-    eprintln!("[bench] producing {n} records to {topic}");
-    create_topic(&args.stack.brokers, &topic, 3).await?;
-    produce(&args.stack.brokers, &topic, n, |id| {
-        let key = format!(r#"{{"id":{id}}}"#);
-        let partition = partition_for_key(key.as_bytes(), 3);
-        (partition, key, row(id))
-    })
-    .await?;
+    produce_rows(&args.stack.brokers, &topic, n).await?;
 
     let dir = tempfile::tempdir()?;
     let config = |row_cache_mb: usize| {
