@@ -119,7 +119,7 @@ pub(crate) struct LoopArgs {
     gtid: Option<String>,
 }
 
-/// Rows of the local-get loop's table.
+/// Rows of the table the local-get and lookup loops read.
 const TABLE_ROWS: u64 = 100_000;
 
 /// What the loops read, made once.
