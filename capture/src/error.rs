@@ -180,6 +180,23 @@ impl From<rdkafka::error::KafkaError> for CaptureError {
 }
 
 impl CaptureError {
+    /// A failed send or wait of the tracked producer; a missing report is
+    /// reported as no `waiting_for`.
+    pub(crate) fn delivery(
+        e: tributary_kafka::tracked::DeliveryError,
+        waiting_for: &'static str,
+    ) -> Self {
+        use tributary_kafka::tracked::DeliveryError;
+        match e {
+            DeliveryError::Kafka(e) => e.into(),
+            DeliveryError::QueueFull(after) => CaptureError::Stalled {
+                waiting_for: "room in the producer queue",
+                after,
+            },
+            DeliveryError::Stalled(after) => CaptureError::Stalled { waiting_for, after },
+        }
+    }
+
     /// Whether retrying (reconnecting) can fix this error.
     pub fn is_transient(&self) -> bool {
         match self {

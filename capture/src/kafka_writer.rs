@@ -5,9 +5,11 @@
 //! events of a table without a key ([`crate::message_key`]) have a null key, go
 //! to partition 0 (so they keep their order) of a topic that is not compacted
 //! (compaction needs keys), and a delete has no tombstone.
-//! Deliveries and commit positions travel through one ordered queue to the
-//! acknowledger task: a position is stored only after every record queued before
-//! it was acknowledged (`acks=all`, idempotent producer). A crash therefore may
+//! Every record gets the next sequence number of the [`TrackedProducer`],
+//! which counts acknowledgements as they come. Commit positions go, with the
+//! sequence number reached, through an ordered queue to the acknowledger task:
+//! a position is stored only after every record sent before it was
+//! acknowledged (`acks=all`, idempotent producer). A crash therefore may
 //! repeat events, never skip one.
 //!
 //! With `delivery: exactly_once` the events of every binlog transaction read
@@ -28,11 +30,12 @@ use rdkafka::admin::{AdminOptions, NewTopic, TopicReplication};
 use rdkafka::consumer::ConsumerGroupMetadata;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, OwnedHeaders};
-use rdkafka::producer::{DeliveryFuture, FutureRecord, Producer};
+use rdkafka::producer::{BaseRecord, Producer};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
-use tributary_kafka::{AdminClient, FutureProducer};
+use tributary_kafka::tracked::{DeliveryError, Tracker};
+use tributary_kafka::{AdminClient, TrackedProducer};
 use tributary_proto::debezium_json::{
     EnvelopeOptions, connect_header_text, encode_key, encode_value,
 };
@@ -52,8 +55,8 @@ use crate::sink::ChangeSink;
 use crate::source_position::{CapturePosition, SourcePosition};
 use crate::transaction_topic::{TransactionRecord, TransactionTopic};
 
-/// How many deliveries/positions may wait for acknowledgement (each a few
-/// dozen bytes: the records' bytes are in the producer's queue, bounded by
+/// How many positions may wait for their records' acknowledgement (each a
+/// few dozen bytes: the records' bytes are in the producer's queue, bounded by
 /// `max_pending_mb`).
 const PENDING_CAPACITY: usize = 100_000;
 /// The largest `queue.buffering.max.kbytes` librdkafka accepts.
@@ -61,20 +64,24 @@ const MAX_PRODUCER_QUEUE_KB: u64 = i32::MAX as u64;
 /// Timeout of each transactional call (`init`, `send_offsets`, `commit`, `abort`).
 const TRANSACTION_TIMEOUT: Duration = Duration::from_secs(60);
 
-enum Pending<P> {
-    Delivery(DeliveryFuture),
-    Commit(CapturePosition<P>),
+/// A position, safe to store once every record below `sent` is acknowledged.
+struct Commit<P> {
+    position: CapturePosition<P>,
+    sent: u64,
 }
 
 struct TopicInfo {
     name: String,
     partitions: u32,
-    label: TableLabel,
+    /// Its `events` counter (looked up once, not per event).
+    events: prometheus_client::metrics::counter::Counter,
 }
 
 /// The Kafka side of capture, for a source with positions `P`.
 pub struct KafkaWriter<P> {
-    producer: FutureProducer,
+    producer: TrackedProducer,
+    /// The sequence number the next record gets: every record sent so far is below it.
+    sent: u64,
     admin: AdminClient,
     server_name: String,
     topics_cfg: TopicsConfig,
@@ -92,7 +99,7 @@ pub struct KafkaWriter<P> {
     replication_factor: i32,
     /// Change topics by database, then table.
     topics: HashMap<String, HashMap<String, TopicInfo>>,
-    pending: mpsc::Sender<Pending<P>>,
+    pending: mpsc::Sender<Commit<P>>,
     acker: JoinHandle<Result<(), CaptureError>>,
     store: PositionStore,
     metrics: CaptureMetrics,
@@ -263,7 +270,7 @@ impl<P: SourcePosition> KafkaWriter<P> {
                 format!("tributary-capture.{}", config.server_name),
             );
         }
-        let producer: FutureProducer = producer_config.create()?;
+        let producer: TrackedProducer = producer_config.create_with_context(Tracker::default())?;
         let stall_timeout = config.kafka.stall_timeout();
         let store = PositionStore::new(
             producer.clone(),
@@ -274,7 +281,7 @@ impl<P: SourcePosition> KafkaWriter<P> {
         let transactions = if exactly_once {
             // Fences any earlier producer of this datastream and aborts its open transaction.
             let p = producer.clone();
-            blocking(move || p.init_transactions(TRANSACTION_TIMEOUT)).await?;
+            blocking(move || p.producer().init_transactions(TRANSACTION_TIMEOUT)).await?;
             Some(Transactions {
                 open: false,
                 last_commit: Instant::now(),
@@ -290,7 +297,17 @@ impl<P: SourcePosition> KafkaWriter<P> {
         let (tx, rx) = mpsc::channel(PENDING_CAPACITY);
         let stored = Arc::new(watch::Sender::new(None));
         let mut writer = KafkaWriter {
+            acker: tokio::spawn(acknowledge(
+                rx,
+                producer.clone(),
+                store.clone(),
+                config.commit_interval(),
+                stall_timeout,
+                metrics.clone(),
+                stored.clone(),
+            )),
             producer,
+            sent: 0,
             admin,
             server_name: config.server_name.clone(),
             topics_cfg: config.topics.clone(),
@@ -309,14 +326,6 @@ impl<P: SourcePosition> KafkaWriter<P> {
             replication_factor: config.kafka.replication_factor,
             topics: HashMap::new(),
             pending: tx,
-            acker: tokio::spawn(acknowledge(
-                rx,
-                store.clone(),
-                config.commit_interval(),
-                stall_timeout,
-                metrics.clone(),
-                stored.clone(),
-            )),
             store,
             metrics,
             side_topics_ready: 0,
@@ -368,12 +377,11 @@ impl<P: SourcePosition> KafkaWriter<P> {
             self.ensure_topic(topic, 1, side.cleanup_policy()).await?;
             self.side_topics_ready |= side.bit();
         }
-        let mut record = FutureRecord::to(topic).key(key).payload(value).partition(0);
+        let mut record = BaseRecord::to(topic).key(key).payload(value).partition(0);
         if let Some(headers) = headers {
             record = record.headers(headers);
         }
-        let delivery = self.produce(record).await?;
-        self.queue(Pending::Delivery(delivery)).await?;
+        self.sent = self.produce(record).await? + 1;
         self.sent_past_position();
         Ok(())
     }
@@ -401,7 +409,7 @@ impl<P: SourcePosition> KafkaWriter<P> {
         if let Some(txn) = &mut self.transactions
             && !txn.open
         {
-            self.producer.begin_transaction()?;
+            self.producer.producer().begin_transaction()?;
             txn.open = true;
         }
         Ok(())
@@ -422,12 +430,16 @@ impl<P: SourcePosition> KafkaWriter<P> {
             let offsets = self.store.group_offsets(offset)?;
             let producer = self.producer.clone();
             blocking(move || {
-                producer.send_offsets_to_transaction(&offsets, &group, TRANSACTION_TIMEOUT)
+                producer.producer().send_offsets_to_transaction(
+                    &offsets,
+                    &group,
+                    TRANSACTION_TIMEOUT,
+                )
             })
             .await?;
         }
         let producer = self.producer.clone();
-        blocking(move || producer.commit_transaction(TRANSACTION_TIMEOUT)).await?;
+        blocking(move || producer.producer().commit_transaction(TRANSACTION_TIMEOUT)).await?;
         let txn = self.transactions.as_mut().expect("checked");
         txn.open = false;
         txn.last_commit = Instant::now();
@@ -451,39 +463,27 @@ impl<P: SourcePosition> KafkaWriter<P> {
         txn.position = None;
         txn.past_position = false;
         let producer = self.producer.clone();
-        blocking(move || producer.abort_transaction(TRANSACTION_TIMEOUT)).await
+        blocking(move || producer.producer().abort_transaction(TRANSACTION_TIMEOUT)).await
     }
 
     /// Hands a record to the producer, waiting (at most `kafka.stall_timeout_s`)
-    /// while its queue is full.
-    async fn produce(
-        &self,
-        record: FutureRecord<'_, [u8], [u8]>,
-    ) -> Result<DeliveryFuture, CaptureError> {
-        let mut record = record;
-        let deadline = tokio::time::Instant::now() + self.stall_timeout;
-        loop {
-            match self.producer.send_result(record) {
-                Ok(delivery) => return Ok(delivery),
-                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
-                    if tokio::time::Instant::now() >= deadline {
-                        return Err(CaptureError::Stalled {
-                            waiting_for: "room in the producer queue",
-                            after: self.stall_timeout,
-                        });
-                    }
-                    record = back;
-                    tokio::time::sleep(Duration::from_millis(2)).await;
-                }
-                Err((e, _)) => return Err(e.into()),
-            }
-        }
+    /// while its queue is full; returns its sequence number (the caller moves
+    /// `sent` past it once it no longer borrows the record's topic).
+    async fn produce(&self, record: BaseRecord<'_, [u8], [u8]>) -> Result<u64, CaptureError> {
+        self.producer
+            .send_counted(record, self.stall_timeout)
+            .await
+            .map_err(|e| CaptureError::delivery(e, "delivery report"))
     }
 
-    /// Queues a delivery or position for the acknowledger, waiting (at most
+    /// Queues a position for the acknowledger, waiting (at most
     /// `kafka.stall_timeout_s`) while its queue is full.
-    async fn queue(&self, item: Pending<P>) -> Result<(), CaptureError> {
-        match tokio::time::timeout(self.stall_timeout, self.pending.send(item)).await {
+    async fn queue(&self, position: CapturePosition<P>) -> Result<(), CaptureError> {
+        let commit = Commit {
+            position,
+            sent: self.sent,
+        };
+        match tokio::time::timeout(self.stall_timeout, self.pending.send(commit)).await {
             Ok(Ok(())) => Ok(()),
             // The acknowledger stopped: it failed. Its error is returned by `close`.
             Ok(Err(_)) => Err(CaptureError::Kafka(KafkaError::Canceled)),
@@ -536,6 +536,7 @@ impl<P: SourcePosition> KafkaWriter<P> {
         tokio::task::spawn_blocking(move || {
             for _ in 0..50 {
                 let metadata = producer
+                    .producer()
                     .client()
                     .fetch_metadata(Some(&topic), Duration::from_secs(10))?;
                 if let Some(t) = metadata.topics().iter().find(|t| t.name() == topic)
@@ -589,12 +590,13 @@ impl<P: SourcePosition> ChangeSink<P> for KafkaWriter<P> {
             let label = TableLabel {
                 table: format!("{db}.{table}"),
             };
+            let events = self.metrics.events.get_or_create(&label).clone();
             self.topics.entry(db.to_owned()).or_default().insert(
                 table.to_owned(),
                 TopicInfo {
                     name,
                     partitions,
-                    label,
+                    events,
                 },
             );
         }
@@ -609,7 +611,7 @@ impl<P: SourcePosition> ChangeSink<P> for KafkaWriter<P> {
         let partition = key
             .as_ref()
             .map_or(0, |key| partition_for_key(key, topic.partitions));
-        let mut record = FutureRecord::<[u8], [u8]>::to(&topic.name)
+        let mut record = BaseRecord::<[u8], [u8]>::to(&topic.name)
             .payload(value.as_slice())
             .partition(partition);
         if let Some(key) = &key {
@@ -619,20 +621,19 @@ impl<P: SourcePosition> ChangeSink<P> for KafkaWriter<P> {
         if let Some(headers) = &headers {
             record = record.headers(headers.clone());
         }
-        let delivery = self.produce(record).await?;
-        self.queue(Pending::Delivery(delivery)).await?;
+        let mut last = self.produce(record).await?;
         let tombstone_after = event.op == Op::Delete && self.events.tombstones_on_delete;
         if let Some(key) = key.as_ref().filter(|_| tombstone_after) {
-            let mut tombstone = FutureRecord::<[u8], [u8]>::to(&topic.name)
+            let mut tombstone = BaseRecord::<[u8], [u8]>::to(&topic.name)
                 .key(key.as_slice())
                 .partition(partition);
             if let Some(headers) = headers {
                 tombstone = tombstone.headers(headers);
             }
-            let delivery = self.produce(tombstone).await?;
-            self.queue(Pending::Delivery(delivery)).await?;
+            last = self.produce(tombstone).await?;
         }
-        self.metrics.events.get_or_create(&topic.label).inc();
+        topic.events.inc();
+        self.sent = last + 1;
         self.sent_past_position();
         Ok(())
     }
@@ -712,7 +713,7 @@ impl<P: SourcePosition> ChangeSink<P> for KafkaWriter<P> {
             self.send_transaction_records(vec![end]).await?;
         }
         let Some(txn) = &mut self.transactions else {
-            return self.queue(Pending::Commit(position)).await;
+            return self.queue(position).await;
         };
         // Exactly once: the position goes into the same transaction as its events.
         txn.position = Some(position);
@@ -805,10 +806,12 @@ async fn blocking<T: Send + 'static>(
         .expect("a librdkafka call does not panic")?)
 }
 
-/// The acknowledger: awaits deliveries in order and stores positions that are safe.
-/// A delivery report that takes longer than `stall_timeout` fails it.
+/// The acknowledger: takes positions in order, waits until the records sent
+/// before each are acknowledged, and stores the safe ones (at most one per
+/// `interval`). A wait with no delivery report for `stall_timeout` fails it.
 async fn acknowledge<P: SourcePosition>(
-    mut rx: mpsc::Receiver<Pending<P>>,
+    mut rx: mpsc::Receiver<Commit<P>>,
+    producer: TrackedProducer,
     store: PositionStore,
     interval: Duration,
     stall_timeout: Duration,
@@ -844,33 +847,24 @@ async fn acknowledge<P: SourcePosition>(
             },
             None => rx.recv().await,
         };
-        match next {
-            Some(Pending::Delivery(delivery)) => {
-                match tokio::time::timeout(stall_timeout, delivery).await {
-                    Ok(Ok(Ok(_))) => {}
-                    Ok(Ok(Err((e, _)))) => {
-                        metrics.error("kafka");
-                        return Err(e.into());
-                    }
-                    Ok(Err(_)) => return Err(CaptureError::Kafka(KafkaError::Canceled)),
-                    Err(_) => {
-                        return Err(CaptureError::Stalled {
-                            waiting_for: "delivery report",
-                            after: stall_timeout,
-                        });
-                    }
+        let Some(Commit { position, sent }) = next else {
+            break;
+        };
+        producer
+            .delivered_below(sent, stall_timeout)
+            .await
+            .inspect_err(|e| {
+                if matches!(e, DeliveryError::Kafka(_)) {
+                    metrics.error("kafka");
                 }
-            }
-            Some(Pending::Commit(position)) => {
-                if last_save.elapsed() >= interval {
-                    last_offset = Some(save(position).await?);
-                    last_save = tokio::time::Instant::now();
-                    unsaved = None;
-                } else {
-                    unsaved = Some(position);
-                }
-            }
-            None => break,
+            })
+            .map_err(|e| CaptureError::delivery(e, "delivery report"))?;
+        if last_save.elapsed() >= interval {
+            last_offset = Some(save(position).await?);
+            last_save = tokio::time::Instant::now();
+            unsaved = None;
+        } else {
+            unsaved = Some(position);
         }
     }
     if let Some(position) = unsaved {

@@ -24,11 +24,11 @@ use std::time::{Duration, Instant};
 use std::sync::Arc;
 
 use rdkafka::consumer::{CommitMode, Consumer, ConsumerGroupMetadata};
-use rdkafka::producer::FutureRecord;
+use rdkafka::producer::BaseRecord;
 use rdkafka::{Message, Offset, TopicPartitionList};
 use tracing::{debug, info, warn};
 use tributary_kafka::KafkaConfig;
-use tributary_kafka::{BaseConsumer, FutureProducer};
+use tributary_kafka::{BaseConsumer, TrackedProducer};
 
 use crate::error::CaptureError;
 use crate::source_position::{CapturePosition, SourcePosition};
@@ -37,7 +37,7 @@ use crate::topic_reader::read_to_end;
 /// Reads and writes the stored position of one server.
 #[derive(Clone)]
 pub struct PositionStore {
-    producer: FutureProducer,
+    producer: TrackedProducer,
     /// The cluster, for the readers [`PositionStore::load`] makes.
     kafka: KafkaConfig,
     topic: String,
@@ -54,7 +54,7 @@ impl PositionStore {
     /// A store in `<server_name>.offsets` (the topic must exist); a save waits
     /// at most `timeout` for the broker.
     pub fn new(
-        producer: FutureProducer,
+        producer: TrackedProducer,
         kafka: &KafkaConfig,
         server_name: &str,
         timeout: Duration,
@@ -78,18 +78,16 @@ impl PositionStore {
         position: &CapturePosition<P>,
     ) -> Result<i64, CaptureError> {
         let value = serde_json::to_vec(position).expect("a position serializes");
-        let record = FutureRecord::to(&self.topic)
-            .key(&self.key)
-            .payload(&value)
+        let record = BaseRecord::to(&self.topic)
+            .key(self.key.as_slice())
+            .payload(value.as_slice())
             .partition(0);
-        let delivered =
-            tokio::time::timeout(self.timeout, self.producer.send(record, self.timeout))
-                .await
-                .map_err(|_| CaptureError::Stalled {
-                    waiting_for: "acknowledgement of a stored position",
-                    after: self.timeout,
-                })?;
-        let offset = delivered.map_err(|(e, _)| CaptureError::from(e))?.offset;
+        let offset = self
+            .producer
+            .send_awaited(record, self.timeout, self.timeout)
+            .await
+            .map_err(|e| CaptureError::delivery(e, "acknowledgement of a stored position"))?
+            .offset;
         debug!(%position, offset, "position stored");
         Ok(offset)
     }

@@ -1,0 +1,391 @@
+//! A producer whose deliveries are counted, not awaited one by one.
+//!
+//! A record sent with [`TrackedProducer::send_counted`] gets the next
+//! sequence number, carried through librdkafka as the record's opaque. The
+//! delivery callback marks it done and moves a low watermark: every record
+//! below it was acknowledged. [`TrackedProducer::delivered_below`] waits for
+//! the watermark to reach a sequence number. Nothing is allocated, queued or
+//! timed per record (a `FutureProducer` makes a channel, a box and, with a
+//! timeout, a timer for each). A record whose own report matters (the offset
+//! of a stored position) is sent with [`TrackedProducer::send_awaited`] and
+//! answered on a channel of its own.
+//!
+//! The first failed counted delivery fails every later wait: a record that
+//! never reached the broker can never be counted as delivered.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use rdkafka::client::ClientContext;
+use rdkafka::config::{FromClientConfigAndContext, RDKafkaLogLevel};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::{DeliveryResult, Message};
+use rdkafka::producer::{BaseRecord, Producer, ProducerContext, ThreadedProducer};
+use tokio::sync::{Notify, oneshot};
+
+/// How often a full producer queue is tried again.
+const QUEUE_FULL_PAUSE: Duration = Duration::from_millis(2);
+
+/// What a send or a wait on deliveries ran into.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum DeliveryError {
+    /// The broker refused a record (the first refused one is kept).
+    #[error("{0}")]
+    Kafka(#[from] KafkaError),
+    /// The producer's queue stayed full for this long.
+    #[error("the producer queue stayed full for {0:?}")]
+    QueueFull(Duration),
+    /// No delivery report came for this long while some were awaited.
+    #[error("no delivery report for {0:?}")]
+    Stalled(Duration),
+}
+
+/// Where an acknowledged record landed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Delivered {
+    /// The partition it was written to.
+    pub partition: i32,
+    /// Its offset there.
+    pub offset: i64,
+}
+
+/// The producer: cheap to clone, every clone sharing one librdkafka client.
+#[derive(Clone)]
+pub struct TrackedProducer {
+    inner: ThreadedProducer<Tracker>,
+}
+
+impl FromClientConfigAndContext<Tracker> for TrackedProducer {
+    fn from_config_and_context(
+        config: &rdkafka::ClientConfig,
+        context: Tracker,
+    ) -> rdkafka::error::KafkaResult<Self> {
+        Ok(TrackedProducer {
+            inner: ThreadedProducer::from_config_and_context(config, context)?,
+        })
+    }
+}
+
+impl TrackedProducer {
+    /// The librdkafka producer, for transactions and metadata.
+    pub fn producer(&self) -> &ThreadedProducer<Tracker> {
+        &self.inner
+    }
+
+    /// Queues `record` and returns its sequence number, waiting (at most
+    /// `queue_timeout`) while the producer's queue is full.
+    pub async fn send_counted(
+        &self,
+        record: BaseRecord<'_, [u8], [u8], ()>,
+        queue_timeout: Duration,
+    ) -> Result<u64, DeliveryError> {
+        let tracker = self.inner.context();
+        if tracker.failed.load(Ordering::Acquire) {
+            return Err(tracker.window.lock().expect("not poisoned").first_failure());
+        }
+        // One sender at a time, so sequence numbers are handed out in order.
+        let mut next = tracker.next.lock().await;
+        let seq = *next;
+        self.send_with_room(record, Opaque::counted(seq), queue_timeout)
+            .await?;
+        *next += 1;
+        Ok(seq)
+    }
+
+    /// Queues `record` (waiting at most `queue_timeout` for room) and waits
+    /// (at most `timeout`) for its own delivery report.
+    pub async fn send_awaited(
+        &self,
+        record: BaseRecord<'_, [u8], [u8], ()>,
+        queue_timeout: Duration,
+        timeout: Duration,
+    ) -> Result<Delivered, DeliveryError> {
+        let tracker = self.inner.context();
+        let id = tracker.awaited_ids.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        tracker.awaited.lock().expect("not poisoned").insert(id, tx);
+        if let Err(e) = self
+            .send_with_room(record, Opaque::awaited(id), queue_timeout)
+            .await
+        {
+            tracker.awaited.lock().expect("not poisoned").remove(&id);
+            return Err(e);
+        }
+        match tokio::time::timeout(timeout, rx).await {
+            Ok(Ok(report)) => Ok(report?),
+            Ok(Err(_)) => Err(KafkaError::Canceled.into()),
+            Err(_) => Err(DeliveryError::Stalled(timeout)),
+        }
+    }
+
+    /// Waits until every counted record with a sequence number below `end`
+    /// was acknowledged. Fails if one was refused, or if no report comes for
+    /// `stall_timeout` while some are outstanding. One waiter at a time.
+    pub async fn delivered_below(
+        &self,
+        end: u64,
+        stall_timeout: Duration,
+    ) -> Result<(), DeliveryError> {
+        let tracker = self.inner.context();
+        loop {
+            // Asked for first, so a report landing after the check still wakes us.
+            tracker.wanted.store(end, Ordering::Release);
+            let low = {
+                let window = tracker.window.lock().expect("not poisoned");
+                if window.failure.is_some() {
+                    return Err(window.first_failure());
+                }
+                if window.low >= end {
+                    return Ok(());
+                }
+                window.low
+            };
+            if tokio::time::timeout(stall_timeout, tracker.reached.notified())
+                .await
+                .is_err()
+                && tracker.window.lock().expect("not poisoned").low == low
+            {
+                return Err(DeliveryError::Stalled(stall_timeout));
+            }
+        }
+    }
+
+    /// Hands `record` to librdkafka with `opaque`, retrying every
+    /// [`QUEUE_FULL_PAUSE`] while its queue is full, for at most `queue_timeout`.
+    async fn send_with_room(
+        &self,
+        record: BaseRecord<'_, [u8], [u8], ()>,
+        opaque: Opaque,
+        queue_timeout: Duration,
+    ) -> Result<(), DeliveryError> {
+        let mut record = with_opaque(record, opaque.0);
+        let mut deadline = None;
+        loop {
+            match self.inner.send(record) {
+                Ok(()) => return Ok(()),
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
+                    // The clock is read only when the queue is full.
+                    let deadline = *deadline
+                        .get_or_insert_with(|| tokio::time::Instant::now() + queue_timeout);
+                    if tokio::time::Instant::now() >= deadline {
+                        return Err(DeliveryError::QueueFull(queue_timeout));
+                    }
+                    record = back;
+                    tokio::time::sleep(QUEUE_FULL_PAUSE).await;
+                }
+                Err((e, _)) => return Err(e.into()),
+            }
+        }
+    }
+}
+
+/// `record` carrying `opaque` through librdkafka.
+fn with_opaque<'a>(
+    record: BaseRecord<'a, [u8], [u8], ()>,
+    opaque: usize,
+) -> BaseRecord<'a, [u8], [u8], usize> {
+    BaseRecord {
+        topic: record.topic,
+        partition: record.partition,
+        payload: record.payload,
+        key: record.key,
+        timestamp: record.timestamp,
+        headers: record.headers,
+        delivery_opaque: opaque,
+    }
+}
+
+/// A record's opaque: a counted record's sequence number shifted left, with
+/// the low bit clear; an awaited record's id, with the low bit set.
+#[derive(Clone, Copy)]
+struct Opaque(usize);
+
+impl Opaque {
+    fn counted(seq: u64) -> Self {
+        Opaque((seq as usize) << 1)
+    }
+
+    fn awaited(id: u64) -> Self {
+        Opaque(((id as usize) << 1) | 1)
+    }
+}
+
+/// The callbacks of a [`TrackedProducer`]: delivery reports counted or
+/// answered, librdkafka's logs through [`crate::logging`]. A producer is
+/// built with a fresh one: `create_with_context(Tracker::default())`.
+pub struct Tracker {
+    /// The next sequence number to hand out (an async lock: held across the
+    /// wait for room in a full queue).
+    next: tokio::sync::Mutex<u64>,
+    window: Mutex<Window>,
+    /// A counted record was refused (a lock-free look before each send).
+    failed: AtomicBool,
+    /// The watermark the waiter waits for.
+    wanted: AtomicU64,
+    /// Wakes the waiter once the watermark reaches `wanted` (or on a failure).
+    reached: Notify,
+    awaited_ids: AtomicU64,
+    awaited: Mutex<HashMap<u64, oneshot::Sender<Result<Delivered, KafkaError>>>>,
+}
+
+impl Default for Tracker {
+    fn default() -> Self {
+        Tracker {
+            next: tokio::sync::Mutex::new(0),
+            window: Mutex::new(Window::default()),
+            failed: AtomicBool::new(false),
+            wanted: AtomicU64::new(u64::MAX),
+            reached: Notify::new(),
+            awaited_ids: AtomicU64::new(0),
+            awaited: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+impl ClientContext for Tracker {
+    fn log(&self, level: RDKafkaLogLevel, facility: &str, message: &str) {
+        crate::logging::log(level, facility, message);
+    }
+
+    fn error(&self, error: KafkaError, reason: &str) {
+        crate::logging::error(&error, reason);
+    }
+}
+
+impl ProducerContext for Tracker {
+    type DeliveryOpaque = usize;
+
+    fn delivery(&self, result: &DeliveryResult<'_>, opaque: usize) {
+        let report = match result {
+            Ok(message) => Ok(Delivered {
+                partition: message.partition(),
+                offset: message.offset(),
+            }),
+            Err((error, _)) => Err(error.clone()),
+        };
+        let id = (opaque >> 1) as u64;
+        if opaque & 1 == 1 {
+            if let Some(tx) = self.awaited.lock().expect("not poisoned").remove(&id) {
+                let _ = tx.send(report);
+            }
+            return;
+        }
+        let low = {
+            let mut window = self.window.lock().expect("not poisoned");
+            if let Err(error) = report {
+                window.failure.get_or_insert(error);
+                self.failed.store(true, Ordering::Release);
+                None
+            } else {
+                window.done(id);
+                Some(window.low)
+            }
+        };
+        if low.is_none_or(|low| low >= self.wanted.load(Ordering::Acquire)) {
+            self.reached.notify_one();
+        }
+    }
+}
+
+/// Which counted records were acknowledged: all below `low`, and those
+/// marked in `ahead` (index 0 is `low` itself).
+#[derive(Default)]
+struct Window {
+    low: u64,
+    ahead: VecDeque<bool>,
+    failure: Option<KafkaError>,
+}
+
+impl Window {
+    /// Marks `seq` acknowledged and moves `low` past every acknowledged record.
+    fn done(&mut self, seq: u64) {
+        let Some(index) = seq.checked_sub(self.low) else {
+            return; // reported twice
+        };
+        let index = index as usize;
+        if index >= self.ahead.len() {
+            self.ahead.resize(index + 1, false);
+        }
+        self.ahead[index] = true;
+        while self.ahead.front() == Some(&true) {
+            self.ahead.pop_front();
+            self.low += 1;
+        }
+    }
+
+    fn first_failure(&self) -> DeliveryError {
+        self.failure.clone().unwrap_or(KafkaError::Canceled).into()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_watermark_moves_only_past_records_all_acknowledged() {
+        let mut window = Window::default();
+        // Three partitions' batches land out of send order.
+        for seq in [1, 4, 7] {
+            window.done(seq);
+        }
+        assert_eq!(window.low, 0, "record 0 is still outstanding");
+        window.done(0);
+        assert_eq!(window.low, 2, "0 and 1 are in, 2 is not");
+        for seq in [2, 5, 8, 3] {
+            window.done(seq);
+        }
+        assert_eq!(window.low, 6);
+        window.done(6);
+        assert_eq!(window.low, 9);
+        assert!(window.ahead.is_empty());
+    }
+
+    #[test]
+    fn a_repeated_report_changes_nothing() {
+        let mut window = Window::default();
+        window.done(0);
+        window.done(0);
+        window.done(2);
+        window.done(2);
+        assert_eq!(window.low, 1);
+        window.done(1);
+        assert_eq!(window.low, 3);
+    }
+
+    #[test]
+    fn the_watermark_matches_a_reference_for_any_order() {
+        // Every permutation-like order from a simple generator, against a set.
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        for _ in 0..200 {
+            let n = 64;
+            let mut order: Vec<u64> = (0..n).collect();
+            for i in (1..order.len()).rev() {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                order.swap(i, (state % (i as u64 + 1)) as usize);
+            }
+            let mut window = Window::default();
+            let mut seen = std::collections::BTreeSet::new();
+            for seq in order {
+                window.done(seq);
+                seen.insert(seq);
+                let expected = (0..).find(|s| !seen.contains(s)).expect("a gap or the end");
+                assert_eq!(window.low, expected);
+            }
+        }
+    }
+
+    #[test]
+    fn opaques_keep_counted_and_awaited_apart() {
+        for n in [0u64, 1, 2, 1 << 40] {
+            assert_eq!(Opaque::counted(n).0 & 1, 0);
+            assert_eq!((Opaque::counted(n).0 >> 1) as u64, n);
+            assert_eq!(Opaque::awaited(n).0 & 1, 1);
+            assert_eq!((Opaque::awaited(n).0 >> 1) as u64, n);
+        }
+    }
+}
