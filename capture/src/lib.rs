@@ -5,7 +5,8 @@
 //! [`source`] (connect, preflight) → [`snapshot`] (existing rows, once) → [`binlog_reader`] (replication stream,
 //! GTID/file position, TABLE_MAP → [`schema`] shaped by [`event_shape`], rows → [`row_decoder`]) →
 //! [`kafka_writer`] (Debezium JSON, murmur2 partition, ordered acknowledgement)
-//! → [`position_store`] (compacted `<server_name>.offsets`). While streaming,
+//! → [`position_store`] (compacted `<server_name>.offsets`); the stream is
+//! decoded ahead of the writer on a task of its own ([`read_ahead`]). While streaming,
 //! [`incremental`] snapshots requested tables chunk by chunk, merged with the stream.
 //!
 //! The snapshot reads a [`snapshot_source::SnapshotSource`]; the streaming
@@ -47,6 +48,7 @@ pub mod metrics;
 pub mod position;
 pub mod position_store;
 pub mod postgres;
+mod read_ahead;
 pub mod recorded_schemas;
 pub mod restart_skip;
 mod row_change;
@@ -96,6 +98,7 @@ use postgres::pg_chunks::PgChunks;
 use postgres::pg_snapshot::PgSnapshot;
 use postgres::wal_position::WalPosition;
 use postgres::wal_stream::WalStream;
+use read_ahead::ReadAhead;
 use sink::ChangeSink;
 use snapshot::mysql_snapshot::MySqlSnapshot;
 use snapshot_source::SnapshotSource;
@@ -340,9 +343,10 @@ async fn initial_snapshot<S: SnapshotSource>(
 }
 
 /// The streaming phase, until `shutdown` or an error; then the writer and
-/// the reader are closed.
+/// the reader are closed. The reader is read ahead on a task of its own
+/// ([`read_ahead`]).
 async fn stream<R, C>(
-    mut reader: R,
+    reader: R,
     mut writer: KafkaWriter<R::Position>,
     mut incremental: Incremental<C>,
     metrics: &CaptureMetrics,
@@ -351,10 +355,11 @@ async fn stream<R, C>(
     progressed: &mut bool,
 ) -> Result<(), CaptureError>
 where
-    R: ChangeStream,
+    R: ChangeStream + 'static,
     C: ChunkSource<Position = R::Position>,
 {
     metrics.streaming.set(1);
+    let mut reader = ReadAhead::start(reader);
     let mut stream = Stream {
         reader: &mut reader,
         writer: &mut writer,
