@@ -20,6 +20,7 @@ use crate::envelope::{
 };
 use crate::error::CodecError;
 use crate::json_number::{DoubleFormat, java_double, write_json};
+use crate::json_writer;
 use crate::value::Value;
 
 /// `source.version`: the Tributary version that wrote the event.
@@ -166,45 +167,30 @@ pub fn source_json(src: &SourceInfo, connector: &'static str) -> serde_json::Val
     serde_json::to_value(SourceJson::of(src, connector)).expect("a source block serialises")
 }
 
-#[derive(Serialize)]
-struct TransactionJson<'a> {
-    id: &'a str,
-    total_order: u64,
-    data_collection_order: u64,
-}
-
-#[derive(Serialize)]
-struct EnvelopeJson<'a> {
-    before: Option<&'a Row>,
-    after: Option<&'a Row>,
-    source: SourceJson<'a>,
-    transaction: Option<TransactionJson<'a>>,
-    op: &'static str,
-    ts_ms: i64,
-    ts_us: i64,
-    ts_ns: i64,
-}
-
 /// Encodes the record key: a JSON object of the primary-key columns (the
 /// payload of `{"schema", "payload"}` when the event carries schemas).
 pub fn encode_key(event: &ChangeEvent, doubles: DoubleFormat) -> Vec<u8> {
     let schema = event.schemas.as_ref().and_then(|s| s.key.as_deref());
-    with_schema(schema, &event.key, doubles)
+    let capacity = 16 + 24 * event.key.values.len();
+    with_schema(schema, capacity, |out| {
+        json_writer::row(out, &event.key, doubles)
+    })
 }
 
-/// `payload` as JSON, wrapped as Kafka's `JsonConverter` does with schemas
-/// enabled (`{"schema":…,"payload":…}`) when there is a `schema`.
-fn with_schema(schema: Option<&str>, payload: &impl Serialize, doubles: DoubleFormat) -> Vec<u8> {
+/// `payload` written by `write` (into a buffer of `capacity`), wrapped as
+/// Kafka's `JsonConverter` does with schemas enabled
+/// (`{"schema":…,"payload":…}`) when there is a `schema`.
+fn with_schema(schema: Option<&str>, capacity: usize, write: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
     let Some(schema) = schema else {
-        let mut out = Vec::with_capacity(256);
-        write_json(&mut out, payload, doubles);
+        let mut out = Vec::with_capacity(capacity);
+        write(&mut out);
         return out;
     };
-    let mut out = Vec::with_capacity(schema.len() + 256);
+    let mut out = Vec::with_capacity(schema.len() + capacity + 24);
     out.extend_from_slice(b"{\"schema\":");
     out.extend_from_slice(schema.as_bytes());
     out.extend_from_slice(b",\"payload\":");
-    write_json(&mut out, payload, doubles);
+    write(&mut out);
     out.push(b'}');
     out
 }
@@ -269,30 +255,101 @@ impl Default for EnvelopeOptions {
 
 /// Encodes the record value: the Debezium envelope.
 pub fn encode_value(event: &ChangeEvent, options: EnvelopeOptions) -> Vec<u8> {
-    let src = &event.source;
-    let envelope = EnvelopeJson {
-        before: event.before.as_ref(),
-        after: event.after.as_ref(),
-        source: SourceJson::of(src, options.connector),
-        transaction: event
-            .transaction
-            .as_ref()
-            .filter(|_| options.transaction)
-            .map(|t| TransactionJson {
-                id: &t.id,
-                total_order: t.total_order,
-                data_collection_order: t.data_collection_order,
-            }),
-        op: event.op.code(),
-        ts_ms: event.ts_ms,
-        ts_us: event.ts_ms.saturating_mul(1_000),
-        ts_ns: event.ts_ms.saturating_mul(1_000_000),
-    };
+    let columns = event.before.as_ref().map_or(0, |r| r.values.len())
+        + event.after.as_ref().map_or(0, |r| r.values.len());
     with_schema(
         event.schemas.as_ref().map(|s| s.value.as_str()),
-        &envelope,
-        options.doubles,
+        512 + 32 * columns,
+        |out| write_envelope(out, event, options),
     )
+}
+
+/// The envelope, fields in the order of the module docs.
+fn write_envelope(out: &mut Vec<u8>, event: &ChangeEvent, options: EnvelopeOptions) {
+    let doubles = options.doubles;
+    let row_or_null = |out: &mut Vec<u8>, row: Option<&Row>| match row {
+        Some(row) => json_writer::row(out, row, doubles),
+        None => out.extend_from_slice(b"null"),
+    };
+    out.extend_from_slice(b"{\"before\":");
+    row_or_null(out, event.before.as_ref());
+    out.extend_from_slice(b",\"after\":");
+    row_or_null(out, event.after.as_ref());
+    out.extend_from_slice(b",\"source\":");
+    match &event.source.log {
+        LogCoordinates::Binlog(binlog) => {
+            write_binlog_source(out, &event.source, binlog, options.connector)
+        }
+        LogCoordinates::Wal(_) => write_json(
+            out,
+            &SourceJson::of(&event.source, options.connector),
+            doubles,
+        ),
+    }
+    out.extend_from_slice(b",\"transaction\":");
+    match event.transaction.as_ref().filter(|_| options.transaction) {
+        Some(t) => {
+            out.extend_from_slice(b"{\"id\":");
+            json_writer::string(out, &t.id);
+            out.extend_from_slice(b",\"total_order\":");
+            json_writer::int(out, t.total_order);
+            out.extend_from_slice(b",\"data_collection_order\":");
+            json_writer::int(out, t.data_collection_order);
+            out.push(b'}');
+        }
+        None => out.extend_from_slice(b"null"),
+    }
+    out.extend_from_slice(b",\"op\":");
+    json_writer::string(out, event.op.code());
+    out.extend_from_slice(b",\"ts_ms\":");
+    json_writer::int(out, event.ts_ms);
+    out.extend_from_slice(b",\"ts_us\":");
+    json_writer::int(out, event.ts_ms.saturating_mul(1_000));
+    out.extend_from_slice(b",\"ts_ns\":");
+    json_writer::int(out, event.ts_ms.saturating_mul(1_000_000));
+    out.push(b'}');
+}
+
+/// `source` of a binlog change, as [`BinlogSourceJson`] serializes it.
+fn write_binlog_source(
+    out: &mut Vec<u8>,
+    src: &SourceInfo,
+    binlog: &BinlogCoordinates,
+    connector: &'static str,
+) {
+    out.extend_from_slice(b"{\"version\":");
+    json_writer::string(out, VERSION);
+    out.extend_from_slice(b",\"connector\":");
+    json_writer::string(out, connector);
+    out.extend_from_slice(b",\"name\":");
+    json_writer::string(out, &src.name);
+    out.extend_from_slice(b",\"ts_ms\":");
+    json_writer::int(out, src.ts_ms);
+    out.extend_from_slice(b",\"snapshot\":");
+    json_writer::string(out, src.snapshot.as_str());
+    out.extend_from_slice(b",\"db\":");
+    json_writer::string(out, &src.db);
+    out.extend_from_slice(b",\"sequence\":null,\"ts_us\":");
+    json_writer::int(out, src.ts_ms.saturating_mul(1_000));
+    out.extend_from_slice(b",\"ts_ns\":");
+    json_writer::int(out, src.ts_ms.saturating_mul(1_000_000));
+    out.extend_from_slice(b",\"table\":");
+    json_writer::string(out, &src.table);
+    out.extend_from_slice(b",\"server_id\":");
+    json_writer::int(out, binlog.server_id);
+    out.extend_from_slice(b",\"gtid\":");
+    json_writer::optional_string(out, binlog.gtid.as_deref());
+    out.extend_from_slice(b",\"file\":");
+    json_writer::string(out, &binlog.file);
+    out.extend_from_slice(b",\"pos\":");
+    json_writer::int(out, binlog.pos);
+    out.extend_from_slice(b",\"row\":");
+    json_writer::int(out, binlog.row);
+    out.extend_from_slice(b",\"thread\":");
+    json_writer::optional_int(out, binlog.thread);
+    out.extend_from_slice(b",\"query\":");
+    json_writer::optional_string(out, binlog.query.as_deref());
+    out.push(b'}');
 }
 
 /// The row a change record leaves behind: `after` for `c`/`r`/`u`, `None` for a
@@ -462,6 +519,214 @@ mod tests {
             .keys()
             .map(String::as_str)
             .collect()
+    }
+
+    /// The envelope as serde's derive writes it: the reference the
+    /// hand-written encoder is held to, byte for byte.
+    #[derive(Serialize)]
+    struct ReferenceEnvelope<'a> {
+        before: Option<&'a Row>,
+        after: Option<&'a Row>,
+        source: SourceJson<'a>,
+        transaction: Option<ReferenceTransaction<'a>>,
+        op: &'static str,
+        ts_ms: i64,
+        ts_us: i64,
+        ts_ns: i64,
+    }
+
+    #[derive(Serialize)]
+    struct ReferenceTransaction<'a> {
+        id: &'a str,
+        total_order: u64,
+        data_collection_order: u64,
+    }
+
+    fn reference_value(event: &ChangeEvent, options: EnvelopeOptions) -> Vec<u8> {
+        let envelope = ReferenceEnvelope {
+            before: event.before.as_ref(),
+            after: event.after.as_ref(),
+            source: SourceJson::of(&event.source, options.connector),
+            transaction: event
+                .transaction
+                .as_ref()
+                .filter(|_| options.transaction)
+                .map(|t| ReferenceTransaction {
+                    id: &t.id,
+                    total_order: t.total_order,
+                    data_collection_order: t.data_collection_order,
+                }),
+            op: event.op.code(),
+            ts_ms: event.ts_ms,
+            ts_us: event.ts_ms.saturating_mul(1_000),
+            ts_ns: event.ts_ms.saturating_mul(1_000_000),
+        };
+        reference_wrapped(
+            event.schemas.as_ref().map(|s| s.value.as_str()),
+            &envelope,
+            options.doubles,
+        )
+    }
+
+    fn reference_key(event: &ChangeEvent, doubles: DoubleFormat) -> Vec<u8> {
+        let schema = event.schemas.as_ref().and_then(|s| s.key.as_deref());
+        reference_wrapped(schema, &event.key, doubles)
+    }
+
+    fn reference_wrapped(
+        schema: Option<&str>,
+        payload: &impl Serialize,
+        doubles: DoubleFormat,
+    ) -> Vec<u8> {
+        let mut payload_text = Vec::new();
+        write_json(&mut payload_text, payload, doubles);
+        match schema {
+            None => payload_text,
+            Some(schema) => {
+                let mut out = format!("{{\"schema\":{schema},\"payload\":").into_bytes();
+                out.extend_from_slice(&payload_text);
+                out.push(b'}');
+                out
+            }
+        }
+    }
+
+    /// Values of every kind, the awkward ones included.
+    fn awkward_values() -> Vec<Value> {
+        use crate::value::Geometry;
+        vec![
+            Value::Null,
+            Value::Bool(true),
+            Value::Bool(false),
+            Value::Int(0),
+            Value::Int(-1),
+            Value::Int(i64::MIN),
+            Value::Int(i64::MAX),
+            Value::UInt(u64::MAX),
+            Value::Float(2.5),
+            Value::Float(-0.0),
+            Value::Float(1e20),
+            Value::Float(1e-7),
+            Value::Float(0.1 + 0.2),
+            Value::Float(f64::NAN),
+            Value::Float(f64::NEG_INFINITY),
+            Value::String(String::new()),
+            Value::String("plain".into()),
+            Value::String("quote \" and \\ backslash / slash".into()),
+            Value::String("tab\tnewline\ncr\r\u{1}\u{1f}\u{7f}".into()),
+            Value::String("ünïcödé 😀 \u{2028}".into()),
+            Value::String("12345.6789".into()),
+            Value::Bytes(vec![0, 1, 2, 255]),
+            Value::Geometry(Box::new(Geometry {
+                wkb: vec![1, 2, 3],
+                srid: Some(4326),
+                point: Some((1.5, -2.25)),
+            })),
+            Value::Array(vec![
+                Value::Int(1),
+                Value::Null,
+                Value::String("x\"".into()),
+            ]),
+            Value::Struct(vec![
+                ("scale", Value::Int(2)),
+                ("value", Value::String("AQI=".into())),
+            ]),
+        ]
+    }
+
+    #[test]
+    fn the_hand_written_encoder_writes_what_serde_writes() {
+        let values = awkward_values();
+        let names: Vec<String> = ["id", "na\"me", "tab\tcol", "ü", "plain_column"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let mut checked = 0;
+        for (i, start) in (0..values.len()).enumerate() {
+            let width = 1 + i % names.len();
+            let columns: Arc<[String]> = names[..width].to_vec().into();
+            let row = |offset: usize| Row {
+                columns: columns.clone(),
+                values: (0..width)
+                    .map(|c| values[(start + c + offset) % values.len()].clone())
+                    .collect(),
+            };
+            let mut event = sample();
+            event.key = row(0);
+            event.before = (i % 3 != 0).then(|| row(1));
+            event.after = (i % 4 != 1).then(|| row(2));
+            event.op = [Op::Create, Op::Update, Op::Delete, Op::Read][i % 4];
+            event.ts_ms = [0, -5, 1_700_000_000_123, i64::MAX][i % 4];
+            event.source.ts_ms = [1, i64::MIN, 42][i % 3];
+            event.source.snapshot = [
+                SnapshotMarker::False,
+                SnapshotMarker::Last,
+                SnapshotMarker::Incremental,
+            ][i % 3];
+            event.transaction = (i % 2 == 0).then(|| TransactionInfo {
+                id: format!("0-1-{i}\"").into(),
+                total_order: i as u64,
+                data_collection_order: u64::MAX,
+            });
+            event.source.log = match i % 5 {
+                0 => LogCoordinates::Wal(Box::new(WalCoordinates {
+                    schema: "public".into(),
+                    tx_id: Some(7),
+                    lsn: Some(1 << 40),
+                    last_commit_lsn: None,
+                    xmin: None,
+                })),
+                1 => LogCoordinates::Binlog(BinlogCoordinates {
+                    server_id: u32::MAX,
+                    gtid: None,
+                    file: "binlog.000002".into(),
+                    pos: 4,
+                    row: 0,
+                    thread: None,
+                    query: None,
+                }),
+                _ => LogCoordinates::Binlog(BinlogCoordinates {
+                    server_id: 1,
+                    gtid: Some(format!("0-1-{i}").into()),
+                    file: "bin\\log".into(),
+                    pos: u64::MAX,
+                    row: i as u32,
+                    thread: Some(u32::MAX),
+                    query: Some("INSERT INTO t VALUES ('a\nb', \"c\")".into()),
+                }),
+            };
+            event.schemas = (i % 3 == 2).then(|| {
+                Arc::new(crate::envelope::RecordSchemas {
+                    key: (i % 2 == 0).then(|| r#"{"type":"struct"}"#.to_owned()),
+                    value: r#"{"type":"struct","name":"v"}"#.to_owned(),
+                })
+            });
+            for doubles in [DoubleFormat::Compact, DoubleFormat::Java] {
+                for connector in [CONNECTOR, "mariadb"] {
+                    for transaction in [true, false] {
+                        let options = EnvelopeOptions {
+                            transaction,
+                            connector,
+                            doubles,
+                        };
+                        let ours = encode_value(&event, options);
+                        let theirs = reference_value(&event, options);
+                        assert_eq!(
+                            String::from_utf8_lossy(&ours),
+                            String::from_utf8_lossy(&theirs),
+                            "value of event {i} with {options:?}"
+                        );
+                        checked += 1;
+                    }
+                }
+                assert_eq!(
+                    String::from_utf8_lossy(&encode_key(&event, doubles)),
+                    String::from_utf8_lossy(&reference_key(&event, doubles)),
+                    "key of event {i} with {doubles:?}"
+                );
+            }
+        }
+        assert_eq!(checked, values.len() * 8);
     }
 
     fn sample() -> ChangeEvent {

@@ -18,6 +18,7 @@ pub mod event_time;
 pub mod grpc;
 pub mod gtid;
 pub mod json_number;
+mod json_writer;
 pub mod lsn;
 pub mod partition;
 pub mod unavailable;
