@@ -32,6 +32,10 @@ pub(crate) struct CaptureBenchArgs {
     /// Capture's delivery mode for the binlog → broker run: `at_least_once` or `exactly_once`.
     #[arg(long, default_value = "at_least_once")]
     delivery: String,
+    /// A librdkafka producer property for capture, `key=value` (its config's
+    /// `kafka.producer`); repeatable.
+    #[arg(long = "producer", value_parser = key_value)]
+    producer: Vec<(String, String)>,
     /// The stack to run against.
     #[command(flatten)]
     stack: crate::stack::Stack,
@@ -48,50 +52,29 @@ pub(crate) async fn run(args: CaptureBenchArgs) -> anyhow::Result<()> {
         "--rows-per-transaction must be at least 1"
     );
     let (start_file, start_pos) = binlog_position(&mut conn).await?;
-    let start = write_events(&mut conn, &db, n, args.rows_per_transaction).await?;
+    let rows = Rows {
+        n,
+        per_transaction: args.rows_per_transaction,
+        payload_bytes: 0,
+    };
+    let start = write_events(&mut conn, &db, &rows).await?;
     // `--stop-position` applies to the last binlog file, where the inserts end.
     let (_, end_pos) = binlog_position(&mut conn).await?;
 
-    eprintln!("[bench] capture: binlog → broker");
     let server = format!("bench{}", std::process::id());
-    let yaml = |name: &str, snapshot: &str, start: &str| {
-        capture_yaml(&host, port, &db, &args.stack.brokers, name, snapshot, start)
+    let source = Source {
+        host: host.clone(),
+        port,
+        db: db.clone(),
+        brokers: args.stack.brokers.clone(),
+        producer: args.producer.clone(),
     };
-    let streaming = CaptureConfig::parse(&format!(
-        "{}delivery: {}\n",
-        yaml(&server, "never", &format!(", start: {{ gtid: '{start}' }}")),
-        args.delivery
-    ))?;
-    let metrics = CaptureMetrics::register(&mut Registry::default());
-    let stop = CancellationToken::new();
-    let started = Stopwatch::start()?;
-    let capture = tokio::spawn(tributary_capture::run(
-        streaming,
-        metrics.clone(),
-        stop.clone(),
-    ));
-    let label = tributary_capture::metrics::TableLabel {
-        table: format!("{db}.events"),
-    };
-    while metrics.events.get_or_create(&label).get() < n {
-        anyhow::ensure!(!capture.is_finished(), "capture stopped early");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    stop.cancel(); // drains: every event acknowledged
-    capture.await??;
-    let streamed = started.own()?;
+    let streamed = source.stream(&server, &start, n, &args.delivery).await?;
 
     eprintln!("[bench] Tributary decode only: the same events read and decoded, not produced");
-    let decode_only = decode_only(&yaml(&server, "never", ""), &start, n).await?;
+    let decode_only = decode_only(&source.yaml(&server, "never", ""), &start, n).await?;
 
-    eprintln!("[bench] broker ceiling: the captured records again, from a plain producer");
-    let samples = sample_records(&args.stack.brokers, &format!("{server}.{db}.events")).await?;
-    let size = samples.iter().map(|(_, v)| v.len()).sum::<usize>() / samples.len();
-    let ceiling = ceiling_run(&args.stack.brokers, &format!("{server}.ceiling"), n, |i| {
-        let (key, value) = &samples[i as usize % samples.len()];
-        ((i % 3) as i32, key.clone(), value.clone())
-    })
-    .await?;
+    let (ceiling, size) = source.ceiling(&server, n).await?;
     eprintln!("[bench] broker ceiling, payloads of 'x' (the earlier sessions' series)");
     let payload = "x".repeat(size);
     let ceiling_x = ceiling_run(&args.stack.brokers, &format!("{server}.ceilingx"), n, |i| {
@@ -125,15 +108,7 @@ pub(crate) async fn run(args: CaptureBenchArgs) -> anyhow::Result<()> {
     let python = python_mysql_replication(&host, port, &start_file, start_pos, n).await;
 
     eprintln!("[bench] snapshot of the same table");
-    let snapshot = CaptureConfig::parse(&yaml(&format!("{server}snap"), "initial_only", ""))?;
-    let started = Stopwatch::start()?;
-    tributary_capture::run(
-        snapshot,
-        CaptureMetrics::register(&mut Registry::default()),
-        CancellationToken::new(),
-    )
-    .await?;
-    let snapshotted = started.own()?;
+    let snapshotted = source.snapshot(&format!("{server}snap")).await?;
 
     println!(
         "\n## Capture ({n} row events in transactions of {}, ~{size}-byte Debezium JSON values, capture {})\n",
@@ -181,44 +156,207 @@ pub(crate) async fn run(args: CaptureBenchArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Creates `db.events` and inserts `n` rows into it, `per_txn` rows per
-/// transaction; returns the GTID position before the first.
+/// The rows a bench writes to its source table.
+pub(crate) struct Rows {
+    /// How many.
+    pub(crate) n: u64,
+    /// Rows inserted per source transaction (1: every row its own).
+    pub(crate) per_transaction: u64,
+    /// Bytes of random text in a `payload` column (none if 0), to make rows wider.
+    pub(crate) payload_bytes: usize,
+}
+
+/// Rows of one `INSERT`, at most: one statement stays well under MariaDB's
+/// `max_allowed_packet` (16 MiB) whatever the payload.
+const STATEMENT_BYTES: usize = 4 << 20;
+
+/// Creates `db.events` and inserts `rows` into it; returns the GTID position
+/// before the first.
 pub(crate) async fn write_events(
     conn: &mut mysql_async::Conn,
     db: &str,
-    n: u64,
-    per_txn: u64,
+    rows: &Rows,
 ) -> anyhow::Result<String> {
+    let payload_column = if rows.payload_bytes > 0 {
+        ", payload MEDIUMTEXT"
+    } else {
+        ""
+    };
     conn.query_drop(format!(
         "CREATE DATABASE {db}; CREATE TABLE {db}.events (id BIGINT PRIMARY KEY, user_id INT, \
-         name VARCHAR(40), amount DECIMAL(10,2), created DATETIME)"
+         name VARCHAR(40), amount DECIMAL(10,2), created DATETIME{payload_column})"
     ))
     .await?;
     let start: String = conn
         .query_first("SELECT @@gtid_binlog_pos")
         .await?
         .context("no GTID position")?;
+    let n = rows.n;
     eprintln!("[bench] inserting {n} rows into {db}.events (binlog from GTID {start})");
-    for first in (0..n).step_by(per_txn as usize) {
-        let values: Vec<String> = (first..(first + per_txn).min(n))
-            .map(|i| {
-                format!(
-                    "({i},{},'user {i}',{}.{:02},'2026-11-30 12:{:02}:{:02}')",
-                    i % 5000,
-                    i % 1000,
-                    i % 100,
-                    i / 60 % 60,
-                    i % 60
-                )
-            })
-            .collect();
-        conn.query_drop(format!(
-            "INSERT INTO {db}.events VALUES {}",
-            values.join(",")
-        ))
-        .await?;
+    let mut text = PayloadText::new();
+    let per_statement = (STATEMENT_BYTES / (rows.payload_bytes + 64)).max(1) as u64;
+    for first in (0..n).step_by(rows.per_transaction as usize) {
+        let end = (first + rows.per_transaction).min(n);
+        let transaction = end - first > per_statement;
+        if transaction {
+            conn.query_drop("BEGIN").await?;
+        }
+        for from in (first..end).step_by(per_statement as usize) {
+            let values: Vec<String> = (from..(from + per_statement).min(end))
+                .map(|i| {
+                    let payload = match rows.payload_bytes {
+                        0 => String::new(),
+                        bytes => format!(",'{}'", text.next(bytes)),
+                    };
+                    format!(
+                        "({i},{},'user {i}',{}.{:02},'2026-11-30 12:{:02}:{:02}'{payload})",
+                        i % 5000,
+                        i % 1000,
+                        i % 100,
+                        i / 60 % 60,
+                        i % 60
+                    )
+                })
+                .collect();
+            conn.query_drop(format!(
+                "INSERT INTO {db}.events VALUES {}",
+                values.join(",")
+            ))
+            .await?;
+        }
+        if transaction {
+            conn.query_drop("COMMIT").await?;
+        }
     }
     Ok(start)
+}
+
+/// Random letters and digits (xorshift): text that compresses about as well
+/// as real text does not, so wide rows cost the broker their real size.
+struct PayloadText(u64);
+
+impl PayloadText {
+    fn new() -> Self {
+        PayloadText(0x9E37_79B9_7F4A_7C15)
+    }
+
+    fn next(&mut self, len: usize) -> String {
+        const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 ";
+        (0..len)
+            .map(|_| {
+                self.0 ^= self.0 << 13;
+                self.0 ^= self.0 >> 7;
+                self.0 ^= self.0 << 17;
+                ALPHABET[(self.0 % ALPHABET.len() as u64) as usize] as char
+            })
+            .collect()
+    }
+}
+
+/// The source database and broker a capture bench runs against.
+pub(crate) struct Source {
+    pub(crate) host: String,
+    pub(crate) port: u16,
+    /// The database holding `events`.
+    pub(crate) db: String,
+    pub(crate) brokers: String,
+    /// librdkafka producer properties of capture (`kafka.producer`).
+    pub(crate) producer: Vec<(String, String)>,
+}
+
+impl Source {
+    /// A capture named `name` of the database (`start`: the source's `start`
+    /// option, with its leading comma, or nothing).
+    pub(crate) fn yaml(&self, name: &str, snapshot: &str, start: &str) -> String {
+        let mut yaml = capture_yaml(
+            &self.host,
+            self.port,
+            &self.db,
+            &self.brokers,
+            name,
+            snapshot,
+            start,
+        );
+        if !self.producer.is_empty() {
+            let properties: Vec<String> = self
+                .producer
+                .iter()
+                .map(|(k, v)| format!("'{k}': '{v}'"))
+                .collect();
+            yaml = yaml.replace(
+                "kafka: { brokers:",
+                &format!(
+                    "kafka: {{ producer: {{ {} }}, brokers:",
+                    properties.join(", ")
+                ),
+            );
+        }
+        yaml
+    }
+
+    /// Runs capture `server` from GTID `start` until the `n` events of
+    /// `events` are acknowledged by the broker; returns its time and CPU time.
+    pub(crate) async fn stream(
+        &self,
+        server: &str,
+        start: &str,
+        n: u64,
+        delivery: &str,
+    ) -> anyhow::Result<Measured> {
+        eprintln!("[bench] capture: binlog → broker");
+        let streaming = CaptureConfig::parse(&format!(
+            "{}delivery: {delivery}\n",
+            self.yaml(server, "never", &format!(", start: {{ gtid: '{start}' }}")),
+        ))?;
+        let metrics = CaptureMetrics::register(&mut Registry::default());
+        let stop = CancellationToken::new();
+        let started = Stopwatch::start()?;
+        let capture = tokio::spawn(tributary_capture::run(
+            streaming,
+            metrics.clone(),
+            stop.clone(),
+        ));
+        let label = tributary_capture::metrics::TableLabel {
+            table: format!("{}.events", self.db),
+        };
+        while metrics.events.get_or_create(&label).get() < n {
+            anyhow::ensure!(!capture.is_finished(), "capture stopped early");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        stop.cancel(); // drains: every event acknowledged
+        capture.await??;
+        started.own()
+    }
+
+    /// Snapshots `events` with a capture named `server` (`initial_only`);
+    /// returns its time and CPU time.
+    pub(crate) async fn snapshot(&self, server: &str) -> anyhow::Result<Measured> {
+        let snapshot = CaptureConfig::parse(&self.yaml(server, "initial_only", ""))?;
+        let started = Stopwatch::start()?;
+        tributary_capture::run(
+            snapshot,
+            CaptureMetrics::register(&mut Registry::default()),
+            CancellationToken::new(),
+        )
+        .await?;
+        started.own()
+    }
+
+    /// The broker's ceiling for the records capture `server` wrote: the first
+    /// of them re-sent `n` times over by a plain producer; returns its time and
+    /// the records' mean value size.
+    pub(crate) async fn ceiling(&self, server: &str, n: u64) -> anyhow::Result<(Measured, usize)> {
+        eprintln!("[bench] broker ceiling: the captured records again, from a plain producer");
+        let samples =
+            sample_records(&self.brokers, &format!("{server}.{}.events", self.db)).await?;
+        let size = samples.iter().map(|(_, v)| v.len()).sum::<usize>() / samples.len();
+        let ceiling = ceiling_run(&self.brokers, &format!("{server}.ceiling"), n, |i| {
+            let (key, value) = &samples[i as usize % samples.len()];
+            ((i % 3) as i32, key.clone(), value.clone())
+        })
+        .await?;
+        Ok((ceiling, size))
+    }
 }
 
 /// A capture of database `db` (`start`: the source's `start` option, with
@@ -264,6 +402,14 @@ pub(crate) async fn open_reader(yaml: &str, gtid: &str) -> anyhow::Result<Binlog
     Ok(BinlogReader::open(ReaderSetup::of(&config, info, Default::default())?, &from).await?)
 }
 
+/// `key=value` as a pair.
+fn key_value(text: &str) -> Result<(String, String), String> {
+    let (key, value) = text
+        .split_once('=')
+        .ok_or_else(|| format!("{text:?} is not key=value"))?;
+    Ok((key.to_owned(), value.to_owned()))
+}
+
 /// Reads until `rows` row changes are decoded into change events.
 pub(crate) async fn decode_rows(reader: &mut BinlogReader, rows: u64) -> anyhow::Result<()> {
     let mut decoded = 0;
@@ -277,8 +423,31 @@ pub(crate) async fn decode_rows(reader: &mut BinlogReader, rows: u64) -> anyhow:
     Ok(())
 }
 
-/// Decodes the same row events with python-mysql-replication, installed on first
-/// use into a virtualenv under `~/.cache/tributary/pyrepl`; returns its time and CPU time.
+/// Reads until `rows` row changes are decoded, and encodes each as capture
+/// writes it with its default options (Debezium JSON key and value, the
+/// partition of its key among 3).
+pub(crate) async fn encode_rows(reader: &mut BinlogReader, rows: u64) -> anyhow::Result<()> {
+    use tributary_proto::debezium_json::{EnvelopeOptions, encode_key, encode_value};
+    let options = EnvelopeOptions::default();
+    let mut encoded = 0;
+    while encoded < rows {
+        match reader.next().await? {
+            Some(ReaderItem::Change(event)) => {
+                let key = encode_key(&event, options.doubles);
+                let partition = tributary_proto::partition::partition_for_key(&key, 3);
+                let value = encode_value(&event, options);
+                std::hint::black_box((key, partition, value));
+                encoded += 1;
+            }
+            Some(_) => {}
+            None => anyhow::bail!("the binlog ended after {encoded} of {rows} rows"),
+        }
+    }
+    Ok(())
+}
+
+/// Decodes the same row events with python-mysql-replication (installed on
+/// first use, [`crate::python`]); returns its time and CPU time.
 async fn python_mysql_replication(
     host: &str,
     port: u16,
@@ -286,26 +455,7 @@ async fn python_mysql_replication(
     pos: u64,
     rows: u64,
 ) -> anyhow::Result<Measured> {
-    let home = std::env::var("HOME").context("HOME is not set")?;
-    let venv = std::path::PathBuf::from(home).join(".cache/tributary/pyrepl");
-    let python = venv.join("bin/python");
-    if !python.exists() {
-        eprintln!(
-            "[bench] installing mysql-replication from PyPI into {}",
-            venv.display()
-        );
-        let created = tokio::process::Command::new("python3")
-            .args(["-m", "venv"])
-            .arg(&venv)
-            .status()
-            .await?;
-        anyhow::ensure!(created.success(), "python3 -m venv failed");
-        let installed = tokio::process::Command::new(venv.join("bin/pip"))
-            .args(["install", "--quiet", "mysql-replication==1.0.17"])
-            .status()
-            .await?;
-        anyhow::ensure!(installed.success(), "pip install mysql-replication failed");
-    }
+    let python = crate::python::venv_python("pyrepl", &["mysql-replication==1.0.17"]).await?;
     let script = tempfile::Builder::new().suffix(".py").tempfile()?;
     std::fs::write(script.path(), include_str!("pyrepl_read.py"))?;
     let out = tokio::process::Command::new(&python)

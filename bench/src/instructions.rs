@@ -65,6 +65,10 @@ pub(crate) struct InstructionsArgs {
 pub(crate) enum Loop {
     /// Capture's binlog reader: row events read and decoded into change events.
     Decode,
+    /// The same, and each change event encoded as capture writes it (Debezium
+    /// JSON key and value, partition by key): the difference from `decode` is
+    /// capture's own work per record before the producer.
+    Encode,
     /// A local table's get of a random key (RocksDB through its block cache).
     LocalGet,
     /// The lookup API's answer for a found key: the stored row into an API
@@ -83,6 +87,7 @@ impl Loop {
     fn item(self) -> &'static str {
         match self {
             Loop::Decode => "row decoded (binlog → change event)",
+            Loop::Encode => "row decoded and encoded (binlog → Debezium JSON key and value)",
             Loop::LocalGet => "local get (stored JSON bytes, 100k-row table, block cache)",
             Loop::ApiRow => "lookup API row (stored JSON → API value → encoded response)",
             Loop::Enrich => "enriched event (2 joins on in-memory tables)",
@@ -96,7 +101,7 @@ impl Loop {
         match self {
             Loop::LookupGet => Some(1),
             Loop::LookupBatch => Some(100),
-            Loop::Decode | Loop::LocalGet | Loop::ApiRow | Loop::Enrich => None,
+            Loop::Decode | Loop::Encode | Loop::LocalGet | Loop::ApiRow | Loop::Enrich => None,
         }
     }
 }
@@ -303,12 +308,17 @@ async fn prepare(args: &InstructionsArgs, loops: &[Loop]) -> anyhow::Result<Inpu
         dir,
     };
     let run = format!("instr{}", std::process::id());
-    if loops.contains(&Loop::Decode) {
+    if loops.contains(&Loop::Decode) || loops.contains(&Loop::Encode) {
         let opts = mysql_async::Opts::from_url(&args.stack.mysql_url)?;
         let (host, port) = (opts.ip_or_hostname().to_owned(), opts.tcp_port());
         let mut conn = mysql_async::Conn::new(opts).await?;
         let db = format!("bench_{run}");
-        let gtid = crate::capture::write_events(&mut conn, &db, 2 * args.items, 1000).await?;
+        let rows = crate::capture::Rows {
+            n: 2 * args.items,
+            per_transaction: 1000,
+            payload_bytes: 0,
+        };
+        let gtid = crate::capture::write_events(&mut conn, &db, &rows).await?;
         conn.disconnect().await?;
         let yaml =
             crate::capture::capture_yaml(&host, port, &db, &args.stack.brokers, &run, "never", "");
@@ -365,7 +375,7 @@ fn count(which: Loop, items: u64, inputs: &Inputs) -> anyhow::Result<u64> {
         )
         .arg(format!("--items={items}"));
     match which {
-        Loop::Decode => {
+        Loop::Decode | Loop::Encode => {
             let (config, gtid) = inputs.decode.as_ref().expect("prepared");
             command
                 .arg("--config")
@@ -412,6 +422,16 @@ pub(crate) fn run_loop(args: LoopArgs) -> anyhow::Result<()> {
             measured(
                 &runtime,
                 crate::capture::decode_rows(&mut reader, args.items),
+            )?;
+            runtime.block_on(reader.close());
+        }
+        Loop::Encode => {
+            let yaml = std::fs::read_to_string(config()?)?;
+            let gtid = args.gtid.as_deref().context("--gtid is required")?;
+            let mut reader = runtime.block_on(crate::capture::open_reader(&yaml, gtid))?;
+            measured(
+                &runtime,
+                crate::capture::encode_rows(&mut reader, args.items),
             )?;
             runtime.block_on(reader.close());
         }

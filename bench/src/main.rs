@@ -4,6 +4,7 @@
 //! temporary files, a Redis client) stay out of the `tributary` release.
 
 mod capture;
+mod curves;
 mod delay_proxy;
 mod enrich;
 mod grpc;
@@ -14,6 +15,7 @@ mod measure;
 mod pinning;
 mod point_peers;
 mod postgres;
+mod python;
 mod redis;
 mod remote;
 mod series;
@@ -52,6 +54,8 @@ enum Command {
     /// The lookup API pinned to one core, open and closed loop, vs sysbench
     /// point selects and redis-benchmark GETs; BatchGet(100) vs MariaDB selects.
     Grpc(grpc::GrpcBenchArgs),
+    /// How cost grows with the work: curves, side by side with peers, drawn to PNG.
+    Curves(curves::CurvesArgs),
     /// Instructions per item of the hot loops, counted by valgrind's callgrind.
     Instructions(instructions::InstructionsArgs),
     /// One hot loop, run by `instructions` under callgrind.
@@ -101,6 +105,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
         Command::Capture(args) => capture::run(args).await,
         Command::Postgres(args) => postgres::run(args).await,
         Command::Grpc(args) => grpc::run(args).await,
+        Command::Curves(args) => curves::run(args).await,
         Command::Instructions(args) => instructions::run(args).await,
         Command::InstructionLoop(_) => unreachable!("run on a runtime of its own"),
     }
