@@ -4,29 +4,37 @@
 //!
 //! Items keep their order and come in batches of the items the source had
 //! ready (one channel message per batch, not per event; a quiet stream sends
-//! each item at once). At most [`BATCHES`] batches of [`BATCH`] items wait, so
-//! a slow writer slows the reader. Items read ahead but not taken when
-//! capture stops are dropped: no position past them was stored, so the next
-//! start reads them again.
+//! each item at once). What waits for the writer is bounded by bytes: at most
+//! [`BUDGET_KIB`] of decoded values (and the one item being weighed), so wide
+//! rows read ahead no more memory than narrow ones. Items read ahead but not
+//! taken when capture stops are dropped: no position past them was stored, so
+//! the next start reads them again.
 
 use std::pin::pin;
+use std::sync::Arc;
 use std::task::Poll;
 
-use tokio::sync::mpsc;
+use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+use tributary_proto::{ChangeEvent, Row, Value};
 
 use crate::change_stream::{ChangeStream, ReaderItem};
 use crate::error::CaptureError;
 
 /// Items per batch, at most.
 const BATCH: usize = 64;
-/// Batches waiting for the writer, at most.
-const BATCHES: usize = 2;
+/// Batches in the channel, at most (the byte budget is the real bound).
+const BATCHES: usize = 4;
+/// KiB of items read ahead and not yet taken, at most.
+const BUDGET_KIB: u32 = 4 * 1024;
+
+/// An item and its weight in KiB of the budget.
+type Weighed<P> = (ReaderItem<P>, u32);
 
 /// What the reading task hands over.
 enum Read<P> {
-    Items(Vec<ReaderItem<P>>),
+    Items(Vec<Weighed<P>>),
     /// The source ended the stream.
     End,
     Failed(CaptureError),
@@ -35,7 +43,9 @@ enum Read<P> {
 /// A [`ChangeStream`] read ahead by a task of its own.
 pub(crate) struct ReadAhead<R: ChangeStream> {
     reads: mpsc::Receiver<Read<R::Position>>,
-    batch: std::vec::IntoIter<ReaderItem<R::Position>>,
+    batch: std::vec::IntoIter<Weighed<R::Position>>,
+    /// KiB of the budget not held by items read ahead.
+    room: Arc<Semaphore>,
     stop: CancellationToken,
     task: JoinHandle<R>,
 }
@@ -48,10 +58,17 @@ where
     pub(crate) fn start(reader: R) -> Self {
         let (tx, reads) = mpsc::channel(BATCHES);
         let stop = CancellationToken::new();
+        let room = Arc::new(Semaphore::new(BUDGET_KIB as usize));
+        let reading = Reading {
+            tx,
+            room: room.clone(),
+            stop: stop.clone(),
+        };
         ReadAhead {
             reads,
             batch: Vec::new().into_iter(),
-            task: tokio::spawn(read(reader, tx, stop.clone())),
+            room,
+            task: tokio::spawn(reading.run(reader)),
             stop,
         }
     }
@@ -65,7 +82,9 @@ where
 
     async fn next(&mut self) -> Result<Option<ReaderItem<Self::Position>>, CaptureError> {
         loop {
-            if let Some(item) = self.batch.next() {
+            if let Some((item, weight)) = self.batch.next() {
+                // The writer holds it now: its bytes leave the budget.
+                self.room.add_permits(weight as usize);
                 return Ok(Some(item));
             }
             match self.reads.recv().await {
@@ -85,65 +104,134 @@ where
     }
 }
 
-/// The reading task: sends what `reader` has ready, batch by batch, until the
-/// stream ends or fails (then it waits for `stop`), or until `stop`; returns
-/// the reader for closing.
-async fn read<R: ChangeStream>(
-    mut reader: R,
-    tx: mpsc::Sender<Read<R::Position>>,
+/// The reading task's ends of the channel, the budget and the stop.
+struct Reading<P> {
+    tx: mpsc::Sender<Read<P>>,
+    room: Arc<Semaphore>,
     stop: CancellationToken,
-) -> R {
-    let mut batch = Vec::with_capacity(BATCH);
-    let last = loop {
-        let item = {
-            // A read in progress is never dropped half way: it is awaited to its end.
-            let mut next = pin!(reader.next());
-            let mut ready = None;
-            if !batch.is_empty() {
-                if batch.len() < BATCH
-                    && let Poll::Ready(item) = futures::poll!(next.as_mut())
-                {
-                    ready = Some(item);
-                }
-                if ready.is_none() {
-                    let items = std::mem::replace(&mut batch, Vec::with_capacity(BATCH));
-                    if !send(&tx, &stop, Read::Items(items)).await {
+}
+
+impl<P: Send> Reading<P> {
+    /// Sends what `reader` has ready, batch by batch, until the stream ends
+    /// or fails (then it waits for `stop`), or until `stop`; returns the
+    /// reader for closing.
+    async fn run<R: ChangeStream<Position = P>>(self, mut reader: R) -> R {
+        let mut batch = Vec::with_capacity(BATCH);
+        let last = loop {
+            let item = {
+                // A read in progress is awaited to its end across batches; only a stop drops it.
+                let mut next = pin!(reader.next());
+                let mut ready = None;
+                if !batch.is_empty() {
+                    if batch.len() < BATCH
+                        && let Poll::Ready(item) = futures::poll!(next.as_mut())
+                    {
+                        ready = Some(item);
+                    }
+                    if ready.is_none() && !self.hand_over(&mut batch).await {
                         break None;
                     }
                 }
+                match ready {
+                    Some(item) => item,
+                    None => tokio::select! {
+                        biased;
+                        _ = self.stop.cancelled() => break None,
+                        item = next => item,
+                    },
+                }
+            };
+            let item = match item {
+                Ok(Some(item)) => item,
+                Ok(None) => break Some(Read::End),
+                Err(e) => break Some(Read::Failed(e)),
+            };
+            let weight = weight_kib(&item).min(BUDGET_KIB);
+            // The permits travel with the item; the writer adds them back.
+            match self.room.try_acquire_many(weight) {
+                Ok(permits) => permits.forget(),
+                Err(_) => {
+                    // The writer frees room only for items it was handed.
+                    if !self.hand_over(&mut batch).await {
+                        break None;
+                    }
+                    tokio::select! {
+                        biased;
+                        _ = self.stop.cancelled() => break None,
+                        permits = self.room.acquire_many(weight) => {
+                            permits.expect("the budget is never closed").forget();
+                        }
+                    }
+                }
             }
-            match ready {
-                Some(item) => item,
-                None => tokio::select! {
-                    biased;
-                    _ = stop.cancelled() => break None,
-                    item = next => item,
-                },
-            }
+            batch.push((item, weight));
         };
-        match item {
-            Ok(Some(item)) => batch.push(item),
-            Ok(None) => break Some(Read::End),
-            Err(e) => break Some(Read::Failed(e)),
+        if let Some(last) = last
+            && self.hand_over(&mut batch).await
+            && self.send(last).await
+        {
+            self.stop.cancelled().await;
         }
-    };
-    if let Some(last) = last {
-        if !batch.is_empty() && !send(&tx, &stop, Read::Items(batch)).await {
-            return reader;
+        reader
+    }
+
+    /// Sends the batch, if any, leaving it empty; false on a stop.
+    async fn hand_over(&self, batch: &mut Vec<Weighed<P>>) -> bool {
+        if batch.is_empty() {
+            return true;
         }
-        if send(&tx, &stop, last).await {
-            stop.cancelled().await;
+        let items = std::mem::replace(batch, Vec::with_capacity(BATCH));
+        self.send(Read::Items(items)).await
+    }
+
+    /// Sends `read`, waiting for room; false if `stop` came first or the
+    /// receiver is gone.
+    async fn send(&self, read: Read<P>) -> bool {
+        tokio::select! {
+            biased;
+            _ = self.stop.cancelled() => false,
+            sent = self.tx.send(read) => sent.is_ok(),
         }
     }
-    reader
 }
 
-/// Sends `read`, waiting for room; false if `stop` came first or the
-/// receiver is gone.
-async fn send<P>(tx: &mpsc::Sender<Read<P>>, stop: &CancellationToken, read: Read<P>) -> bool {
-    tokio::select! {
-        biased;
-        _ = stop.cancelled() => false,
-        sent = tx.send(read) => sent.is_ok(),
+/// About how many KiB an item holds (at least 1): its values' bytes and a
+/// little per value.
+fn weight_kib<P>(item: &ReaderItem<P>) -> u32 {
+    let bytes = match item {
+        ReaderItem::Change(event) => event_bytes(event),
+        ReaderItem::SchemaChange(change) => 1024 + change.ddl.len(),
+        ReaderItem::Commit(_) | ReaderItem::Heartbeat(_) => 64,
+    };
+    u32::try_from(bytes.div_ceil(1024)).unwrap_or(u32::MAX)
+}
+
+fn event_bytes(event: &ChangeEvent) -> usize {
+    let row = |row: Option<&Row>| row.map_or(0, |r| r.values.iter().map(value_bytes).sum());
+    256 + row(Some(&event.key)) + row(event.before.as_ref()) + row(event.after.as_ref())
+}
+
+fn value_bytes(value: &Value) -> usize {
+    32 + match value {
+        Value::String(text) => text.len(),
+        Value::Bytes(bytes) => bytes.len(),
+        Value::Geometry(geometry) => geometry.wkb.len(),
+        Value::Array(items) => items.iter().map(value_bytes).sum(),
+        Value::Struct(fields) => fields.iter().map(|(_, v)| value_bytes(v)).sum(),
+        Value::Null | Value::Bool(_) | Value::Int(_) | Value::UInt(_) | Value::Float(_) => 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_item_weighs_its_values_bytes() {
+        let wide = Value::String("x".repeat(2 << 20));
+        assert_eq!(value_bytes(&wide), 32 + (2 << 20));
+        let nested = Value::Array(vec![Value::Bytes(vec![0; 1000]), Value::Int(1)]);
+        assert_eq!(value_bytes(&nested), 32 + (32 + 1000) + 32);
+        assert_eq!(weight_kib::<u64>(&ReaderItem::Commit(1)), 1);
     }
 }
