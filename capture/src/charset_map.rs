@@ -58,6 +58,9 @@ pub struct CharsetMap {
     pub name: &'static str,
     single: [Option<char>; 256],
     sequences: HashMap<(u8, u32), char>,
+    /// Every ASCII byte stands for itself (not in swe7): runs of them are
+    /// copied whole.
+    ascii_as_is: bool,
 }
 
 impl CharsetMap {
@@ -77,6 +80,7 @@ impl CharsetMap {
             name,
             single: [None; 256],
             sequences: HashMap::new(),
+            ascii_as_is: false,
         };
         for line in text.lines() {
             let parsed = line.split_once(' ').and_then(|(bytes, code)| {
@@ -92,6 +96,7 @@ impl CharsetMap {
                 None => {}
             }
         }
+        map.ascii_as_is = (0..0x80u8).all(|b| map.single[usize::from(b)] == Some(char::from(b)));
         map
     }
 
@@ -106,6 +111,13 @@ impl CharsetMap {
         let mut out = String::with_capacity(bytes.len());
         let mut rest = bytes;
         'chars: while let Some(&first) = rest.first() {
+            if first < 0x80 && self.ascii_as_is {
+                let run = rest.iter().position(|&b| b >= 0x80).unwrap_or(rest.len());
+                let (ascii, after) = rest.split_at(run);
+                out.push_str(std::str::from_utf8(ascii).expect("ASCII is UTF-8"));
+                rest = after;
+                continue;
+            }
             // Longest sequence first: a lead byte never stands alone where it leads one.
             let longest = if first < 0x80 || self.sequences.is_empty() {
                 1
@@ -152,6 +164,25 @@ mod tests {
             }
         }
         assert!(CharsetMap::of("utf8mb4").is_none());
+    }
+
+    #[test]
+    fn ascii_runs_decode_as_byte_by_byte() {
+        // Every table, bytes mixing ASCII runs with every other byte, decoded
+        // whole and one byte pair at a time (the lookups alone).
+        let mut bytes = Vec::new();
+        for b in 0..=255u8 {
+            bytes.extend_from_slice(b"ab c\x7f");
+            bytes.push(b);
+        }
+        for (name, text) in MAPS {
+            let map = CharsetMap::of(name).unwrap();
+            let mut slow = CharsetMap::parse(name, text);
+            slow.ascii_as_is = false;
+            assert_eq!(map.decode(&bytes), slow.decode(&bytes), "{name}");
+        }
+        assert!(CharsetMap::of("latin1").unwrap().ascii_as_is);
+        assert!(!CharsetMap::of("swe7").unwrap().ascii_as_is);
     }
 
     #[test]
