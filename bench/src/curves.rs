@@ -1,7 +1,10 @@
 //! `tributary-bench curves`: how cost grows with the work. Each curve is a
 //! series of points measured side by side with its peer, printed as a table,
 //! written as CSV and drawn as a PNG (`plot.py`, matplotlib installed on
-//! first use, [`crate::python`]) into `--out-dir`.
+//! first use, [`crate::python`]) into `--out-dir`. Capture's points are
+//! taken once it runs (from its first event: its start-up, a few hundred
+//! milliseconds, would weigh on small points); the snapshot's include its
+//! start, which is part of what a snapshot of a small table costs.
 
 use std::path::{Path, PathBuf};
 
@@ -21,7 +24,7 @@ pub(crate) struct CurvesArgs {
     #[arg(long, default_value_t = 200 << 20)]
     width_bytes: u64,
     /// Rows per point of `capture-transactions`.
-    #[arg(long, default_value_t = 100_000)]
+    #[arg(long, default_value_t = 200_000)]
     transaction_rows: u64,
     /// Table sizes (rows) of `snapshot-size`.
     #[arg(long, value_delimiter = ',', default_values_t = [100_000u64, 300_000, 1_000_000, 3_000_000])]
@@ -106,7 +109,13 @@ impl Points {
     async fn draw(&self, dir: &Path) -> anyhow::Result<()> {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         let csv = dir.join(format!("{}.csv", self.name));
-        let mut text = format!("{},{}\n", self.x_label, self.columns.join(","));
+        // Names hold commas: every header cell is quoted.
+        let quoted = |cell: &str| format!("\"{}\"", cell.replace('"', "\"\""));
+        let header: Vec<String> = std::iter::once(self.x_label)
+            .chain(self.columns.iter().map(String::as_str))
+            .map(quoted)
+            .collect();
+        let mut text = format!("{}\n", header.join(","));
         for (x, values) in &self.rows {
             text.push_str(&x.to_string());
             for value in values {
@@ -202,11 +211,11 @@ impl Bench {
             "Capture, binlog → broker, against row width",
             "row width (bytes)",
             &[
-                "rows/s|Tributary capture (acks=all)",
+                "rows/s|Tributary capture, once running",
                 "rows/s|plain producer, the same records",
-                "CPU µs per row|Tributary capture (acks=all)",
+                "CPU µs per row|Tributary capture, once running",
                 "CPU µs per row|plain producer, the same records",
-                "MB/s of values|Tributary capture (acks=all)",
+                "MB/s of values|Tributary capture, once running",
             ],
         );
         for width in WIDTHS {
@@ -222,13 +231,13 @@ impl Bench {
             let captured = source.stream(&server, &start, n, "at_least_once").await?;
             let (ceiling, value_bytes) = source.ceiling(&server, n).await?;
             eprintln!("[bench] width {width}: {n} rows, values of ~{value_bytes} bytes");
-            let mb_per_s = rate(n, captured.wall) * value_bytes as f64 / 1e6;
+            let mb_per_s = captured.running_rate() * value_bytes as f64 / 1e6;
             points.push(
                 width as f64,
                 vec![
-                    Some(rate(n, captured.wall)),
+                    Some(captured.running_rate()),
                     Some(rate(n, ceiling.wall)),
-                    Some(cpu_us(n, &captured)),
+                    Some(captured.running_cpu_us()),
                     Some(cpu_us(n, &ceiling)),
                     Some(mb_per_s),
                 ],
@@ -280,11 +289,11 @@ impl Bench {
             points.push(
                 per_transaction as f64,
                 vec![
-                    Some(rate(n, least.wall)),
-                    Some(rate(n, exactly.wall)),
+                    Some(least.running_rate()),
+                    Some(exactly.running_rate()),
                     Some(rate(n, ceiling.wall)),
-                    Some(cpu_us(n, &least)),
-                    Some(cpu_us(n, &exactly)),
+                    Some(least.running_cpu_us()),
+                    Some(exactly.running_cpu_us()),
                 ],
             );
         }
