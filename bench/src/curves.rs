@@ -267,22 +267,12 @@ impl Bench {
                 payload_bytes: 0,
             };
             let (source, start) = self.source(&point, &rows).await?;
-            let least = source
-                .stream(
-                    &self.server(&format!("{point}a")),
-                    &start,
-                    n,
-                    "at_least_once",
-                )
-                .await?;
-            let exactly = source
-                .stream(
-                    &self.server(&format!("{point}e")),
-                    &start,
-                    n,
-                    "exactly_once",
-                )
-                .await?;
+            let mut runs = Vec::new();
+            for delivery in ["at_least_once", "exactly_once"] {
+                let server = self.server(&format!("{point}{}", &delivery[..1]));
+                runs.push(source.stream(&server, &start, n, delivery).await?);
+            }
+            let [least, exactly] = <[_; 2]>::try_from(runs).ok().expect("two runs");
             let (ceiling, _) = source
                 .ceiling(&self.server(&format!("{point}a")), n)
                 .await?;

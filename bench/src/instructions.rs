@@ -415,24 +415,20 @@ pub(crate) fn run_loop(args: LoopArgs) -> anyhow::Result<()> {
         .build()?;
     let config = || args.config.as_deref().context("--config is required");
     match args.which {
-        Loop::Decode => {
+        Loop::Decode | Loop::Encode => {
             let yaml = std::fs::read_to_string(config()?)?;
             let gtid = args.gtid.as_deref().context("--gtid is required")?;
             let mut reader = runtime.block_on(crate::capture::open_reader(&yaml, gtid))?;
-            measured(
-                &runtime,
-                crate::capture::decode_rows(&mut reader, args.items),
-            )?;
-            runtime.block_on(reader.close());
-        }
-        Loop::Encode => {
-            let yaml = std::fs::read_to_string(config()?)?;
-            let gtid = args.gtid.as_deref().context("--gtid is required")?;
-            let mut reader = runtime.block_on(crate::capture::open_reader(&yaml, gtid))?;
-            measured(
-                &runtime,
-                crate::capture::encode_rows(&mut reader, args.items),
-            )?;
+            match args.which {
+                Loop::Decode => measured(
+                    &runtime,
+                    crate::capture::decode_rows(&mut reader, args.items),
+                )?,
+                _ => measured(
+                    &runtime,
+                    crate::capture::encode_rows(&mut reader, args.items),
+                )?,
+            }
             runtime.block_on(reader.close());
         }
         Loop::LocalGet => {
