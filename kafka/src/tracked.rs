@@ -106,17 +106,22 @@ impl TrackedProducer {
         let id = tracker.awaited_ids.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
         tracker.awaited.lock().expect("not poisoned").insert(id, tx);
+        let forget = || tracker.awaited.lock().expect("not poisoned").remove(&id);
         if let Err(e) = self
             .send_with_room(record, Opaque::awaited(id), queue_timeout)
             .await
         {
-            tracker.awaited.lock().expect("not poisoned").remove(&id);
+            forget();
             return Err(e);
         }
         match tokio::time::timeout(timeout, rx).await {
             Ok(Ok(report)) => Ok(report?),
             Ok(Err(_)) => Err(KafkaError::Canceled.into()),
-            Err(_) => Err(DeliveryError::Stalled(timeout)),
+            Err(_) => {
+                // A report that comes later finds no one waiting.
+                forget();
+                Err(DeliveryError::Stalled(timeout))
+            }
         }
     }
 
