@@ -48,38 +48,25 @@ pub(crate) struct EnrichBenchArgs {
     stack: crate::stack::Stack,
 }
 
+/// Partitions of the users and orders topics.
 const PARTITIONS: u32 = 3;
 
 pub(crate) async fn run(args: EnrichBenchArgs) -> anyhow::Result<()> {
     let run = format!("bench-enrich-{}", std::process::id());
     let (users, orders) = (format!("{run}.users"), format!("{run}.orders"));
-    for topic in [&users, &orders] {
-        create_topic(&args.stack.brokers, topic, PARTITIONS as i32).await?;
-    }
     eprintln!(
         "[bench] producing {} users, {} products, {} orders",
         args.users, args.products, args.events
     );
-    let keyed = |key: String, value: String| {
-        let partition = partition_for_key(key.as_bytes(), PARTITIONS);
-        (partition, key, value)
-    };
-    produce(&args.stack.brokers, &users, args.users, |id| {
-        keyed(format!(r#"{{"id":{id}}}"#), user(id))
-    })
-    .await?;
+    produce_users(&args.stack.brokers, &users, args.users).await?;
     let products = load_products(&args.stack.mysql_url, args.products).await?;
-    let (n_users, n_products) = (args.users, args.products);
-    produce(&args.stack.brokers, &orders, args.events, |o| {
-        let user = user_of(o, n_users);
-        // Co-partitioned with `users`: the partition of the user's key.
-        let (partition, _, _) = keyed(format!(r#"{{"id":{user}}}"#), String::new());
-        (
-            partition,
-            format!(r#"{{"order_id":{o}}}"#),
-            order(o, n_users, n_products),
-        )
-    })
+    produce_orders(
+        &args.stack.brokers,
+        &orders,
+        args.events,
+        args.users,
+        args.products,
+    )
     .await?;
 
     eprintln!("[bench] raw consume → produce");
@@ -143,7 +130,8 @@ pub(crate) async fn run(args: EnrichBenchArgs) -> anyhow::Result<()> {
     };
     eprintln!("[bench] enrichment, first run (materializes the tables)");
     let cpu_before = process_cpu_seconds()?;
-    let warm = enrich(&job_file, bounds).await?;
+    let tables_metrics = TablesMetrics::register(&mut Registry::default());
+    let warm = enrich(&job_file, bounds, &tables_metrics).await?;
     let warm_cpu = process_cpu_seconds()? - cpu_before;
     // The YAML job and its SQL forms, in turns (`--rounds` each, tables on
     // disk and ready at once): each one's median, so that a slow moment of
@@ -161,7 +149,7 @@ pub(crate) async fn run(args: EnrichBenchArgs) -> anyhow::Result<()> {
         for (i, (name, file)) in variants.iter().enumerate() {
             eprintln!("[bench] round {round}: {name}");
             let cpu_before = process_cpu_seconds()?;
-            let summary = enrich(file, bounds).await?;
+            let summary = enrich(file, bounds, &tables_metrics).await?;
             let cpu = process_cpu_seconds()? - cpu_before;
             anyhow::ensure!(
                 summary.events_out == args.events,
@@ -212,13 +200,44 @@ pub(crate) async fn run(args: EnrichBenchArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Runs the job file once, bounded; returns its summary.
 /// The job's joins: `users` (a local table) and `products` (a remote one).
 pub(crate) const JOINS: &str = "    joins:\n      - { table: users, key: user_id, select: [name, tier], into: user }\n      - { table: products, key: sku, select: [title, price], into: product }\n";
 
 /// The users table's row `id`.
 pub(crate) fn user(id: u64) -> String {
     format!(r#"{{"id":{id},"name":"user {id}","tier":"pro","email":"u{id}@example.com"}}"#)
+}
+
+/// Creates `topic` and produces users `0..n` ([`user`]) to it, keyed by `{"id": …}` on
+/// the partition a producer hashing the key picks.
+pub(crate) async fn produce_users(brokers: &str, topic: &str, n: u64) -> anyhow::Result<()> {
+    create_topic(brokers, topic, PARTITIONS as i32).await?;
+    produce(brokers, topic, n, |id| {
+        let key = format!(r#"{{"id":{id}}}"#);
+        (partition_for_key(key.as_bytes(), PARTITIONS), key, user(id))
+    })
+    .await
+}
+
+/// Creates `topic` and produces orders `0..n` ([`order`]) to it, keyed by `{"order_id": …}`,
+/// each on the partition of its user's key (co-partitioned with the users).
+pub(crate) async fn produce_orders(
+    brokers: &str,
+    topic: &str,
+    n: u64,
+    users: u64,
+    products: u64,
+) -> anyhow::Result<()> {
+    create_topic(brokers, topic, PARTITIONS as i32).await?;
+    produce(brokers, topic, n, |o| {
+        let user_key = format!(r#"{{"id":{}}}"#, user_of(o, users));
+        (
+            partition_for_key(user_key.as_bytes(), PARTITIONS),
+            format!(r#"{{"order_id":{o}}}"#),
+            order(o, users, products),
+        )
+    })
+    .await
 }
 
 /// The user of order `o`.
@@ -236,9 +255,12 @@ pub(crate) fn order(o: u64, users: u64, products: u64) -> String {
     )
 }
 
-async fn enrich(
+/// Runs the job file once, bounded, its tables' metrics in `tables_metrics`;
+/// returns its summary.
+pub(crate) async fn enrich(
     job_file: &std::path::Path,
     bounds: Bounds,
+    tables_metrics: &TablesMetrics,
 ) -> anyhow::Result<tributary_enricher::JobSummary> {
     let (config, tables) = JobFile::load(
         job_file,
@@ -249,7 +271,7 @@ async fn enrich(
     config.check_tables(&tables.names())?;
     let mut registry = Registry::default();
     let metrics = EnrichMetrics::register(&mut registry);
-    let running = JobTables::start(Some(&tables), &TablesMetrics::register(&mut registry)).await?;
+    let running = JobTables::start(Some(&tables), tables_metrics).await?;
     let ran = tributary_enricher::run(
         &config,
         &running.for_jobs(),
@@ -264,7 +286,7 @@ async fn enrich(
 
 /// Copies `n` records of `from` (every partition, from the beginning) to `to`,
 /// as they are; returns the seconds until the last copy is acknowledged.
-async fn raw_copy(brokers: &str, from: &str, to: &str, n: u64) -> anyhow::Result<f64> {
+pub(crate) async fn raw_copy(brokers: &str, from: &str, to: &str, n: u64) -> anyhow::Result<f64> {
     let kafka = KafkaConfig::plaintext(brokers);
     let consumer: StreamConsumer = kafka
         .consumer("bench", &format!("{to}.group"))

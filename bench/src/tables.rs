@@ -275,7 +275,7 @@ const ROW_CACHE: &str = "local get, row cache";
 
 /// Local point gets from `threads` threads; `threads == 0` means one thread that
 /// takes the stored JSON bytes without decoding them.
-async fn local_lookups(
+pub(crate) async fn local_lookups(
     table: &Arc<LocalTable>,
     rows: u64,
     lookups: usize,
@@ -353,7 +353,7 @@ pub(crate) async fn load_mariadb(pool: &mysql_async::Pool, n: u64) -> anyhow::Re
     Ok(())
 }
 
-async fn mariadb_lookups(
+pub(crate) async fn mariadb_lookups(
     name: &str,
     addr: SocketAddr,
     opts: &mysql_async::Opts,
