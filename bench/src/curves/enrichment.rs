@@ -24,8 +24,10 @@ use super::{Bench, PeakRss, Points, Samples};
 
 /// The tables file of `enrich-joins`.
 const TABLES_FILE: &str = "tables.yaml";
-/// Join counts of `enrich-joins`.
-const JOIN_COUNTS: [usize; 5] = [0, 1, 2, 4, 8];
+/// Join counts of `enrich-joins`, up to one join per table of [`MAX_JOINS`].
+const JOIN_COUNTS: [usize; 5] = [0, 1, 2, 4, MAX_JOINS];
+/// The most joins of `enrich-joins`, each to a local table of its own.
+const MAX_JOINS: usize = 8;
 /// Rows of each local table of `enrich-joins`.
 const USERS: u64 = 100_000;
 /// Distinct products the events of `enrich-hit-ratio` name, as a share of
@@ -67,7 +69,7 @@ impl Bench {
         .linear_x();
         let topic = |what: &str| self.name("curve-enrich", &format!(".{what}"));
         let orders = topic("orders");
-        let tables: Vec<String> = (0..JOIN_COUNTS[JOIN_COUNTS.len() - 1])
+        let tables: Vec<String> = (0..MAX_JOINS)
             .map(|i| topic(&format!("users{i}")))
             .collect();
         eprintln!(
@@ -114,8 +116,7 @@ impl Bench {
             )
         };
         eprintln!("[bench] materializing the tables");
-        self.run_job(&job(JOIN_COUNTS[JOIN_COUNTS.len() - 1])?, events)
-            .await?;
+        self.run_job(&job(MAX_JOINS)?, events).await?;
         for joins in JOIN_COUNTS {
             let file = job(joins)?;
             let mut samples = Samples::new();
