@@ -753,8 +753,9 @@ impl<P: SourcePosition> ChangeSink<P> for KafkaWriter<P> {
 
     /// Waits (up to `timeout`) for the deliveries of the records before the
     /// last position and stores it; records sent after it are not waited for
-    /// (the next start sends them again). With transactions, the open one is committed if it ends at a
-    /// binlog transaction boundary and `failed` is false, and aborted otherwise.
+    /// (the next start sends them again). With transactions, the open one is
+    /// committed if it ends at a binlog transaction boundary and `failed` is
+    /// false, and aborted otherwise.
     async fn close(mut self, timeout: Duration, failed: bool) -> Result<(), CaptureError> {
         let at_boundary = self
             .transactions
