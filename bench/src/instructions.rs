@@ -28,6 +28,7 @@ use tributary_capture::change_stream::ChangeStream as _;
 use tributary_enricher::config::EnrichConfig;
 use tributary_enricher::metrics::EnrichMetrics;
 use tributary_enricher::pipeline::{Outcome, Pipeline};
+use tributary_proto::grpc::served;
 use tributary_table_api::Table;
 use tributary_table_api::memory::MemoryTable;
 use tributary_tables::local_table::{LocalTable, SharedShape};
@@ -89,7 +90,7 @@ impl Loop {
             Loop::Decode => "row decoded (binlog → change event)",
             Loop::Encode => "row decoded and encoded (binlog → Debezium JSON key and value)",
             Loop::LocalGet => "local get (stored JSON bytes, 100k-row table, block cache)",
-            Loop::ApiRow => "lookup API row (stored JSON → API value → encoded response)",
+            Loop::ApiRow => "lookup API row (stored JSON → encoded response)",
             Loop::Enrich => "enriched event (2 joins on in-memory tables)",
             Loop::LookupGet => "lookup API `Get` (server, all threads)",
             Loop::LookupBatch => "lookup API key of a `BatchGet(100)` (server, all threads)",
@@ -447,9 +448,9 @@ pub(crate) fn run_loop(args: LoopArgs) -> anyhow::Result<()> {
             measured(&runtime, async {
                 for i in 0..args.items {
                     let raw = rows[i as usize % rows.len()].as_bytes();
-                    let response = tributary_proto::grpc::v1::GetResponse {
+                    let response = served::v1_served::GetResponse {
                         found: true,
-                        row: Some(tributary_proto::grpc::from_json_slice(raw)?),
+                        row: Some(served::ServedValue::from_json_slice(raw)?),
                         ..Default::default()
                     };
                     std::hint::black_box(prost::Message::encode_to_vec(&response));

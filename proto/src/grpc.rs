@@ -1,6 +1,7 @@
 //! The gRPC lookup API (`tributary.v1`, from `tributary/v1/lookup.proto`): the
-//! generated messages, client and server, the descriptor set for server
-//! reflection, and the mapping between [`v1::Value`] and JSON.
+//! generated messages and client, the descriptor set for server reflection,
+//! and the mapping between [`v1::Value`] and JSON. The server's side, which
+//! sends stored rows as they are encoded, is [`served`].
 //!
 //! The mapping is one-to-one: integers that fit `i64` become `int_value`, larger
 //! ones `uint_value`, other numbers `double_value`; objects keep their field order.
@@ -12,6 +13,9 @@ use serde_json::{Map, Number, Value as Json};
 pub mod v1 {
     tonic::include_proto!("tributary.v1");
 }
+
+pub mod served;
+mod transcode;
 
 use v1::value::Kind;
 

@@ -26,7 +26,7 @@ use tonic::transport::server::TcpIncoming;
 use tonic::transport::{Certificate, ClientTlsConfig, Identity, Server, ServerTlsConfig};
 use tonic_health::ServingStatus;
 use tracing::info;
-use tributary_proto::grpc::v1::lookup_server::LookupServer;
+use tributary_proto::grpc::served::v1_served::lookup_server::LookupServer;
 use tributary_proto::grpc::{FILE_DESCRIPTOR_SET, SERVICE_NAME};
 
 use crate::config::grpc::GrpcConfig;

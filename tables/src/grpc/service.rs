@@ -12,13 +12,15 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::histogram::Histogram;
 use serde_json::Value as Json;
 use tonic::{Request, Response, Status};
-use tributary_proto::grpc::v1::lookup_server::Lookup;
+use tributary_proto::grpc::served::ServedValue;
+use tributary_proto::grpc::served::v1_served::lookup_server::Lookup;
+use tributary_proto::grpc::served::v1_served::{BatchGetResponse, GetResponse, ScanRow};
 use tributary_proto::grpc::v1::scan_request::Range;
 use tributary_proto::grpc::v1::{
-    self, BatchGetRequest, BatchGetResponse, DescribeTableRequest, GetRequest, GetResponse,
-    ListTablesRequest, ListTablesResponse, ScanRequest, ScanRow, TableInfo,
+    self, BatchGetRequest, DescribeTableRequest, GetRequest, ListTablesRequest, ListTablesResponse,
+    ScanRequest, TableInfo,
 };
-use tributary_proto::grpc::{from_json, from_json_slice, to_json};
+use tributary_proto::grpc::{from_json, to_json};
 
 use crate::error::TableError;
 use crate::grpc::call::{Admission, Call, within};
@@ -419,7 +421,7 @@ impl LookupService {
                 .await?;
                 return Ok(rows
                     .iter()
-                    .map(|row| found(row.as_ref().map(from_json)))
+                    .map(|row| found(row.as_ref().map(|row| from_json(row).into())))
                     .collect());
             }
             Served::Local(table) => table,
@@ -451,7 +453,7 @@ impl LookupService {
         }
         for ((_, indices), answer) in split.elsewhere.iter().zip(there?) {
             for (i, result) in indices.iter().zip(answer.results) {
-                results[*i] = result;
+                results[*i] = forwarded_result(result);
             }
         }
         Ok(results)
@@ -462,7 +464,7 @@ impl LookupService {
         owner: &str,
         message: BatchGetRequest,
         call: &Call,
-    ) -> Result<BatchGetResponse, Status> {
+    ) -> Result<v1::BatchGetResponse, Status> {
         let routing = self.routing.as_ref().expect("owners come from routing");
         let mut client = routing.client(owner)?;
         let answer = client
@@ -562,8 +564,8 @@ impl LookupService {
         Ok(rows
             .into_iter()
             .map(|(key, row)| ScanRow {
-                key: Some(from_json(&key)),
-                row: Some(from_json(&row)),
+                key: Some(from_json(&key).into()),
+                row: Some(from_json(&row).into()),
             })
             .collect())
     }
@@ -657,8 +659,8 @@ impl Lookup for LookupService {
     }
 }
 
-/// Reads the rows of keys held here, from their stored JSON bytes to API
-/// values with no JSON tree between.
+/// Reads the rows of keys held here, from their stored JSON bytes to encoded
+/// API values with no tree between.
 fn read_here(table: &LocalTable, keys: &[&Located]) -> Result<Vec<GetResponse>, Status> {
     let rows = table
         .read_rows(keys, |raw| parse_row(table, raw))
@@ -668,8 +670,8 @@ fn read_here(table: &LocalTable, keys: &[&Located]) -> Result<Vec<GetResponse>, 
         .collect()
 }
 
-fn parse_row(table: &LocalTable, raw: &[u8]) -> Result<v1::Value, Status> {
-    from_json_slice(raw).map_err(|e| {
+fn parse_row(table: &LocalTable, raw: &[u8]) -> Result<ServedValue, Status> {
+    ServedValue::from_json_slice(raw).map_err(|e| {
         status(LookupError::Corrupt {
             table: table.name().to_owned(),
             problem: e.to_string(),
@@ -677,11 +679,21 @@ fn parse_row(table: &LocalTable, raw: &[u8]) -> Result<v1::Value, Status> {
     })
 }
 
-fn found(row: Option<v1::Value>) -> GetResponse {
+fn found(row: Option<ServedValue>) -> GetResponse {
     GetResponse {
         found: row.is_some(),
         row,
         ..GetResponse::default()
+    }
+}
+
+/// An answer of the key's owner, as this server sends it on.
+fn forwarded_result(result: v1::GetResponse) -> GetResponse {
+    GetResponse {
+        found: result.found,
+        row: result.row.map(ServedValue::Tree),
+        beyond_history: result.beyond_history,
+        history_horizon_us: result.history_horizon_us,
     }
 }
 
