@@ -72,8 +72,8 @@ pub(crate) enum Loop {
     Encode,
     /// A local table's get of a random key (RocksDB through its block cache).
     LocalGet,
-    /// The lookup API's answer for a found key: the stored row into an API
-    /// value, the response encoded.
+    /// The lookup API's answer for a found key: the stored row transcoded to
+    /// an API value's encoding, the response encoded.
     ApiRow,
     /// An enrichment job's own work per event: parse, two joins on in-memory
     /// tables, projection, output.

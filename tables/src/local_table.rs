@@ -297,6 +297,58 @@ impl LocalTable {
         Ok(row)
     }
 
+    /// The rows of a scan in key order, at most `limit`: each key as an
+    /// object of the key columns, each row as its stored JSON bytes (for
+    /// callers that pass rows on without a JSON tree, such as the lookup API).
+    pub fn scan_stored(
+        &self,
+        range: &KeyRange,
+        limit: usize,
+    ) -> Result<Vec<(Value, Vec<u8>)>, LookupError> {
+        let Some(shape) = self.key_shape()? else {
+            return Ok(Vec::new());
+        };
+        let columns = &shape.columns;
+        let encode =
+            |bound: &Value| self.encode(&self.key_values(columns, bound, Expect::Prefix)?);
+        let bounds = match range {
+            KeyRange::Prefix(prefix) => ScanBounds {
+                prefix: encode(prefix)?,
+                ..ScanBounds::default()
+            },
+            KeyRange::Between { from, to } => ScanBounds {
+                prefix: Vec::new(),
+                from: from.as_ref().map(encode).transpose()?.unwrap_or_default(),
+                to: to.as_ref().map(encode).transpose()?,
+            },
+        };
+        // Keys are spread over partitions by hash: merge the held partitions in key order.
+        let keyspaces: Vec<Keyspace> = if self.is_global() {
+            vec![Keyspace::Global]
+        } else {
+            self.progress
+                .of_table(&self.name)
+                .into_iter()
+                .map(|(p, _)| Keyspace::Partition(p))
+                .collect()
+        };
+        let mut rows = Vec::new();
+        for keyspace in keyspaces {
+            let found = self.store.scan(&self.name, keyspace, &bounds, limit);
+            rows.extend(found.map_err(|e| self.storage(e))?);
+        }
+        rows.sort_by(|a, b| a.0.cmp(&b.0));
+        rows.truncate(limit);
+        rows.into_iter()
+            .map(|(key, raw)| {
+                let key_values =
+                    key_codec::decode(&key).map_err(|e| self.corrupt(e.to_string()))?;
+                let key: Map<String, Value> = columns.iter().cloned().zip(key_values).collect();
+                Ok((Value::Object(key), raw))
+            })
+            .collect()
+    }
+
     /// Reads the rows of located keys (in the order given, misses as `None`)
     /// with one batched RocksDB read per keyspace, handing each stored row
     /// (its JSON bytes, in place) to `read`: for callers that pass rows on
@@ -493,47 +545,9 @@ impl Table for LocalTable {
         range: &KeyRange,
         limit: usize,
     ) -> Result<Vec<(Value, Value)>, LookupError> {
-        let Some(shape) = self.key_shape()? else {
-            return Ok(Vec::new());
-        };
-        let columns = &shape.columns;
-        let encode =
-            |bound: &Value| self.encode(&self.key_values(columns, bound, Expect::Prefix)?);
-        let bounds = match range {
-            KeyRange::Prefix(prefix) => ScanBounds {
-                prefix: encode(prefix)?,
-                ..ScanBounds::default()
-            },
-            KeyRange::Between { from, to } => ScanBounds {
-                prefix: Vec::new(),
-                from: from.as_ref().map(encode).transpose()?.unwrap_or_default(),
-                to: to.as_ref().map(encode).transpose()?,
-            },
-        };
-        // Keys are spread over partitions by hash: merge the held partitions in key order.
-        let keyspaces: Vec<Keyspace> = if self.is_global() {
-            vec![Keyspace::Global]
-        } else {
-            self.progress
-                .of_table(&self.name)
-                .into_iter()
-                .map(|(p, _)| Keyspace::Partition(p))
-                .collect()
-        };
-        let mut rows = Vec::new();
-        for keyspace in keyspaces {
-            let found = self.store.scan(&self.name, keyspace, &bounds, limit);
-            rows.extend(found.map_err(|e| self.storage(e))?);
-        }
-        rows.sort_by(|a, b| a.0.cmp(&b.0));
-        rows.truncate(limit);
-        rows.into_iter()
-            .map(|(key, raw)| {
-                let key_values =
-                    key_codec::decode(&key).map_err(|e| self.corrupt(e.to_string()))?;
-                let key: Map<String, Value> = columns.iter().cloned().zip(key_values).collect();
-                Ok((Value::Object(key), self.parse_row(&raw)?))
-            })
+        self.scan_stored(range, limit)?
+            .into_iter()
+            .map(|(key, raw)| Ok((key, self.parse_row(&raw)?)))
             .collect()
     }
 

@@ -2,12 +2,13 @@
 //! no tree between: how the lookup API answers with stored rows.
 //!
 //! The bytes are those `prost` writes for the [`v1::Value`] that
-//! [`from_json_slice`] builds from the same text (tested below against it).
-//! One case is left to that tree: an object that repeats a field name, whose
-//! value is its last one in its first place (the transcoder says so with
-//! [`Transcoded::RepeatedName`] rather than encoding it).
+//! [`from_json`] makes of the parsed text (tested below against it). One
+//! case is left to a tree ([`from_json_slice`]): an object that repeats a
+//! field name, whose value is its last one in its first place (the
+//! transcoder says so with [`Untranscoded::RepeatedName`]).
 //!
 //! [`v1::Value`]: super::v1::Value
+//! [`from_json`]: super::from_json
 //! [`from_json_slice`]: super::from_json_slice
 
 use std::hash::Hasher;

@@ -534,7 +534,12 @@ impl LookupService {
         if let Some(want) = &position {
             wait_for(self.progress(), table.name(), &held, want, call.deadline).await?;
         }
-        let mut rows = table.scan(&range, limit).await.map_err(status)?;
+        let mut rows = table
+            .scan_stored(&range, limit)
+            .map_err(status)?
+            .into_iter()
+            .map(|(key, raw)| Ok((key, parse_row(table, &raw)?)))
+            .collect::<Result<Vec<_>, Status>>()?;
         // Partitions held elsewhere: ask their owners (unless this scan was
         // forwarded here for the partitions held here), then merge in key order.
         let mut owners = BTreeSet::new();
@@ -565,7 +570,7 @@ impl LookupService {
             .into_iter()
             .map(|(key, row)| ScanRow {
                 key: Some(from_json(&key).into()),
-                row: Some(from_json(&row).into()),
+                row: Some(row),
             })
             .collect())
     }
@@ -575,7 +580,7 @@ impl LookupService {
         owner: &str,
         scan: ScanRequest,
         call: &Call,
-    ) -> Result<Vec<(Json, Json)>, Status> {
+    ) -> Result<Vec<(Json, ServedValue)>, Status> {
         let routing = self.routing.as_ref().expect("owners come from routing");
         let mut client = routing.client(owner)?;
         let mut stream = client
@@ -591,9 +596,10 @@ impl LookupService {
         {
             let key =
                 json_field(row.key.as_ref(), "key").map_err(|s| forwarded_status(owner, s))?;
-            let value =
-                json_field(row.row.as_ref(), "row").map_err(|s| forwarded_status(owner, s))?;
-            rows.push((key, value));
+            let value = row.row.ok_or_else(|| {
+                forwarded_status(owner, Status::invalid_argument("row is required"))
+            })?;
+            rows.push((key, ServedValue::Tree(value)));
         }
         Ok(rows)
     }
