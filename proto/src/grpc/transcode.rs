@@ -47,15 +47,26 @@ pub(crate) fn transcode(json: &[u8], out: &mut Vec<u8>) -> Result<(), Untranscod
         names: Vec::new(),
         repeated: false,
     };
-    let mut parser = serde_json::Deserializer::from_slice(json);
-    let parsed = Body(&mut state)
-        .deserialize(&mut parser)
-        .and_then(|()| parser.end());
+    // Text checked as UTF-8 once, whole, is parsed without checking each
+    // string again; bytes that are not UTF-8 are parsed as bytes, for the
+    // parser to say where.
+    let parsed = match std::str::from_utf8(json) {
+        Ok(text) => parse(serde_json::Deserializer::from_str(text), &mut state),
+        Err(_) => parse(serde_json::Deserializer::from_slice(json), &mut state),
+    };
     match parsed {
         Ok(()) => Ok(()),
         Err(_) if state.repeated => Err(Untranscoded::RepeatedName),
         Err(e) => Err(Untranscoded::Json(e)),
     }
+}
+
+fn parse<'de, R: serde_json::de::Read<'de>>(
+    mut parser: serde_json::Deserializer<R>,
+    state: &mut State<'_>,
+) -> serde_json::Result<()> {
+    Body(state).deserialize(&mut parser)?;
+    parser.end()
 }
 
 /// What the parse writes to, and the hashes of the field names of the objects
@@ -98,6 +109,10 @@ impl State<'_> {
     /// its contents when the length needs more than one byte.
     fn close(&mut self, at: usize) {
         let len = self.out.len() - at - 1;
+        if let Ok(byte @ 0..0x80) = u8::try_from(len) {
+            self.out[at] = byte;
+            return;
+        }
         let width = encoded_len_varint(len as u64);
         if width > 1 {
             self.out.resize(self.out.len() + width - 1, 0);
@@ -305,6 +320,10 @@ mod tests {
         }
         // The same name in different objects is not repeated.
         assert!(transcoded(r#"{"a":{"a":1},"b":{"a":2}}"#).is_ok());
+        assert!(matches!(
+            transcode(b"[\"\xff\"]", &mut Vec::new()),
+            Err(Untranscoded::Json(_))
+        ));
         for text in [r#"{"a":"#, "[1,]", "1 2", ""] {
             assert!(
                 matches!(transcoded(text), Err(Untranscoded::Json(_))),
