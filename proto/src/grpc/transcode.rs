@@ -181,7 +181,10 @@ impl<'de> Visitor<'de> for Body<'_, '_> {
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
         let state = self.0;
         let list = state.open(LIST);
-        while seq.next_element_seed(Item(&mut *state))?.is_some() {}
+        while seq
+            .next_element_seed(Enclosed(&mut *state, FIRST))?
+            .is_some()
+        {}
         state.close(list);
         Ok(())
     }
@@ -191,7 +194,7 @@ impl<'de> Visitor<'de> for Body<'_, '_> {
         let object = state.open(STRUCT);
         let first_name = state.names.len();
         while let Some(field) = map.next_key_seed(Name(&mut *state))? {
-            map.next_value_seed(FieldValue(&mut *state))?;
+            map.next_value_seed(Enclosed(&mut *state, FIELD_VALUE))?;
             state.close(field);
         }
         // Equal hashes are taken as a repeated name: a collision only sends
@@ -208,17 +211,19 @@ impl<'de> Visitor<'de> for Body<'_, '_> {
     }
 }
 
-/// One element of a list: a `ListValue.values` entry.
-struct Item<'s, 'o>(&'s mut State<'o>);
+/// A value in a length-delimited field of its own, the field's key given: a
+/// list's element (`ListValue.values`, [`FIRST`]) or a field's value
+/// (`Field.value`, [`FIELD_VALUE`]).
+struct Enclosed<'s, 'o>(&'s mut State<'o>, u8);
 
-impl<'de> DeserializeSeed<'de> for Item<'_, '_> {
+impl<'de> DeserializeSeed<'de> for Enclosed<'_, '_> {
     type Value = ();
 
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        let state = self.0;
-        let item = state.open(FIRST);
+        let Enclosed(state, key) = self;
+        let enclosing = state.open(key);
         Body(&mut *state).deserialize(d)?;
-        state.close(item);
+        state.close(enclosing);
         Ok(())
     }
 }
@@ -253,21 +258,6 @@ impl<'de> Visitor<'de> for Name<'_, '_> {
         hasher.write(name.as_bytes());
         state.names.push(hasher.finish());
         Ok(field)
-    }
-}
-
-/// A field's value: `Field.value`.
-struct FieldValue<'s, 'o>(&'s mut State<'o>);
-
-impl<'de> DeserializeSeed<'de> for FieldValue<'_, '_> {
-    type Value = ();
-
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        let state = self.0;
-        let value = state.open(FIELD_VALUE);
-        Body(&mut *state).deserialize(d)?;
-        state.close(value);
-        Ok(())
     }
 }
 
