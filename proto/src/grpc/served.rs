@@ -22,6 +22,8 @@ pub mod v1_served {
 }
 
 /// A `tributary.v1.Value` in a response: a tree, or already encoded.
+/// Equality compares the representations (a tree never equals its encoding):
+/// it is there for the generated messages, not for comparing rows.
 #[derive(Clone, Debug, PartialEq)]
 pub enum ServedValue {
     /// A value built as a tree (a forwarded answer's, a scanned row).
