@@ -114,10 +114,8 @@ impl State<'_> {
             return;
         }
         let width = encoded_len_varint(len as u64);
-        if width > 1 {
-            self.out.resize(self.out.len() + width - 1, 0);
-            self.out.copy_within(at + 1..at + 1 + len, at + width);
-        }
+        self.out.resize(self.out.len() + width - 1, 0);
+        self.out.copy_within(at + 1..at + 1 + len, at + width);
         let mut length = &mut self.out[at..at + width];
         encode_varint(len as u64, &mut length);
     }
