@@ -354,6 +354,51 @@ async fn lookups_equal_the_database_health_follows_readiness_and_reads_see_their
     println!(
         "reads without a position that missed the write just made: {stale_without_position}/20"
     );
+    // Rows kept encoded (those read above, before and after their writes) are
+    // never older than the table: a deleted row, then every changed one.
+    assert!(row_of(client.get(get(json!(2))).await.unwrap().into_inner()).is_some());
+    conn.query_drop(format!("DELETE FROM `{db}`.items WHERE id = 2"))
+        .await
+        .unwrap();
+    let gtid: String = conn
+        .query_first("SELECT @@last_gtid")
+        .await
+        .unwrap()
+        .unwrap();
+    let mut request = Request::new(v1::GetRequest {
+        min_position: Some(v1::Position {
+            kind: Some(v1::position::Kind::Gtid(gtid)),
+        }),
+        ..get(json!(2))
+    });
+    request.set_timeout(Duration::from_secs(10));
+    let deleted = row_of(client.get(request).await.unwrap().into_inner());
+    assert_eq!(deleted, None, "the read after the delete saw the old row");
+    // Every write above has been applied (each was read back through its GTID).
+    let changed: Vec<i64> = std::iter::once(2)
+        .chain((0..20).map(|i| 1 + i * 149))
+        .collect();
+    let batch = v1::BatchGetRequest {
+        table: "items".into(),
+        keys: changed.iter().map(|id| from_json(&json!(id))).collect(),
+        min_position: None,
+        as_of_us: None,
+    };
+    let results = client.batch_get(batch).await.unwrap().into_inner().results;
+    let expected = db_rows(&mut conn, &db).await;
+    assert_eq!(expected.get(&2), None);
+    for (id, result) in changed.iter().zip(results) {
+        assert_eq!(row_of(result).as_ref(), expected.get(id), "id {id}");
+    }
+    let cached = |result: &str| {
+        instance.metric(&format!(
+            "tributary_table_grpc_row_cache_total{{table=\"items\",result=\"{result}\"}}"
+        ))
+    };
+    assert!(
+        cached("hit") > 0.0 && cached("miss") > 0.0,
+        "rows were read from the cache of encoded rows and from the store"
+    );
     // A position nobody has reached waits until the deadline, and says how far it got.
     let gtid: String = conn
         .query_first("SELECT @@last_gtid")

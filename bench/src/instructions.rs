@@ -56,6 +56,10 @@ pub(crate) struct InstructionsArgs {
     /// Seconds of load on the lookup API under callgrind, per lookup loop.
     #[arg(long, default_value_t = 10)]
     lookup_seconds: u64,
+    /// The lookup API's cache of encoded rows (`grpc.row_cache_mb`) in the
+    /// lookup loops; 0 counts every row read from RocksDB and transcoded.
+    #[arg(long, default_value_t = 64)]
+    row_cache_mb: usize,
     /// The stack to run against.
     #[command(flatten)]
     stack: crate::stack::Stack,
@@ -211,6 +215,7 @@ async fn count_lookups(
         &args.stack.brokers,
         topic,
         Launch::Callgrind(&out_file),
+        args.row_cache_mb,
     )
     .await?;
     server.wait_ready(TABLE_ROWS).await?;
@@ -349,7 +354,14 @@ async fn prepare(args: &InstructionsArgs, loops: &[Loop]) -> anyhow::Result<Inpu
             // Materialized at full speed: under callgrind it restarts ready.
             let dir = inputs.dir.path().join("serve");
             std::fs::create_dir(&dir)?;
-            let server = Server::start(&dir, &args.stack.brokers, &topic, Launch::Pinned).await?;
+            let server = Server::start(
+                &dir,
+                &args.stack.brokers,
+                &topic,
+                Launch::Pinned,
+                args.row_cache_mb,
+            )
+            .await?;
             server.wait_ready(TABLE_ROWS).await?;
             server.terminate().await?;
             inputs.lookup = Some((dir, topic));

@@ -35,6 +35,7 @@ pub mod checkpoint;
 pub mod config;
 #[cfg(test)]
 mod conformance_tests;
+pub mod derived_rows;
 pub mod error;
 pub mod follower;
 pub mod global_rows;

@@ -22,12 +22,14 @@ use tributary_table_api::{
 use crate::config::{LocalTableConfig, TableMode};
 use crate::error::TableError;
 use crate::record_key::{self, KeyFormat, KeyShape};
+use bytes::Bytes;
+use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::histogram::Histogram;
 
 use crate::global_rows;
 use crate::history::{self, VersionRule};
 use crate::history_readers::HistoryReaders;
-use crate::metrics::{TableLabel, TablesMetrics};
+use crate::metrics::{ResultLabel, TableLabel, TablesMetrics};
 use crate::progress::Progress;
 use crate::row_columns;
 use crate::store::{Keyspace, ScanBounds, Store, history_cf_name};
@@ -109,6 +111,9 @@ pub struct LocalTable {
     store: Arc<Store>,
     progress: Arc<Progress>,
     get_seconds: Histogram,
+    /// Rows read through the store's derived rows: found there, or not.
+    derived_hits: Counter,
+    derived_misses: Counter,
     key_shape: SharedShape,
     /// Column family names of the row keyspaces (one per partition, or the
     /// global one), made once (not per lookup).
@@ -137,6 +142,15 @@ impl LocalTable {
                     .collect(),
             ),
         };
+        let derived_counter = |result: &str| {
+            metrics
+                .grpc_row_cache
+                .get_or_create(&ResultLabel {
+                    table: name.to_owned(),
+                    result: result.to_owned(),
+                })
+                .clone()
+        };
         let history = config.versioned.as_ref().map(|v| {
             let names = (0..partition_count as i32)
                 .map(|p| history_cf_name(name, p))
@@ -159,6 +173,8 @@ impl LocalTable {
                     table: name.to_owned(),
                 })
                 .clone(),
+            derived_hits: derived_counter("hit"),
+            derived_misses: derived_counter("miss"),
             key_shape,
             cf_names,
             history,
@@ -285,16 +301,24 @@ impl LocalTable {
         read: impl FnOnce(&[u8]) -> R,
     ) -> Result<Option<R>, LookupError> {
         let started = Instant::now();
+        let row = self.read_one(key, read)?;
+        self.get_seconds.observe(started.elapsed().as_secs_f64());
+        Ok(row)
+    }
+
+    /// [`Self::read_located`], untimed.
+    fn read_one<R>(
+        &self,
+        key: &Located,
+        read: impl FnOnce(&[u8]) -> R,
+    ) -> Result<Option<R>, LookupError> {
         let keyspace = self.keyspace_of(key)?;
-        let row = self
-            .store
+        self.store
             .get_with(&self.cf_names[keyspace], &key.encoded, |value| {
                 self.stored_row(value, read)
             })
             .map_err(|e| self.storage(e))?
-            .transpose()?;
-        self.get_seconds.observe(started.elapsed().as_secs_f64());
-        Ok(row)
+            .transpose()
     }
 
     /// The rows of a scan in key order, at most `limit`: each key as an
@@ -356,12 +380,64 @@ impl LocalTable {
     pub fn read_rows<R>(
         &self,
         keys: &[&Located],
+        read: impl FnMut(&[u8]) -> R,
+    ) -> Result<Vec<Option<R>>, LookupError> {
+        let started = Instant::now();
+        let rows = self.read_stored(keys, read)?;
+        self.get_seconds.observe(started.elapsed().as_secs_f64());
+        Ok(rows)
+    }
+
+    /// Reads the rows of located keys (in the order given, misses as `None`)
+    /// in the form `derive` makes from their stored JSON bytes (the lookup
+    /// API's encoding), from the store's derived rows where they are kept
+    /// there, keeping there what is made. Timed as one lookup.
+    pub fn read_derived(
+        &self,
+        keys: &[&Located],
+        mut derive: impl FnMut(&[u8]) -> Result<Bytes, LookupError>,
+    ) -> Result<Vec<Option<Bytes>>, LookupError> {
+        let Some(derived) = self.store.derived_rows() else {
+            let rows = self.read_rows(keys, derive)?;
+            return rows.into_iter().map(Option::transpose).collect();
+        };
+        let started = Instant::now();
+        let mut rows = Vec::with_capacity(keys.len());
+        let mut missed = Vec::new();
+        for (i, key) in keys.iter().enumerate() {
+            let cf = &self.cf_names[self.keyspace_of(key)?];
+            let row = derived.get(cf, &key.encoded);
+            if row.is_none() {
+                missed.push((i, cf, derived.start(&key.encoded)));
+            }
+            rows.push(row);
+        }
+        self.derived_hits.inc_by((keys.len() - missed.len()) as u64);
+        self.derived_misses.inc_by(missed.len() as u64);
+        if !missed.is_empty() {
+            let missed_keys: Vec<&Located> = missed.iter().map(|(i, ..)| keys[*i]).collect();
+            let read = self.read_stored(&missed_keys, &mut derive)?;
+            for ((i, cf, start), row) in missed.into_iter().zip(read) {
+                let row = row.transpose()?;
+                if let (Some(row), Some(start)) = (&row, start) {
+                    derived.keep(cf, &keys[i].encoded, start, row.clone());
+                }
+                rows[i] = row;
+            }
+        }
+        self.get_seconds.observe(started.elapsed().as_secs_f64());
+        Ok(rows)
+    }
+
+    /// [`Self::read_rows`], untimed.
+    fn read_stored<R>(
+        &self,
+        keys: &[&Located],
         mut read: impl FnMut(&[u8]) -> R,
     ) -> Result<Vec<Option<R>>, LookupError> {
         if let [key] = keys {
-            return Ok(vec![self.read_located(key, read)?]);
+            return Ok(vec![self.read_one(key, read)?]);
         }
-        let started = Instant::now();
         let mut by_keyspace: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
         for (i, key) in keys.iter().enumerate() {
             by_keyspace
@@ -382,7 +458,6 @@ impl LocalTable {
                 rows[i] = row.transpose()?;
             }
         }
-        self.get_seconds.observe(started.elapsed().as_secs_f64());
         Ok(rows)
     }
 

@@ -104,6 +104,9 @@ pub struct TablesMetrics {
     pub grpc_seconds: Family<MethodLabel, Histogram, fn() -> Histogram>,
     /// Lookup API: requests (or parts of them) forwarded to the owner of a partition.
     pub grpc_forwarded: Family<MethodLabel, Counter>,
+    /// Lookup API: rows of local tables answered from the cache of encoded
+    /// rows (`hit`) or read from the store (`miss`).
+    pub grpc_row_cache: Family<ResultLabel, Counter>,
 }
 
 /// Label: a rate-limit budget.
@@ -183,6 +186,7 @@ impl Default for TablesMetrics {
             grpc_requests: Family::default(),
             grpc_seconds: Family::new_with_constructor(latency_histogram),
             grpc_forwarded: Family::default(),
+            grpc_row_cache: Family::default(),
         }
     }
 }
@@ -250,7 +254,7 @@ impl TablesMetrics {
         r.register("disk_bytes", "RocksDB SST bytes", m.disk_bytes.clone());
         r.register(
             "memory_bytes",
-            "RocksDB memtable and block cache bytes",
+            "RocksDB memtable, block and row cache bytes, and the lookup API's cache of encoded rows",
             m.memory_bytes.clone(),
         );
         r.register(
@@ -327,6 +331,11 @@ impl TablesMetrics {
             "grpc_forwarded",
             "Lookup API requests forwarded to a partition's owner",
             m.grpc_forwarded.clone(),
+        );
+        r.register(
+            "grpc_row_cache",
+            "Lookup API rows answered from the cache of encoded rows (hit) or read from the store (miss)",
+            m.grpc_row_cache.clone(),
         );
         m
     }

@@ -31,6 +31,7 @@ use tributary_proto::gtid::AppliedGtids;
 
 use crate::applied_log::AppliedLog;
 use crate::config::{Compression, RocksDbConfig};
+use crate::derived_rows::DerivedRows;
 use crate::error::TableError;
 use crate::global_rows::{self, Owner};
 use crate::history::{self, STREAM_TIME_KEY, Stamp};
@@ -59,6 +60,9 @@ pub struct Store {
     /// Options of point reads, made once (creating them allocates on every get otherwise).
     point_reads: ReadOptions,
     partitions: Mutex<BTreeMap<String, BTreeSet<i32>>>,
+    /// Rows in the lookup API's encoding, if kept ([`Self::with_derived_rows`]):
+    /// every batch names its keys to it.
+    derived: Option<DerivedRows>,
 }
 
 /// A reader of one history column family's versions, kept for many reads
@@ -232,7 +236,20 @@ impl Store {
             caches,
             point_reads: ReadOptions::default(),
             partitions: Mutex::new(partitions),
+            derived: None,
         }
+    }
+
+    /// Keeps up to `capacity_bytes` of rows in a form derived from their
+    /// stored bytes (see [`DerivedRows`]); 0 keeps none.
+    pub fn with_derived_rows(mut self, capacity_bytes: u64) -> Self {
+        self.derived = (capacity_bytes > 0).then(|| DerivedRows::new(capacity_bytes));
+        self
+    }
+
+    /// The cache of derived rows, if kept.
+    pub fn derived_rows(&self) -> Option<&DerivedRows> {
+        self.derived.as_ref()
     }
 
     /// Creates the column family of a partition if it does not exist.
@@ -289,8 +306,15 @@ impl Store {
             .chain(std::iter::once(Keyspace::Global.cf_name(table)))
             .filter(|name| self.db.cf_handle(name).is_some())
             .collect();
-        for name in names {
-            self.db.drop_cf(&name)?;
+        let drop = || -> Result<(), TableError> {
+            for name in &names {
+                self.db.drop_cf(name)?;
+            }
+            Ok(())
+        };
+        match &self.derived {
+            Some(derived) => derived.clear(drop)?,
+            None => drop()?,
         }
         self.db.delete(dating_key(table))?;
         Ok(())
@@ -588,7 +612,8 @@ impl Store {
             .unwrap_or(0)
     }
 
-    /// Bytes on disk (SST files) and in memory (memtables + block and row caches).
+    /// Bytes on disk (SST files) and in memory (memtables, block and row
+    /// caches, derived rows).
     pub fn size_and_memory(&self) -> (u64, u64) {
         let cfs = self.all_cfs();
         let sum = |property: &str| -> u64 {
@@ -596,7 +621,12 @@ impl Store {
                 .filter_map(|cf| self.db.property_int_value_cf(cf, property).ok().flatten())
                 .sum()
         };
-        let cache: u64 = self.caches.iter().map(|c| c.get_usage() as u64).sum();
+        let cache: u64 = self
+            .caches
+            .iter()
+            .map(|c| c.get_usage() as u64)
+            .sum::<u64>()
+            + self.derived.as_ref().map_or(0, DerivedRows::bytes);
         (
             sum("rocksdb.total-sst-files-size"),
             sum("rocksdb.cur-size-all-mem-tables") + cache,
@@ -626,6 +656,7 @@ impl Store {
             history_cfs: Vec::new(),
             owners: HashMap::new(),
             held: HashMap::new(),
+            written: Written::default(),
         }
     }
 }
@@ -665,6 +696,41 @@ pub struct ApplyBatch<'a> {
     /// Rows this batch wrote or deleted (`None`) that later records may read
     /// back ([`Self::remember`]).
     held: HashMap<(String, Keyspace, Vec<u8>), Option<Vec<u8>>>,
+    /// Row keys this batch writes or deletes, when the store keeps derived rows.
+    written: Written,
+}
+
+/// Row keys a batch writes or deletes, by column family.
+#[derive(Default)]
+struct Written {
+    /// (table, keyspace, column family name), each once.
+    cfs: Vec<(String, Keyspace, String)>,
+    /// Keys, each with the index of its column family in `cfs`.
+    keys: Vec<(usize, Vec<u8>)>,
+}
+
+impl Written {
+    fn note(&mut self, table: &str, keyspace: Keyspace, key: &[u8]) {
+        let cf = match self
+            .cfs
+            .iter()
+            .position(|(t, k, _)| *k == keyspace && t == table)
+        {
+            Some(cf) => cf,
+            None => {
+                let name = keyspace.cf_name(table);
+                self.cfs.push((table.to_owned(), keyspace, name));
+                self.cfs.len() - 1
+            }
+        };
+        self.keys.push((cf, key.to_vec()));
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (&str, &[u8])> + Clone {
+        self.keys
+            .iter()
+            .map(|(cf, key)| (self.cfs[*cf].2.as_str(), key.as_slice()))
+    }
 }
 
 impl<'a> ApplyBatch<'a> {
@@ -686,6 +752,7 @@ impl<'a> ApplyBatch<'a> {
     ) -> Result<(), TableError> {
         let cf = self.cf(table, partition)?;
         self.batch.put_cf(&cf, key, row);
+        self.note(table, Keyspace::Partition(partition), key);
         Ok(())
     }
 
@@ -693,7 +760,15 @@ impl<'a> ApplyBatch<'a> {
     pub fn delete(&mut self, table: &str, partition: i32, key: &[u8]) -> Result<(), TableError> {
         let cf = self.cf(table, partition)?;
         self.batch.delete_cf(&cf, key);
+        self.note(table, Keyspace::Partition(partition), key);
         Ok(())
+    }
+
+    /// Names a written row key to the store's derived rows, if kept.
+    fn note(&mut self, table: &str, keyspace: Keyspace, key: &[u8]) {
+        if self.store.derived.is_some() {
+            self.written.note(table, keyspace, key);
+        }
     }
 
     fn history_cf(&mut self, table: &str, partition: i32) -> Result<Cf<'a>, TableError> {
@@ -895,6 +970,7 @@ impl<'a> ApplyBatch<'a> {
         if !owner.supersedes(stored, row.is_some()) {
             return Ok(false);
         }
+        self.note(table, Keyspace::Global, key);
         match row {
             Some(row) => {
                 self.batch.put_cf(&cf, key, global_rows::encode(owner, row));
@@ -940,7 +1016,11 @@ impl<'a> ApplyBatch<'a> {
 
     /// Writes everything at once.
     pub fn commit(self) -> Result<(), TableError> {
-        self.store.db.write(self.batch)?;
+        let (db, batch) = (&self.store.db, self.batch);
+        match &self.store.derived {
+            Some(derived) => derived.write(self.written.iter(), || db.write(batch))?,
+            None => db.write(batch)?,
+        }
         Ok(())
     }
 }
@@ -1103,6 +1183,58 @@ mod tests {
         assert!(!store.has_global("kv"));
         assert!(store.partitions("kv").is_empty());
         assert_eq!(store.stored_offset("kv", 0).unwrap(), None);
+    }
+
+    /// Every row a batch writes or deletes, in a partition or a global
+    /// keyspace, drops its derived row; a superseded global write does not,
+    /// nor does a write of another key; dropping the table drops them all.
+    #[test]
+    fn committed_writes_drop_their_keys_derived_rows() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), &RocksDbConfig::default())
+            .unwrap()
+            .with_derived_rows(1 << 20);
+        store.ensure_global("g", 2).unwrap();
+        let (part, global) = (cf_name("p", 0), Keyspace::Global.cf_name("g"));
+        let keep = |cf: &str, key: &[u8]| {
+            let derived = store.derived_rows().unwrap();
+            let start = derived.start(key).unwrap();
+            derived.keep(cf, key, start, bytes::Bytes::from_static(b"derived"));
+        };
+        let kept = |cf: &str, key: &[u8]| store.derived_rows().unwrap().get(cf, key).is_some();
+        let owner = |partition, timestamp| Owner {
+            partition,
+            timestamp,
+        };
+        // Keys are counted in stripes by their bytes alone: the global
+        // table's untouched key differs from every written one.
+        for key in [&b"\x06a"[..], b"\x06b", b"\x06c"] {
+            keep(&part, key);
+        }
+        keep(&global, b"\x06a");
+        keep(&global, b"\x06d");
+        let mut batch = store.batch();
+        batch.upsert("p", 0, b"\x06a", b"1").unwrap();
+        batch.delete("p", 0, b"\x06b").unwrap();
+        batch
+            .apply_global("g", b"\x06a", owner(0, 10), Some(b"1"))
+            .unwrap();
+        batch.offset("p", 0, 1).unwrap();
+        batch.commit().unwrap();
+        assert!(!kept(&part, b"\x06a") && !kept(&part, b"\x06b") && !kept(&global, b"\x06a"));
+        assert!(kept(&part, b"\x06c") && kept(&global, b"\x06d"));
+        keep(&global, b"\x06a");
+        let mut batch = store.batch();
+        assert!(
+            !batch
+                .apply_global("g", b"\x06a", owner(1, 5), Some(b"old"))
+                .unwrap(),
+            "superseded"
+        );
+        batch.commit().unwrap();
+        assert!(kept(&global, b"\x06a"), "nothing was written");
+        store.drop_table("g").unwrap();
+        assert!(!kept(&global, b"\x06a") && !kept(&part, b"\x06c"));
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! A `ServedValue` has the wire form of a `Value`: clients decode these
 //! responses with the messages of [`v1`].
 
-use prost::bytes::{Buf, BufMut};
+use prost::bytes::{Buf, BufMut, Bytes};
 use prost::encoding::{DecodeContext, WireType};
 use prost::{DecodeError, Message};
 
@@ -29,7 +29,7 @@ pub enum ServedValue {
     /// A value built as a tree (a forwarded answer's, a scanned row).
     Tree(v1::Value),
     /// The encoding of a value (a row read from its stored JSON).
-    Encoded(Vec<u8>),
+    Encoded(Bytes),
 }
 
 impl ServedValue {
@@ -38,9 +38,17 @@ impl ServedValue {
     pub fn from_json_slice(json: &[u8]) -> Result<Self, serde_json::Error> {
         let mut encoded = Vec::with_capacity(json.len() + json.len() / 2);
         match transcode(json, &mut encoded) {
-            Ok(()) => Ok(ServedValue::Encoded(encoded)),
+            Ok(()) => Ok(ServedValue::Encoded(encoded.into())),
             Err(Untranscoded::RepeatedName) => from_json_slice(json).map(ServedValue::Tree),
             Err(Untranscoded::Json(e)) => Err(e),
+        }
+    }
+
+    /// The value's encoding (a tree is encoded).
+    pub fn into_encoded(self) -> Bytes {
+        match self {
+            ServedValue::Tree(value) => value.encode_to_vec().into(),
+            ServedValue::Encoded(bytes) => bytes,
         }
     }
 }

@@ -7,6 +7,7 @@
 //!   token: ${TRIBUTARY_GRPC_TOKEN}     # bearer token required from clients
 //!   tls: { cert: /tls/tls.crt, key: /tls/tls.key, client_ca: /tls/ca.crt }
 //!   routing: { forward: true }         # partition-aware routing between instances
+//!   row_cache_mb: 64                   # rows kept encoded, as the API sends them (0: none)
 //! ```
 
 use std::net::SocketAddr;
@@ -50,6 +51,12 @@ pub struct GrpcConfig {
     /// Most rows one `Scan` returns.
     #[serde(default = "default_max_scan_rows")]
     pub max_scan_rows: usize,
+    /// MiB of local tables' rows kept as the API sends them (encoded), so a
+    /// row asked for again is neither read from RocksDB nor converted; 0
+    /// keeps none. A write to a row drops it (and stops the few rows that
+    /// share its stripe from being served until read again).
+    #[serde(default = "default_row_cache_mb")]
+    pub row_cache_mb: usize,
 }
 
 /// Server TLS, optionally mutual.
@@ -142,6 +149,16 @@ impl GrpcConfig {
         if let Some((field, _)) = positive.iter().find(|(_, v)| *v == 0) {
             return Err(ConfigError::new(*field, "must be at least 1"));
         }
+        if self.row_cache_mb > super::MAX_MIB {
+            return Err(ConfigError::new(
+                "grpc.row_cache_mb",
+                format!(
+                    "must be at most {} (MiB), not {}",
+                    super::MAX_MIB,
+                    self.row_cache_mb
+                ),
+            ));
+        }
         if self.token.as_deref().is_some_and(str::is_empty) {
             return Err(ConfigError::new(
                 "grpc.token",
@@ -199,6 +216,9 @@ fn default_max_concurrent_requests() -> usize {
 fn default_max_scan_rows() -> usize {
     10_000
 }
+fn default_row_cache_mb() -> usize {
+    64
+}
 fn default_publish_interval_ms() -> u64 {
     2000
 }
@@ -218,7 +238,18 @@ mod tests {
         assert_eq!(c.advertised(), "127.0.0.1:50051");
         assert_eq!(c.routing_topic("g"), "g.routing");
         assert!(c.routing.forward && c.routing.enabled);
+        assert_eq!(c.row_cache_mb, 64);
         let field = |text: &str| parse(text).unwrap_err().field;
+        assert_eq!(
+            field("{listen: 127.0.0.1:1, row_cache_mb: 99999999999}"),
+            "grpc.row_cache_mb"
+        );
+        assert_eq!(
+            parse("{listen: 127.0.0.1:1, row_cache_mb: 0}")
+                .unwrap()
+                .row_cache_mb,
+            0
+        );
         assert_eq!(field("listen: 0.0.0.0:1"), "grpc.advertise");
         assert_eq!(
             field("{listen: 0.0.0.0:1, advertise: nope}"),

@@ -7,6 +7,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Instant as StdInstant;
 
+use bytes::Bytes;
 use futures::Stream;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::histogram::Histogram;
@@ -335,10 +336,8 @@ impl LookupService {
             && let Some(located) = local.locate(&key).map_err(status)?
             && self.ready_here(local, &located)
         {
-            let row = local
-                .read_located(&located, |raw| parse_row(local, raw))
-                .map_err(status)?;
-            return Ok(found(row.transpose()?));
+            let mut rows = read_here(local, &[&located])?;
+            return Ok(rows.pop().expect("one row per key"));
         }
         let lookup = KeysRequest {
             table: &table,
@@ -665,23 +664,31 @@ impl Lookup for LookupService {
     }
 }
 
-/// Reads the rows of keys held here, from their stored JSON bytes to encoded
-/// API values with no tree between.
+/// Reads the rows of keys held here as encoded API values: from the store's
+/// cache of encoded rows, else from their stored JSON bytes with no tree
+/// between.
 fn read_here(table: &LocalTable, keys: &[&Located]) -> Result<Vec<GetResponse>, Status> {
     let rows = table
-        .read_rows(keys, |raw| parse_row(table, raw))
+        .read_derived(keys, |raw| encode_row(table, raw))
         .map_err(status)?;
-    rows.into_iter()
-        .map(|row| Ok(found(row.transpose()?)))
-        .collect()
+    Ok(rows
+        .into_iter()
+        .map(|row| found(row.map(ServedValue::Encoded)))
+        .collect())
+}
+
+fn encode_row(table: &LocalTable, raw: &[u8]) -> Result<Bytes, LookupError> {
+    served_row(table, raw).map(ServedValue::into_encoded)
 }
 
 fn parse_row(table: &LocalTable, raw: &[u8]) -> Result<ServedValue, Status> {
-    ServedValue::from_json_slice(raw).map_err(|e| {
-        status(LookupError::Corrupt {
-            table: table.name().to_owned(),
-            problem: e.to_string(),
-        })
+    served_row(table, raw).map_err(status)
+}
+
+fn served_row(table: &LocalTable, raw: &[u8]) -> Result<ServedValue, LookupError> {
+    ServedValue::from_json_slice(raw).map_err(|e| LookupError::Corrupt {
+        table: table.name().to_owned(),
+        problem: e.to_string(),
     })
 }
 
