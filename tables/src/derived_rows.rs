@@ -23,27 +23,49 @@ use quick_cache::{Equivalent, Weighter};
 /// being served.
 const BYTES_PER_STRIPE: u64 = 1024;
 
-/// Bytes an entry costs beyond its key and row (the cache's slot, the boxes).
+/// Bytes an entry costs beyond its place and row (the cache's slot, the boxes).
 const ENTRY_OVERHEAD: u64 = 64;
 
-/// A row's place: its column family and key.
-#[derive(Debug, Hash, PartialEq, Eq)]
+/// A row's place: its column family's name and its key, in one allocation
+/// (one memory access fewer per lookup than two).
+#[derive(Debug, PartialEq, Eq)]
 struct Place {
-    cf: Box<str>,
-    key: Box<[u8]>,
+    bytes: Box<[u8]>,
+    cf_len: usize,
 }
 
-/// A [`Place`] borrowed, to look one up without allocating. Hashes as a
-/// `Place` does: the same fields, in the same order, of types that hash alike.
+impl Place {
+    fn new(cf: &str, key: &[u8]) -> Self {
+        Place {
+            bytes: [cf.as_bytes(), key].concat().into(),
+            cf_len: cf.len(),
+        }
+    }
+
+    fn as_ref(&self) -> PlaceRef<'_> {
+        let (cf, key) = self.bytes.split_at(self.cf_len);
+        PlaceRef { cf, key }
+    }
+}
+
+/// A [`Place`] borrowed, to look one up without allocating; a `Place`
+/// hashes as its `PlaceRef`.
 #[derive(Hash)]
 struct PlaceRef<'a> {
-    cf: &'a str,
+    cf: &'a [u8],
     key: &'a [u8],
+}
+
+impl Hash for Place {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.as_ref().hash(state);
+    }
 }
 
 impl Equivalent<Place> for PlaceRef<'_> {
     fn equivalent(&self, place: &Place) -> bool {
-        *self.cf == *place.cf && *self.key == *place.key
+        let other = place.as_ref();
+        self.cf == other.cf && self.key == other.key
     }
 }
 
@@ -61,7 +83,7 @@ struct EntryBytes;
 
 impl Weighter<Place, Entry> for EntryBytes {
     fn weight(&self, place: &Place, entry: &Entry) -> u64 {
-        (place.cf.len() + place.key.len() + entry.row.len()) as u64 + ENTRY_OVERHEAD
+        (place.bytes.len() + entry.row.len()) as u64 + ENTRY_OVERHEAD
     }
 }
 
@@ -114,7 +136,10 @@ impl DerivedRows {
     /// A reader that has seen a newer row (read after a commit) sees that
     /// commit's count here, so it never goes back to an older row either.
     pub fn get(&self, cf: &str, key: &[u8]) -> Option<Bytes> {
-        let entry = self.rows.get(&PlaceRef { cf, key })?;
+        let entry = self.rows.get(&PlaceRef {
+            cf: cf.as_bytes(),
+            key,
+        })?;
         let stripe = &self.stripes[self.stripe_of(key)];
         (stripe.begun.load(Ordering::SeqCst) == entry.begun).then_some(entry.row)
     }
@@ -133,12 +158,8 @@ impl DerivedRows {
 
     /// Caches `row`, made from `key`'s stored row read after `start`.
     pub fn keep(&self, cf: &str, key: &[u8], start: ReadStart, row: Bytes) {
-        let place = Place {
-            cf: cf.into(),
-            key: key.into(),
-        };
         self.rows.insert(
-            place,
+            Place::new(cf, key),
             Entry {
                 row,
                 begun: start.begun,
@@ -163,7 +184,10 @@ impl DerivedRows {
             self.stripes[self.stripe_of(key)]
                 .ended
                 .fetch_add(1, Ordering::SeqCst);
-            self.rows.remove(&PlaceRef { cf, key });
+            self.rows.remove(&PlaceRef {
+                cf: cf.as_bytes(),
+                key,
+            });
         }
         committed
     }

@@ -254,9 +254,11 @@ impl LookupService {
                 // A global table: every instance holds every row.
                 Placement::Anywhere => {
                     split.here.push((i, located));
-                    split
-                        .here_partitions
-                        .extend(0..table.partition_count() as i32);
+                    if split.here_partitions.is_empty() {
+                        split
+                            .here_partitions
+                            .extend(0..table.partition_count() as i32);
+                    }
                 }
                 Placement::Partition(p) if self.progress().holds(table.name(), p) => {
                     split.here.push((i, located));
