@@ -329,27 +329,14 @@ async fn lookups_equal_the_database_health_follows_readiness_and_reads_see_their
     for i in 0..20i64 {
         let id = 1 + i * 149;
         let qty = 1_000_000 + i;
-        conn.query_drop(format!(
-            "UPDATE `{db}`.items SET qty = {qty} WHERE id = {id}"
-        ))
-        .await
-        .unwrap();
-        let gtid: String = conn
-            .query_first("SELECT @@last_gtid")
-            .await
-            .unwrap()
-            .unwrap();
-        let plain = row_of(client.get(get(json!(id))).await.unwrap().into_inner()).unwrap();
-        stale_without_position += i32::from(plain["qty"] != qty);
-        let mut request = Request::new(v1::GetRequest {
-            min_position: Some(v1::Position {
-                kind: Some(v1::position::Kind::Gtid(gtid.clone())),
-            }),
-            ..get(json!(id))
-        });
-        request.set_timeout(Duration::from_secs(10));
-        let row = row_of(client.get(request).await.unwrap().into_inner()).unwrap();
-        assert_eq!(row["qty"], qty, "the read after {gtid} saw the old row");
+        let update = format!("UPDATE `{db}`.items SET qty = {qty} WHERE id = {id}");
+        let (plain, row) = write_and_read(&mut conn, &mut client, &update, id).await;
+        stale_without_position += i32::from(plain.unwrap()["qty"] != qty);
+        assert_eq!(
+            row.unwrap()["qty"],
+            qty,
+            "the read at the update's GTID saw the old row"
+        );
     }
     println!(
         "reads without a position that missed the write just made: {stale_without_position}/20"
@@ -357,23 +344,12 @@ async fn lookups_equal_the_database_health_follows_readiness_and_reads_see_their
     // Rows kept encoded (those read above, before and after their writes) are
     // never older than the table: a deleted row, then every changed one.
     assert!(row_of(client.get(get(json!(2))).await.unwrap().into_inner()).is_some());
-    conn.query_drop(format!("DELETE FROM `{db}`.items WHERE id = 2"))
-        .await
-        .unwrap();
-    let gtid: String = conn
-        .query_first("SELECT @@last_gtid")
-        .await
-        .unwrap()
-        .unwrap();
-    let mut request = Request::new(v1::GetRequest {
-        min_position: Some(v1::Position {
-            kind: Some(v1::position::Kind::Gtid(gtid)),
-        }),
-        ..get(json!(2))
-    });
-    request.set_timeout(Duration::from_secs(10));
-    let deleted = row_of(client.get(request).await.unwrap().into_inner());
-    assert_eq!(deleted, None, "the read after the delete saw the old row");
+    let delete = format!("DELETE FROM `{db}`.items WHERE id = 2");
+    let (_, deleted) = write_and_read(&mut conn, &mut client, &delete, 2).await;
+    assert_eq!(
+        deleted, None,
+        "the read at the delete's GTID saw the old row"
+    );
     // Every write above has been applied (each was read back through its GTID).
     let changed: Vec<i64> = std::iter::once(2)
         .chain((0..20).map(|i| 1 + i * 149))
@@ -424,6 +400,32 @@ async fn lookups_equal_the_database_health_follows_readiness_and_reads_see_their
 
     assert!(instance.metric("tributary_table_grpc_requests_total") > 0.0);
     instance.stop().await;
+}
+
+/// Runs `statement`, then reads the row of `id` without a position and at
+/// the statement's GTID (waiting up to 10 s for it).
+async fn write_and_read(
+    conn: &mut mysql_async::Conn,
+    client: &mut LookupClient<Channel>,
+    statement: &str,
+    id: i64,
+) -> (Option<Json>, Option<Json>) {
+    conn.query_drop(statement).await.unwrap();
+    let gtid: String = conn
+        .query_first("SELECT @@last_gtid")
+        .await
+        .unwrap()
+        .unwrap();
+    let plain = row_of(client.get(get(json!(id))).await.unwrap().into_inner());
+    let mut request = Request::new(v1::GetRequest {
+        min_position: Some(v1::Position {
+            kind: Some(v1::position::Kind::Gtid(gtid)),
+        }),
+        ..get(json!(id))
+    });
+    request.set_timeout(Duration::from_secs(10));
+    let at_position = row_of(client.get(request).await.unwrap().into_inner());
+    (plain, at_position)
 }
 
 fn want_ids(expected: &BTreeMap<i64, Json>, ids: std::ops::Range<i64>) -> Vec<(Json, Json)> {
