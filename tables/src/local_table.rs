@@ -376,7 +376,8 @@ impl LocalTable {
     /// Reads the rows of located keys (in the order given, misses as `None`)
     /// with one batched RocksDB read per keyspace, handing each stored row
     /// (its JSON bytes, in place) to `read`: for callers that pass rows on
-    /// without a JSON tree, such as the lookup API. Timed as one lookup.
+    /// without a JSON tree (the lookup API, through [`Self::read_derived`],
+    /// when the store keeps no derived rows). Timed as one lookup.
     pub fn read_rows<R>(
         &self,
         keys: &[&Located],

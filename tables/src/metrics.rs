@@ -63,7 +63,8 @@ pub struct TablesMetrics {
     /// 1 when the partition has caught up with its end at assignment.
     pub ready: Family<PartitionLabel, Gauge>,
     /// Latency of a local read, in seconds: of one key, or of a batch's keys
-    /// read together (`multi_get`, `BatchGet`).
+    /// read together (`multi_get`, `BatchGet`); the lookup API's reads
+    /// answered from its encoded rows count too.
     pub get_seconds: Family<TableLabel, Histogram, fn() -> Histogram>,
     /// Versioned tables: bytes of the history on disk, per table.
     pub history_bytes: Family<TableLabel, Gauge>,
