@@ -156,12 +156,15 @@ impl DerivedRows {
         (begun == ended).then_some(ReadStart { begun })
     }
 
-    /// Caches `row`, made from `key`'s stored row read after `start`.
-    pub fn keep(&self, cf: &str, key: &[u8], start: ReadStart, row: Bytes) {
+    /// Caches a copy of `row`, made from `key`'s stored row read after
+    /// `start`. The copy is of the row's exact size, so that the entry's
+    /// weight is the memory it holds (a row made in a larger buffer would
+    /// keep all of it).
+    pub fn keep(&self, cf: &str, key: &[u8], start: ReadStart, row: &[u8]) {
         self.rows.insert(
             Place::new(cf, key),
             Entry {
-                row,
+                row: Bytes::copy_from_slice(row),
                 begun: start.begun,
             },
         );
@@ -227,7 +230,7 @@ mod tests {
 
     fn keep(cache: &DerivedRows, key: &[u8], value: Bytes) {
         let start = cache.start(key).expect("no write under way");
-        cache.keep("t-0", key, start, value);
+        cache.keep("t-0", key, start, &value);
     }
 
     #[test]
@@ -253,13 +256,13 @@ mod tests {
         // Read before the write began, kept after it was committed.
         let before = cache.start(b"k").unwrap();
         cache.write([("t-0", &b"k"[..])], || ());
-        cache.keep("t-0", b"k", before, row("old"));
+        cache.keep("t-0", b"k", before, &row("old"));
         assert_eq!(cache.get("t-0", b"k"), None);
         // Read before the write began, kept while it commits.
         let before = cache.start(b"k").unwrap();
         cache.write([("t-0", &b"k"[..])], || {
             assert!(cache.start(b"k").is_none(), "a write is under way");
-            cache.keep("t-0", b"k", before, row("old"));
+            cache.keep("t-0", b"k", before, &row("old"));
             assert_eq!(cache.get("t-0", b"k"), None, "the write has begun");
         });
         assert_eq!(cache.get("t-0", b"k"), None);
@@ -296,7 +299,7 @@ mod tests {
             std::thread::yield_now();
             if let Some(start) = start {
                 let row = Bytes::copy_from_slice(&value.to_be_bytes());
-                cache.keep("t-0", b"k", start, row);
+                cache.keep("t-0", b"k", start, &row);
             }
             value
         };

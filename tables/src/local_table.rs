@@ -421,7 +421,7 @@ impl LocalTable {
             for ((i, cf, start), row) in missed.into_iter().zip(read) {
                 let row = row.transpose()?;
                 if let (Some(row), Some(start)) = (&row, start) {
-                    derived.keep(cf, &keys[i].encoded, start, row.clone());
+                    derived.keep(cf, &keys[i].encoded, start, row);
                 }
                 rows[i] = row;
             }

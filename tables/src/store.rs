@@ -1199,7 +1199,7 @@ mod tests {
         let keep = |cf: &str, key: &[u8]| {
             let derived = store.derived_rows().unwrap();
             let start = derived.start(key).unwrap();
-            derived.keep(cf, key, start, bytes::Bytes::from_static(b"derived"));
+            derived.keep(cf, key, start, b"derived");
         };
         let kept = |cf: &str, key: &[u8]| store.derived_rows().unwrap().get(cf, key).is_some();
         let owner = |partition, timestamp| Owner {

@@ -11,7 +11,7 @@
 //! [`from_json`]: super::from_json
 //! [`from_json_slice`]: super::from_json_slice
 
-use std::hash::Hasher;
+use std::hash::BuildHasher as _;
 
 use prost::encoding::{encode_varint, encoded_len_varint};
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
@@ -252,9 +252,9 @@ impl<'de> Visitor<'de> for Name<'_, '_> {
         if !name.is_empty() {
             state.bytes(FIRST, name.as_bytes());
         }
-        let mut hasher = rustc_hash::FxHasher::default();
-        hasher.write(name.as_bytes());
-        state.names.push(hasher.finish());
+        state
+            .names
+            .push(foldhash::fast::FixedState::default().hash_one(name.as_bytes()));
         Ok(field)
     }
 }
