@@ -2,7 +2,8 @@
 //! compiler, so no system `protoc` is needed) and generates, from it:
 //! - the messages and the tonic client (`OUT_DIR/tributary.v1.rs`);
 //! - the tonic server over the response messages that carry rows, with each
-//!   row a `ServedValue` (`OUT_DIR/served/tributary.v1.rs`, see `grpc::served`);
+//!   row a `ServedValue` (`OUT_DIR/served/tributary.v1.rs`, see `grpc::served`),
+//!   and requests decoded by `grpc::served_codec`;
 //! - the encoded descriptor set that server reflection serves.
 
 use prost::Message as _;
@@ -19,6 +20,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut served = tonic_prost_build::configure()
         .build_client(false)
         .out_dir(out.join("served"))
+        .codec_path("crate::grpc::served_codec::ServedCodec")
         .extern_path(".tributary.v1.Value", "crate::grpc::served::ServedValue");
     for file in &fds.file {
         let package = file.package();

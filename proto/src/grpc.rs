@@ -15,6 +15,7 @@ pub mod v1 {
 }
 
 pub mod served;
+mod served_codec;
 mod transcode;
 
 use v1::value::Kind;

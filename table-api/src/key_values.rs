@@ -4,8 +4,13 @@
 //! bounds may name only the leading key columns (a prefix), or none (`null`).
 
 use serde_json::Value;
+use smallvec::{SmallVec, smallvec};
 
 use crate::error::LookupError;
+
+/// A key's values, in key order: inline for keys of up to four columns (a
+/// lookup allocates nothing for them).
+pub type KeyValues<'k> = SmallVec<[&'k Value; 4]>;
 
 /// Whether a key must name every key column, or may name leading ones.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,7 +28,7 @@ pub fn key_values<'k>(
     columns: &[String],
     key: &'k Value,
     expect: Expect,
-) -> Result<Vec<&'k Value>, LookupError> {
+) -> Result<KeyValues<'k>, LookupError> {
     let bad = |problem: String| LookupError::BadKey {
         table: table.to_owned(),
         problem,
@@ -36,7 +41,7 @@ pub fn key_values<'k>(
                     "`{extra}` is not a key column (key columns: {columns:?})"
                 )));
             }
-            let mut values = Vec::with_capacity(columns.len());
+            let mut values = KeyValues::with_capacity(columns.len());
             for column in columns {
                 match map.get(column) {
                     Some(v) => values.push(v),
@@ -52,8 +57,8 @@ pub fn key_values<'k>(
             values
         }
         Value::Array(values) => values.iter().collect(),
-        Value::Null if !full => Vec::new(),
-        scalar => vec![scalar],
+        Value::Null if !full => KeyValues::new(),
+        scalar => smallvec![scalar],
     };
     if full && values.len() != columns.len() {
         return Err(bad(format!(
@@ -98,7 +103,7 @@ mod tests {
         let one = vec!["id".to_owned()];
         let seven = json!(7);
         let bare = key_values("t", &one, &seven, Expect::Full).unwrap();
-        assert_eq!(bare, vec![&seven]);
+        assert_eq!(bare.as_slice(), [&seven]);
     }
 
     #[test]

@@ -5,7 +5,7 @@
 //! partitioner over the key's bytes in the configured key format, written in
 //! the shape its records have ([`record_key`](crate::record_key)).
 
-use std::borrow::{Borrow, Cow};
+use std::borrow::Borrow;
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 use std::time::Instant;
@@ -54,6 +54,27 @@ impl Located {
     /// Where the key lives.
     pub fn placement(&self) -> Placement {
         self.placement
+    }
+}
+
+/// Locates keys of a table in the key shape it had when the locator was
+/// made ([`LocalTable::locator`]): a batch's keys take the shape once.
+pub struct Locator<'t> {
+    table: &'t LocalTable,
+    shape: Arc<KeyShape>,
+}
+
+impl Locator<'_> {
+    /// Where `key` lives and how it is stored. Whether this instance holds
+    /// it is checked when it is read.
+    pub fn locate(&self, key: &Value) -> Result<Located, LookupError> {
+        let (table, shape) = (self.table, &self.shape);
+        table.with_key_values(&shape.columns, key, Expect::Full, |values| {
+            Ok(Located {
+                encoded: table.encode(values)?,
+                placement: table.placement_of(shape, values),
+            })
+        })
     }
 }
 
@@ -218,31 +239,34 @@ impl LocalTable {
         }
     }
 
-    /// The key's values in key order, normalised as record keys are
-    /// ([`record_key::integer_in`]).
-    fn key_values<'k>(
+    /// Hands `with` the key's values in key order, normalised as record keys
+    /// are ([`record_key::integer_in`]): as they are in `key` unless one of
+    /// them is an integer written as a string (nothing is copied then).
+    fn with_key_values<R>(
         &self,
         columns: &[String],
-        key: &'k Value,
+        key: &Value,
         expect: Expect,
-    ) -> Result<Vec<Cow<'k, Value>>, LookupError> {
+        with: impl FnOnce(&[&Value]) -> Result<R, LookupError>,
+    ) -> Result<R, LookupError> {
         let values = key_values(&self.name, columns, key, expect)?;
-        Ok(values
-            .into_iter()
-            .map(|v| match record_key::integer_in(v) {
-                Some(n) => Cow::Owned(n),
-                None => Cow::Borrowed(v),
-            })
-            .collect())
+        if values.iter().all(|v| record_key::integer_in(v).is_none()) {
+            return with(&values);
+        }
+        let normalised: Vec<Value> = values
+            .iter()
+            .map(|&v| record_key::integer_in(v).unwrap_or_else(|| v.clone()))
+            .collect();
+        with(&normalised.iter().collect::<Vec<_>>())
     }
 
     /// The encoding of the key (or prefix) with these values.
-    fn encode(&self, values: &[Cow<'_, Value>]) -> Result<Vec<u8>, LookupError> {
-        key_codec::encode(values.iter().map(AsRef::as_ref)).map_err(|e| self.bad_key(e.to_string()))
+    fn encode(&self, values: &[&Value]) -> Result<Vec<u8>, LookupError> {
+        key_codec::encode(values.iter().copied()).map_err(|e| self.bad_key(e.to_string()))
     }
 
     /// Where the key with these values lives.
-    fn placement_of(&self, shape: &KeyShape, values: &[Cow<'_, Value>]) -> Placement {
+    fn placement_of(&self, shape: &KeyShape, values: &[&Value]) -> Placement {
         match self.partitioning {
             None => Placement::Anywhere,
             Some(partitioning) => {
@@ -255,24 +279,48 @@ impl LocalTable {
     /// has been materialized, when the key columns are not known yet). Whether
     /// this instance holds it is checked when it is read.
     pub fn locate(&self, key: &Value) -> Result<Option<Located>, LookupError> {
-        let Some(shape) = self.key_shape()? else {
-            return Ok(None); // nothing materialized yet
-        };
-        let values = self.key_values(&shape.columns, key, Expect::Full)?;
-        Ok(Some(Located {
-            encoded: self.encode(&values)?,
-            placement: self.placement_of(&shape, &values),
-        }))
+        self.locator()?
+            .map(|locator| locator.locate(key))
+            .transpose()
+    }
+
+    /// A locator of this table's keys, for many keys with the key shape
+    /// read once (`None` until the first record has been materialized).
+    pub fn locator(&self) -> Result<Option<Locator<'_>>, LookupError> {
+        Ok(self
+            .key_shape()?
+            .map(|shape| Locator { table: self, shape }))
     }
 
     /// The keyspace a located key is read from: refused when its partition
     /// is held elsewhere.
     fn keyspace_of(&self, located: &Located) -> Result<usize, LookupError> {
+        self.keyspace_where(located, |p| self.progress.holds(&self.name, p))
+    }
+
+    /// The keyspaces located keys are read from, with one look at which
+    /// partitions are held for all of them.
+    fn keyspaces_of(&self, keys: &[&Located]) -> Result<Vec<usize>, LookupError> {
+        let held = if self.is_global() {
+            Vec::new()
+        } else {
+            self.progress.held_partitions(&self.name)
+        };
+        keys.iter()
+            .map(|key| self.keyspace_where(key, |p| held.binary_search(&p).is_ok()))
+            .collect()
+    }
+
+    /// The keyspace of a located key, where `holds` says which partitions
+    /// are held here.
+    fn keyspace_where(
+        &self,
+        located: &Located,
+        holds: impl FnOnce(i32) -> bool,
+    ) -> Result<usize, LookupError> {
         match located.placement {
             Placement::Anywhere => Ok(0),
-            Placement::Partition(partition) if self.progress.holds(&self.name, partition) => {
-                Ok(partition as usize)
-            }
+            Placement::Partition(partition) if holds(partition) => Ok(partition as usize),
             Placement::Partition(partition) => Err(LookupError::NotOwned {
                 table: self.name.clone(),
                 partition,
@@ -333,8 +381,9 @@ impl LocalTable {
             return Ok(Vec::new());
         };
         let columns = &shape.columns;
-        let encode =
-            |bound: &Value| self.encode(&self.key_values(columns, bound, Expect::Prefix)?);
+        let encode = |bound: &Value| {
+            self.with_key_values(columns, bound, Expect::Prefix, |v| self.encode(v))
+        };
         let bounds = match range {
             KeyRange::Prefix(prefix) => ScanBounds {
                 prefix: encode(prefix)?,
@@ -405,8 +454,8 @@ impl LocalTable {
         let started = Instant::now();
         let mut rows = Vec::with_capacity(keys.len());
         let mut missed = Vec::new();
-        for (i, key) in keys.iter().enumerate() {
-            let cf = &self.cf_names[self.keyspace_of(key)?];
+        for (i, (key, keyspace)) in keys.iter().zip(self.keyspaces_of(keys)?).enumerate() {
+            let cf = &self.cf_names[keyspace];
             let row = derived.get(cf, &key.encoded);
             if row.is_none() {
                 missed.push((i, cf, derived.start(&key.encoded)));
@@ -440,11 +489,8 @@ impl LocalTable {
             return Ok(vec![self.read_one(key, read)?]);
         }
         let mut by_keyspace: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
-        for (i, key) in keys.iter().enumerate() {
-            by_keyspace
-                .entry(self.keyspace_of(key)?)
-                .or_default()
-                .push(i);
+        for (i, keyspace) in self.keyspaces_of(keys)?.into_iter().enumerate() {
+            by_keyspace.entry(keyspace).or_default().push(i);
         }
         let mut rows: Vec<Option<R>> = std::iter::repeat_with(|| None).take(keys.len()).collect();
         for (keyspace, indices) in by_keyspace {
@@ -552,8 +598,7 @@ impl LocalTable {
         let Some(shape) = self.key_shape()? else {
             return Ok(Vec::new());
         };
-        let values = self.key_values(&shape.columns, key, Expect::Full)?;
-        self.encode(&values)
+        self.with_key_values(&shape.columns, key, Expect::Full, |v| self.encode(v))
     }
 
     fn parse_row(&self, raw: &[u8]) -> Result<Value, LookupError> {
@@ -572,20 +617,17 @@ impl Table for LocalTable {
     }
 
     async fn multi_get(&self, keys: &[Value]) -> Result<Vec<Option<Value>>, LookupError> {
+        let Some(locator) = self.locator()? else {
+            return Ok(vec![None; keys.len()]); // nothing materialized yet
+        };
         let located = keys
             .iter()
-            .map(|key| self.locate(key))
+            .map(|key| locator.locate(key))
             .collect::<Result<Vec<_>, _>>()?;
-        let present: Vec<&Located> = located.iter().flatten().collect();
-        let mut rows = self
-            .read_rows(&present, |raw| self.parse_row(raw))?
-            .into_iter();
-        located
-            .iter()
-            .map(|key| match key {
-                Some(_) => rows.next().expect("a row per key read").transpose(),
-                None => Ok(None),
-            })
+        let located: Vec<&Located> = located.iter().collect();
+        self.read_rows(&located, |raw| self.parse_row(raw))?
+            .into_iter()
+            .map(Option::transpose)
             .collect()
     }
 

@@ -185,6 +185,16 @@ impl Progress {
         self.read(|held| held.get(table).is_some_and(|t| t.contains_key(&partition)))
     }
 
+    /// The partitions of `table` this instance holds, in order (for a
+    /// batch of keys: one look at the progress for all of them).
+    pub fn held_partitions(&self, table: &str) -> Vec<i32> {
+        self.read(|held| {
+            held.get(table)
+                .map(|t| t.keys().copied().collect())
+                .unwrap_or_default()
+        })
+    }
+
     /// Whether this instance holds the partition and has caught up with it.
     pub fn is_ready(&self, table: &str, partition: i32) -> bool {
         // Asked for every enriched event: read in place, no copy of the progress.

@@ -245,11 +245,13 @@ impl LookupService {
             here_partitions: BTreeSet::new(),
             elsewhere: BTreeMap::new(),
         };
+        // Nothing materialized yet: every key is answered "not found".
+        let Some(locator) = table.locator().map_err(status)? else {
+            return Ok(split);
+        };
+        let held = self.progress().held_partitions(table.name());
         for (i, key) in keys.iter().enumerate() {
-            // Nothing materialized yet: the key is answered "not found".
-            let Some(located) = table.locate(key).map_err(status)? else {
-                continue;
-            };
+            let located = locator.locate(key).map_err(status)?;
             match located.placement() {
                 // A global table: every instance holds every row.
                 Placement::Anywhere => {
@@ -260,7 +262,7 @@ impl LookupService {
                             .extend(0..table.partition_count() as i32);
                     }
                 }
-                Placement::Partition(p) if self.progress().holds(table.name(), p) => {
+                Placement::Partition(p) if held.binary_search(&p).is_ok() => {
                     split.here.push((i, located));
                     split.here_partitions.insert(p);
                 }

@@ -31,7 +31,7 @@ use moka::Expiry;
 use moka::future::Cache;
 use serde_json::Value;
 use tokio::task::JoinSet;
-use tributary_table_api::key_values::{Expect, key_values};
+use tributary_table_api::key_values::{Expect, KeyValues, key_values};
 use tributary_table_api::{KeyRange, LookupError, Table, TableDescription};
 
 use crate::config::{BackendConfig, RemoteTableConfig};
@@ -140,9 +140,9 @@ impl RemoteTable {
 
     /// The key's values in key-column order (borrowed from `key`), and its
     /// cache key: nothing is cloned for a lookup the cache answers.
-    fn key_values<'k>(&self, key: &'k Value) -> Result<(Vec<&'k Value>, String), LookupError> {
+    fn key_values<'k>(&self, key: &'k Value) -> Result<(KeyValues<'k>, String), LookupError> {
         let values = key_values(&self.name, &self.key_columns, key, Expect::Full)?;
-        let text = serde_json::to_string(&values).expect("JSON serializes");
+        let text = serde_json::to_string(values.as_slice()).expect("JSON serializes");
         Ok((values, text))
     }
 
@@ -177,7 +177,7 @@ impl RemoteTable {
 }
 
 /// Key values to hand to the backend.
-fn owned(values: Vec<&Value>) -> Vec<Value> {
+fn owned(values: KeyValues<'_>) -> Vec<Value> {
     values.into_iter().cloned().collect()
 }
 
