@@ -22,7 +22,7 @@ use tributary_proto::grpc::v1::{DescribeTableRequest, GetRequest};
 
 use crate::hiccups::Hiccups;
 use crate::load_gen::LoadResult;
-use crate::measure::{Series, cpu_seconds_of, print_latency_table};
+use crate::measure::{Series, cpu_split_of, print_latency_table};
 use crate::pinning::{CLIENT_CORE, Pinned, SERVER_CORE, on_core};
 use crate::point_peers::{MariaDb, PeerRun, RedisPeer};
 use crate::tables::{Keys, load_mariadb, row};
@@ -61,6 +61,8 @@ struct Level {
     load: LoadResult,
     /// Server CPU seconds per wall second during the run.
     server_cpu: f64,
+    /// The part of it in the kernel (system calls, the network stack).
+    server_kernel_cpu: f64,
     /// How long the server's core stopped answering meanwhile.
     hiccups: Hiccups,
 }
@@ -169,10 +171,11 @@ pub(crate) async fn run(args: GrpcBenchArgs) -> anyhow::Result<()> {
     );
     for (name, level) in [("cached", &batch), ("without the cache", &uncached_batch)] {
         println!(
-            "\n`BatchGet(100)`, {name}: p50 {:.0} µs = **{:.2}×** one `SELECT … IN (100 ids)` (p50 {select_in_p50:.0} µs); server CPU {:.1} µs per key",
+            "\n`BatchGet(100)`, {name}: p50 {:.0} µs = **{:.2}×** one `SELECT … IN (100 ids)` (p50 {select_in_p50:.0} µs); server CPU {:.1} µs per key, of which {:.1} in the kernel",
             level.load.p50_us,
             level.load.p50_us / select_in_p50,
-            level.server_cpu / (level.load.achieved * 100.0).max(1.0) * 1e6
+            level.server_cpu / (level.load.achieved * 100.0).max(1.0) * 1e6,
+            level.server_kernel_cpu / (level.load.achieved * 100.0).max(1.0) * 1e6
         );
     }
     Ok(())
@@ -241,9 +244,10 @@ fn print_report(
         );
     }
     println!(
-        "\nServer CPU at saturation: {:.0}% of a core, {:.1} µs per `Get`; `BatchGet(100)`: {:.1} µs per key.\n",
+        "\nServer CPU at saturation: {:.0}% of a core, {:.1} µs per `Get` ({:.1} in the kernel); `BatchGet(100)`: {:.1} µs per key.\n",
         closed.server_cpu * 100.0,
         closed.server_cpu / l.achieved.max(1.0) * 1e6,
+        closed.server_kernel_cpu / l.achieved.max(1.0) * 1e6,
         batch.server_cpu / (batch.load.achieved * 100.0).max(1.0) * 1e6
     );
 }
@@ -397,7 +401,7 @@ impl Server {
         extra: &[&str],
     ) -> anyhow::Result<Level> {
         let pid = self.pid()?.to_string();
-        let (cpu0, wall0) = (cpu_seconds_of(&pid)?, Instant::now());
+        let (cpu0, wall0) = (cpu_split_of(&pid)?, Instant::now());
         let bench = std::env::current_exe()?;
         let load = on_core(CLIENT_CORE, &bench)
             .arg("lookup-load")
@@ -417,7 +421,9 @@ impl Server {
             .output();
         let (out, hiccups) = tokio::join!(load, hiccups);
         let (out, hiccups) = (out?, hiccups?);
-        let server_cpu = (cpu_seconds_of(&pid)? - cpu0) / wall0.elapsed().as_secs_f64();
+        let (cpu1, seconds) = (cpu_split_of(&pid)?, wall0.elapsed().as_secs_f64());
+        let server_cpu = (cpu1.0 + cpu1.1 - cpu0.0 - cpu0.1) / seconds;
+        let server_kernel_cpu = (cpu1.1 - cpu0.1) / seconds;
         anyhow::ensure!(
             out.status.success(),
             "lookup-load {extra:?} failed: {}; the server's log: {}",
@@ -436,6 +442,7 @@ impl Server {
         Ok(Level {
             load,
             server_cpu,
+            server_kernel_cpu,
             hiccups,
         })
     }

@@ -48,6 +48,14 @@ pub(crate) fn process_cpu_seconds() -> anyhow::Result<f64> {
 
 /// CPU seconds process `pid` (or `self`) has used so far, as [`process_cpu_seconds`].
 pub(crate) fn cpu_seconds_of(pid: &str) -> anyhow::Result<f64> {
+    let (user, kernel) = cpu_split_of(pid)?;
+    Ok(user + kernel)
+}
+
+/// CPU seconds process `pid` (or `self`) has used so far, all threads: in
+/// user space, and in the kernel on its behalf (system calls, the network
+/// stack).
+pub(crate) fn cpu_split_of(pid: &str) -> anyhow::Result<(f64, f64)> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
     // Fields after the command name, which is in parentheses and may hold spaces.
     let fields: Vec<&str> = stat
@@ -61,7 +69,7 @@ pub(crate) fn cpu_seconds_of(pid: &str) -> anyhow::Result<f64> {
             .parse::<f64>()?)
     };
     // utime and stime: fields 14 and 15 of stat(5), 12 and 13 after the name.
-    Ok((ticks(11)? + ticks(12)?) / 100.0)
+    Ok((ticks(11)? / 100.0, ticks(12)? / 100.0))
 }
 
 /// Prints a Markdown table of `series`, with each one's p50 relative to each
