@@ -301,14 +301,20 @@ impl LocalTable {
     /// The keyspaces located keys are read from, with one look at which
     /// partitions are held for all of them.
     fn keyspaces_of(&self, keys: &[&Located]) -> Result<Vec<usize>, LookupError> {
-        let held = if self.is_global() {
-            Vec::new()
-        } else {
-            self.progress.held_partitions(&self.name)
-        };
+        let held = self.held_partitions();
         keys.iter()
             .map(|key| self.keyspace_where(key, |p| held.binary_search(&p).is_ok()))
             .collect()
+    }
+
+    /// The partitions of this table held here, in order, with one look at
+    /// the progress (none for a global table, whose keys need none).
+    pub fn held_partitions(&self) -> Vec<i32> {
+        if self.is_global() {
+            Vec::new()
+        } else {
+            self.progress.held_partitions(&self.name)
+        }
     }
 
     /// The keyspace of a located key, where `holds` says which partitions

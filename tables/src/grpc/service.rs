@@ -249,7 +249,7 @@ impl LookupService {
         let Some(locator) = table.locator().map_err(status)? else {
             return Ok(split);
         };
-        let held = self.progress().held_partitions(table.name());
+        let held = table.held_partitions();
         for (i, key) in keys.iter().enumerate() {
             let located = locator.locate(key).map_err(status)?;
             match located.placement() {
