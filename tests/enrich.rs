@@ -534,6 +534,75 @@ async fn malformed_events_are_dead_lettered_with_reasons_and_the_job_keeps_runni
     assert!(clean, "SIGTERM drains and exits cleanly; log:\n{log}");
 }
 
+/// An event whose enriched form is larger than the producer may send (its
+/// user's name is long) goes to the dead-letter topic as it came, saying why;
+/// the events around it are enriched.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_enriched_event_too_big_to_send_is_dead_lettered_as_it_came() {
+    const ORDERS: u64 = 200;
+    let users = unique("users");
+    create_topic_with(&users, 1, "compact").await;
+    let long_name = "n".repeat(3_000);
+    let rows: Vec<(Json, Option<Vec<u8>>)> = [(0, "user 0"), (1, long_name.as_str())]
+        .into_iter()
+        .map(|(id, name)| {
+            let row = json!({ "id": id, "name": name }).to_string().into_bytes();
+            (json!({ "id": id }), Some(row))
+        })
+        .collect();
+    produce_on(&brokers(), &users, 1, &rows).await;
+    let input = unique("orders");
+    create_topic_with(&input, 1, "delete").await;
+    let placed: Vec<Produced> = (0..ORDERS).map(|o| order(o, o % 2, 1)).collect();
+    produce_raw(&input, &placed).await;
+    let files = JobFiles::new(&input);
+    let job = files.write(
+        Some(&format!("[{{ name: users, topic: '{users}' }}]")),
+        JOIN_USERS,
+        "",
+    );
+    let text = std::fs::read_to_string(&job).unwrap();
+    let limited = text.replace("message.max.bytes: '16777216'", "message.max.bytes: '2000'");
+    assert_ne!(text, limited);
+    std::fs::write(&job, limited).unwrap();
+
+    let run = TributaryProcess::start(
+        &["enrich"],
+        &job,
+        &["--from", "beginning", "--until", "end"],
+    );
+    let stdout = wait_stdout(run).await;
+    assert_eq!(
+        summary_counts(&stdout, "shop"),
+        (ORDERS, ORDERS / 2, ORDERS / 2)
+    );
+    let out = read_raw(&files.output, Duration::from_secs(30), |r| {
+        r.len() as u64 >= ORDERS / 2
+    })
+    .await;
+    assert_eq!(order_ids(&out), (0..ORDERS).step_by(2).collect());
+    let mut dead = read_raw(&files.dead_letter, Duration::from_secs(30), |r| {
+        r.len() as u64 >= ORDERS / 2
+    })
+    .await;
+    assert_eq!(dead.len() as u64, ORDERS / 2);
+    dead.sort_by_key(|r| r.headers["tributary.source.offset"].parse::<u64>().unwrap());
+    for (record, order_id) in dead.iter().zip((1..ORDERS).step_by(2)) {
+        let (_, _, original) = order(order_id, 1, 1);
+        assert_eq!(record.value, original, "the original bytes");
+        let reason = &record.headers["tributary.error"];
+        assert!(
+            reason.starts_with("the enriched event was rejected by the broker")
+                && reason.contains("too large"),
+            "{reason}"
+        );
+        assert_eq!(
+            record.headers["tributary.source.offset"],
+            order_id.to_string()
+        );
+    }
+}
+
 /// The summary row of `job` printed by a bounded run: (in, out, dead-lettered).
 fn summary_counts(stdout: &str, job: &str) -> (u64, u64, u64) {
     let row = stdout

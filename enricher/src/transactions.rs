@@ -14,9 +14,9 @@ use std::time::Duration;
 
 use rdkafka::consumer::Consumer;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::producer::Producer;
+use rdkafka::producer::{Producer, ThreadedProducer};
 use rdkafka::{Offset, TopicPartitionList};
-use tributary_kafka::FutureProducer;
+use tributary_kafka::tracked::Tracker;
 
 use crate::error::EnrichError;
 
@@ -34,7 +34,7 @@ pub struct Transactions {
 impl Transactions {
     /// Registers the producer's transactional id (fencing older producers of it)
     /// and opens the first transaction. Blocking.
-    pub fn start(job: &str, producer: &FutureProducer) -> Result<Self, EnrichError> {
+    pub fn start(job: &str, producer: &ThreadedProducer<Tracker>) -> Result<Self, EnrichError> {
         let txn = Transactions {
             job: job.to_owned(),
             written: BTreeMap::new(),
@@ -65,7 +65,7 @@ impl Transactions {
     /// transaction. Blocking; an error stops the job (its outputs are aborted).
     pub fn commit<C: Consumer<X>, X: rdkafka::consumer::ConsumerContext>(
         &mut self,
-        producer: &FutureProducer,
+        producer: &ThreadedProducer<Tracker>,
         consumer: &C,
     ) -> Result<(), EnrichError> {
         if self.written.is_empty() {
@@ -89,7 +89,11 @@ impl Transactions {
     }
 
     /// Drops the open transaction (after a rebalance) and opens one for `generation`.
-    pub fn abort(&mut self, producer: &FutureProducer, generation: u64) -> Result<(), EnrichError> {
+    pub fn abort(
+        &mut self,
+        producer: &ThreadedProducer<Tracker>,
+        generation: u64,
+    ) -> Result<(), EnrichError> {
         producer
             .abort_transaction(TIMEOUT)
             .map_err(|e| self.error(e))?;

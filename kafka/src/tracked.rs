@@ -10,10 +10,14 @@
 //! of a stored position) is sent with [`TrackedProducer::send_awaited`] and
 //! answered on a channel of its own.
 //!
-//! The first failed counted delivery fails every later wait: a record that
-//! never reached the broker can never be counted as delivered.
+//! What a refused counted record does depends on the [`Tracker`]'s
+//! [`Refusals`]: by default the first one fails every later send and wait (a
+//! record that never reached the broker can never be counted as delivered);
+//! a tracker that keeps refusals counts the record as done and keeps its
+//! error for [`TrackedProducer::take_refused`], for a caller that answers a
+//! refusal record by record (the enricher dead-letters the event instead).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
@@ -135,17 +139,9 @@ impl TrackedProducer {
     ) -> Result<(), DeliveryError> {
         let tracker = self.inner.context();
         loop {
-            // Asked for first, so a report landing after the check still wakes us.
-            tracker.wanted.store(end, Ordering::Release);
-            let low = {
-                let window = tracker.window.lock().expect("not poisoned");
-                if window.failure.is_some() {
-                    return Err(window.first_failure());
-                }
-                if window.low >= end {
-                    return Ok(());
-                }
-                window.low
+            let low = match tracker.watermark_toward(end)? {
+                Reached::Yes(_) => return Ok(()),
+                Reached::Not(low) => low,
             };
             if tokio::time::timeout(stall_timeout, tracker.reached.notified())
                 .await
@@ -155,6 +151,29 @@ impl TrackedProducer {
                 return Err(DeliveryError::Stalled(stall_timeout));
             }
         }
+    }
+
+    /// Waits, without a time limit, until every counted record up to `seq`
+    /// was acknowledged (or refused, when refusals are kept); returns the
+    /// watermark then: every record below it is done. Fails as
+    /// [`Self::delivered_below`] does on a refusal by default. Cancel safe;
+    /// one waiter at a time.
+    pub async fn done_past(&self, seq: u64) -> Result<u64, DeliveryError> {
+        let tracker = self.inner.context();
+        loop {
+            if let Reached::Yes(low) = tracker.watermark_toward(seq + 1)? {
+                return Ok(low);
+            }
+            tracker.reached.notified().await;
+        }
+    }
+
+    /// The refused records below `end` (with a tracker that keeps refusals),
+    /// each with its error, forgotten here once taken.
+    pub fn take_refused(&self, end: u64) -> BTreeMap<u64, KafkaError> {
+        let mut window = self.inner.context().window.lock().expect("not poisoned");
+        let later = window.refused.split_off(&end);
+        std::mem::replace(&mut window.refused, later)
     }
 
     /// Hands `record` to librdkafka with `opaque`, retrying every
@@ -217,10 +236,28 @@ impl Opaque {
     }
 }
 
+/// What a refused counted record does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusals {
+    /// It fails every later send and wait: nothing after it is counted.
+    Fatal,
+    /// It is done, like an acknowledged record, and its error is kept until
+    /// [`TrackedProducer::take_refused`] takes it.
+    Kept,
+}
+
+/// Whether the watermark reached what a waiter wants; the watermark.
+enum Reached {
+    Yes(u64),
+    Not(u64),
+}
+
 /// The callbacks of a [`TrackedProducer`]: delivery reports counted or
 /// answered, librdkafka's logs through [`crate::logging`]. A producer is
-/// built with a fresh one: `create_with_context(Tracker::default())`.
+/// built with a fresh one: `create_with_context(Tracker::default())` (refusals
+/// fatal) or `Tracker::new(Refusals::Kept)`.
 pub struct Tracker {
+    refusals: Refusals,
     /// The next sequence number to hand out (an async lock: held across the
     /// wait for room in a full queue).
     next: tokio::sync::Mutex<u64>,
@@ -237,7 +274,15 @@ pub struct Tracker {
 
 impl Default for Tracker {
     fn default() -> Self {
+        Tracker::new(Refusals::Fatal)
+    }
+}
+
+impl Tracker {
+    /// A tracker for a new producer, treating refusals as `refusals` says.
+    pub fn new(refusals: Refusals) -> Self {
         Tracker {
+            refusals,
             next: tokio::sync::Mutex::new(0),
             window: Mutex::new(Window::default()),
             failed: AtomicBool::new(false),
@@ -246,6 +291,21 @@ impl Default for Tracker {
             awaited_ids: AtomicU64::new(0),
             awaited: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Asks to be woken once the watermark reaches `end`, then looks at it.
+    fn watermark_toward(&self, end: u64) -> Result<Reached, DeliveryError> {
+        // Asked for first, so a report landing after the look still wakes the waiter.
+        self.wanted.store(end, Ordering::Release);
+        let window = self.window.lock().expect("not poisoned");
+        if window.failure.is_some() {
+            return Err(window.first_failure());
+        }
+        Ok(if window.low >= end {
+            Reached::Yes(window.low)
+        } else {
+            Reached::Not(window.low)
+        })
     }
 }
 
@@ -279,13 +339,21 @@ impl ProducerContext for Tracker {
         }
         let low = {
             let mut window = self.window.lock().expect("not poisoned");
-            if let Err(error) = report {
-                window.failure.get_or_insert(error);
-                self.failed.store(true, Ordering::Release);
-                None
-            } else {
-                window.done(id);
-                Some(window.low)
+            match (report, self.refusals) {
+                (Err(error), Refusals::Fatal) => {
+                    window.failure.get_or_insert(error);
+                    self.failed.store(true, Ordering::Release);
+                    None
+                }
+                (Err(error), Refusals::Kept) => {
+                    window.refused.insert(id, error);
+                    window.done(id);
+                    Some(window.low)
+                }
+                (Ok(_), _) => {
+                    window.done(id);
+                    Some(window.low)
+                }
             }
         };
         if low.is_none_or(|low| low >= self.wanted.load(Ordering::Acquire)) {
@@ -294,13 +362,16 @@ impl ProducerContext for Tracker {
     }
 }
 
-/// Which counted records were acknowledged: all below `low`, and those
-/// marked in `ahead` (index 0 is `low` itself).
+/// Which counted records were done: all below `low`, and those marked in
+/// `ahead` (index 0 is `low` itself).
 #[derive(Default)]
 struct Window {
     low: u64,
     ahead: VecDeque<bool>,
+    /// The first refusal, when refusals are fatal.
     failure: Option<KafkaError>,
+    /// Refused records not yet taken, when refusals are kept.
+    refused: BTreeMap<u64, KafkaError>,
 }
 
 impl Window {
@@ -382,6 +453,72 @@ mod tests {
                 assert_eq!(window.low, expected);
             }
         }
+    }
+
+    /// A producer whose every record is refused, asynchronously: its broker
+    /// does not listen, so each record times out in librdkafka's queue.
+    fn refusing(refusals: Refusals) -> TrackedProducer {
+        crate::KafkaConfig::plaintext("127.0.0.1:1")
+            .producer("tracked-test")
+            .set("message.timeout.ms", "200")
+            .create_with_context(Tracker::new(refusals))
+            .expect("a producer")
+    }
+
+    fn record(payload: &[u8]) -> BaseRecord<'_, [u8], [u8], ()> {
+        BaseRecord::to("t").payload(payload).partition(0)
+    }
+
+    #[tokio::test]
+    async fn kept_refusals_are_done_and_taken_record_by_record() {
+        let producer = refusing(Refusals::Kept);
+        let second = Duration::from_secs(1);
+        let mut seqs = Vec::new();
+        for payload in [b"a", b"b", b"c"] {
+            seqs.push(
+                producer
+                    .send_counted(record(payload), second)
+                    .await
+                    .unwrap(),
+            );
+        }
+        assert_eq!(seqs, [0, 1, 2]);
+        let low = tokio::time::timeout(Duration::from_secs(10), producer.done_past(2))
+            .await
+            .expect("the refusals came")
+            .unwrap();
+        assert_eq!(low, 3);
+        let first = producer.take_refused(2);
+        assert_eq!(first.keys().copied().collect::<Vec<_>>(), [0, 1]);
+        for error in first.values() {
+            assert_eq!(
+                error.rdkafka_error_code(),
+                Some(RDKafkaErrorCode::MessageTimedOut)
+            );
+        }
+        assert_eq!(producer.take_refused(2).len(), 0, "taken once");
+        assert_eq!(
+            producer.take_refused(3).keys().copied().collect::<Vec<_>>(),
+            [2]
+        );
+        // Later records are still sent and counted.
+        assert_eq!(
+            producer.send_counted(record(b"d"), second).await.unwrap(),
+            3
+        );
+    }
+
+    #[tokio::test]
+    async fn a_fatal_refusal_fails_the_wait_and_every_later_send() {
+        let producer = refusing(Refusals::Fatal);
+        let second = Duration::from_secs(1);
+        producer.send_counted(record(b"a"), second).await.unwrap();
+        let waited = tokio::time::timeout(Duration::from_secs(10), producer.done_past(0))
+            .await
+            .expect("the refusal came");
+        assert!(matches!(waited, Err(DeliveryError::Kafka(_))), "{waited:?}");
+        assert!(producer.send_counted(record(b"b"), second).await.is_err());
+        assert!(producer.take_refused(u64::MAX).is_empty());
     }
 
     #[test]

@@ -14,8 +14,9 @@
 //! - [`assignment`]: the partitions held through rebalances, and their generation;
 //! - [`batches`]: the batch runner, outcomes in input order, tasks owned;
 //! - [`routing`]: which topic and record an outcome becomes (no I/O);
-//! - [`writer`]: sending records within the stall timeout;
-//! - [`acks`]: counting acknowledged outcomes;
+//! - [`writer`]: sending records, counted, within the stall timeout;
+//! - [`acks`]: the written events awaiting their records, in input order, and
+//!   counting what became of them;
 //! - [`in_flight`]: the bytes of input held, against `max_in_flight_mb`;
 //! - [`clients`]: the consumer and producer settings.
 //!
@@ -33,16 +34,16 @@ mod writer;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use futures::FutureExt as _;
-use futures::stream::{FuturesOrdered, StreamExt as _};
 use rdkafka::Message;
 use rdkafka::consumer::{CommitMode, Consumer};
 use rdkafka::error::{KafkaError, KafkaResult, RDKafkaErrorCode};
 use rdkafka::message::{BorrowedMessage, OwnedMessage};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
-use tributary_kafka::{BaseConsumer, StreamConsumer};
+use tributary_kafka::tracked::{self, Refusals};
+use tributary_kafka::{BaseConsumer, StreamConsumer, TrackedProducer};
 
-use self::acks::{Ack, AckFuture, Tally};
+use self::acks::{Ack, Sent, Tally, Unacked, Wait, Written};
 use self::assignment::{Assignment, JobContext, partitions_of};
 use self::batches::Batches;
 pub use self::gate::TableGate;
@@ -174,18 +175,18 @@ pub async fn run(
     let exactly_once = setup.delivery == Delivery::ExactlyOnce && bounded.is_none();
     let transactional_id =
         exactly_once.then(|| clients::transactional_id(&setup.config.group_id()));
-    let producer = clients::producer_config(
+    let producer: TrackedProducer = clients::producer_config(
         &setup.kafka,
         &job,
         transactional_id.as_deref(),
         setup.max_in_flight_bytes,
     )
-    .create()?;
+    .create_with_context(tracked::Tracker::new(Refusals::Kept))?;
     let eos = match transactional_id {
         Some(id) => {
             info!(%job, transactional_id = %id, "exactly-once: outputs and offsets in Kafka transactions");
             Some(tokio::task::block_in_place(|| {
-                Transactions::start(&job, &producer)
+                Transactions::start(&job, producer.producer())
             })?)
         }
         None => None,
@@ -196,6 +197,7 @@ pub async fn run(
             setup.metrics.of_job(&job).in_flight_bytes,
         ),
         tally: Tally::new(&job, setup.metrics.of_job(&job)),
+        unacked: Unacked::default(),
         routing: Routing::new(&setup.config),
         writer: Writer::new(producer, Duration::from_secs(setup.kafka.stall_timeout_s)),
         batches: Batches::new(setup.pipeline.clone(), setup.gate.clone()),
@@ -238,6 +240,7 @@ struct Runner {
     /// The open transaction (exactly-once, unbounded).
     eos: Option<Transactions>,
     tally: Tally,
+    unacked: Unacked,
 }
 
 impl Runner {
@@ -246,7 +249,6 @@ impl Runner {
         consumer: &StreamConsumer<JobContext>,
         shutdown: &CancellationToken,
     ) -> Result<(), EnrichError> {
-        let mut acks: FuturesOrdered<AckFuture> = FuturesOrdered::new();
         let grace = self.setup.grace;
         let grace_over = async {
             shutdown.cancelled().await;
@@ -263,17 +265,22 @@ impl Runner {
             let wake = delays.next_due_ms().map(|due| {
                 tokio::time::Instant::now() + Duration::from_millis((due - now_ms()).max(0) as u64)
             });
-            let idle = self.batches.is_empty() && acks.is_empty();
+            let idle = self.batches.is_empty() && self.unacked.is_empty();
+            let waits_for = self.unacked.waits_for();
             if idle && (!reading || self.bounded.as_ref().is_some_and(Tracker::all_done)) {
                 drained = true;
                 break;
             }
             tokio::select! {
                 biased;
-                Some(ack) = acks.next(), if !acks.is_empty() => self.on_ack(consumer, ack).await?,
-                Some((generation, batch)) = self.batches.next(), if !self.batches.is_empty() && acks.len() < MAX_UNACKED => {
+                low = done(&self.writer, waits_for), if waits_for.is_some() => {
+                    let low = low.map_err(|(kind, e)| self.produce_error(kind, e))?;
+                    self.acknowledge(consumer, low).await?;
+                }
+                Some((generation, batch)) = self.batches.next(), if !self.batches.is_empty() && self.unacked.len() < MAX_UNACKED => {
                     for (msg, outcome) in batch {
-                        acks.push_back(self.write(generation, msg, outcome).await);
+                        let written = self.write(generation, msg, outcome).await;
+                        self.unacked.push(written);
                     }
                 }
                 _ = commit_tick.tick(), if self.eos.is_some() => self.commit(consumer)?,
@@ -314,7 +321,7 @@ impl Runner {
                 }
                 () = shutdown.cancelled(), if reading => reading = false,
                 () = &mut grace_over => {
-                    let unacknowledged = self.batches.events() + acks.len();
+                    let unacknowledged = self.batches.events() + self.unacked.len();
                     warn!(job = %self.setup.config.name, unacknowledged, "grace period over; unacknowledged events will be read again");
                     break;
                 }
@@ -412,8 +419,8 @@ impl Runner {
             .is_some_and(|txn| txn.generation() != generation)
     }
 
-    /// Starts writing what `outcome` calls for; the returned future resolves when it is acknowledged.
-    async fn write(&mut self, generation: u64, msg: OwnedMessage, outcome: Outcome) -> AckFuture {
+    /// Writes what `outcome` calls for (the record is queued, not yet acknowledged).
+    async fn write(&mut self, generation: u64, msg: OwnedMessage, outcome: Outcome) -> Written {
         let ownership = if self.stale(generation) {
             Ownership::Stale
         } else {
@@ -428,36 +435,30 @@ impl Runner {
         {
             txn.written(msg.topic(), msg.partition(), msg.offset());
         }
-        let delivered = match record {
-            Some(record) => {
-                let sent = self.send(kind, &record, &msg).await;
-                Some(self.writer.delivered(sent))
-            }
-            None => None,
+        let sent = match record {
+            Some(record) => match self.send(kind, &record, &msg).await {
+                Ok(seq) => Sent::Counted(seq),
+                Err(e) => Sent::Refused(e),
+            },
+            None => Sent::Nothing,
         };
-        Box::pin(async move {
-            let result = match delivered {
-                Some(delivered) => delivered.await,
-                None => Ok(()),
-            };
-            Ack {
-                msg,
-                kind,
-                generation,
-                result,
-            }
-        })
+        Written {
+            msg,
+            kind,
+            generation,
+            sent,
+        }
     }
 
-    /// Enqueues `record`, written for `source`, to the topic of `kind`. A
-    /// retry goes to the partition its event came from: the instance holding
-    /// that partition retries it.
+    /// Enqueues `record`, written for `source`, to the topic of `kind`; its
+    /// sequence number. A retry goes to the partition its event came from: the
+    /// instance holding that partition retries it.
     async fn send(
         &self,
         kind: AckKind,
         record: &Record,
         source: &OwnedMessage,
-    ) -> Result<rdkafka::producer::DeliveryFuture, KafkaError> {
+    ) -> Result<u64, KafkaError> {
         let headers = self.routing.headers(record, source);
         let partition = record.retry.map(|_| source.partition());
         self.writer
@@ -465,7 +466,21 @@ impl Runner {
             .await
     }
 
-    /// Counts an acknowledged record and lets its input offset be committed.
+    /// Acknowledges, in input order, every event done now that the
+    /// producer's watermark is `low`.
+    async fn acknowledge(
+        &mut self,
+        consumer: &StreamConsumer<JobContext>,
+        low: u64,
+    ) -> Result<(), EnrichError> {
+        let mut refused = self.writer.take_refused(low);
+        while let Some(ack) = self.unacked.next_done(low, &mut refused) {
+            self.on_ack(consumer, ack).await?;
+        }
+        Ok(())
+    }
+
+    /// Counts an acknowledged event and lets its input offset be committed.
     async fn on_ack(
         &mut self,
         consumer: &StreamConsumer<JobContext>,
@@ -488,9 +503,9 @@ impl Runner {
             // The enriched event is too big for the broker: keep the original instead.
             let reason = format!("the enriched event was rejected by the broker: {e}");
             let record = routing::dead_letter(&msg, reason);
-            let sent = self.send(AckKind::Dead, &record, &msg).await;
+            let headers = self.routing.headers(&record, &msg);
             self.writer
-                .delivered(sent)
+                .send_awaited(self.routing.topic_of(AckKind::Dead), &record, headers)
                 .await
                 .map_err(|e| self.produce_error(AckKind::Dead, e))?;
             kind = AckKind::Dead;
@@ -517,6 +532,26 @@ impl Runner {
             job: self.setup.config.name.clone(),
             topic: self.routing.topic_of(kind).to_owned(),
             source: Box::new(source),
+        }
+    }
+}
+
+/// The producer's watermark once the oldest unacknowledged event is done (at
+/// once when it waits for no record); an error, with the kind of record
+/// waited for, when the watermark has not moved for the stall timeout.
+/// Cancel safe.
+async fn done(writer: &Writer, wait: Option<Wait>) -> Result<u64, (AckKind, KafkaError)> {
+    match wait {
+        // The runner's branch is disabled when no event waits.
+        None => std::future::pending().await,
+        Some(Wait::Ready(low)) => Ok(low),
+        Some(Wait::Record { seq, kind, since }) => {
+            tokio::time::timeout_at(since + writer.stall_timeout(), writer.done_past(seq))
+                .await
+                .unwrap_or(Err(KafkaError::MessageProduction(
+                    RDKafkaErrorCode::MessageTimedOut,
+                )))
+                .map_err(|e| (kind, e))
         }
     }
 }
