@@ -1,7 +1,7 @@
 //! Remote tables: the [`Table`] trait over a store that is not local, protected
 //! so that lookups cannot overload it.
 //!
-//! A lookup goes: moka cache (rows and misses, each with a TTL; concurrent
+//! A lookup goes: the row cache (rows and misses, each with a TTL; concurrent
 //! misses of one key share one load: single-flight) → [`fetcher`] (batching,
 //! circuit breaker, rate limit, timeout, retries) → [`backend`] ([`mysql`],
 //! [`http`], or [`lookup_api`]: another Tributary's tables). The rate limit is
@@ -24,13 +24,14 @@ pub mod stats;
 use std::hash::{Hash as _, Hasher as _};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use async_trait::async_trait;
-use moka::Expiry;
-use moka::future::Cache;
+use quick_cache::UnitWeighter;
+use quick_cache::sync::{Cache, DefaultLifecycle, EntryAction, EntryResult};
 use serde_json::Value;
 use tokio::task::JoinSet;
+use tokio::time::Instant;
 use tributary_table_api::key_values::{Expect, KeyValues, key_values};
 use tributary_table_api::{KeyRange, LookupError, Table, TableDescription};
 
@@ -43,13 +44,29 @@ use crate::remote::budget::{Budget, Budgets, Weights};
 use crate::remote::fetcher::{Fetcher, Policy};
 use crate::remote::stats::RemoteStats;
 
-/// A cached lookup: the row, or `None` for a key without one.
-type Cached = Option<Arc<Value>>;
+/// A looked-up row, or `None` for a key without one.
+type Row = Option<Arc<Value>>;
 
-/// The row cache, by the JSON text of the key values. Keys are hashed with
-/// foldhash: a hit is on every enriched event's path, and SipHash's resistance
-/// to chosen keys is not needed for keys bounded by the cache's capacity.
-type RowCache = Cache<String, Cached, foldhash::fast::RandomState>;
+/// A cached lookup, until it expires.
+#[derive(Clone)]
+struct Cached {
+    row: Row,
+    expires: Instant,
+}
+
+impl Cached {
+    /// The row, if the lookup is still fresh at `now`.
+    fn fresh(&self, now: Instant) -> Option<&Row> {
+        (now < self.expires).then_some(&self.row)
+    }
+}
+
+/// The row cache, by the JSON text of the key values: at most `max_entries`
+/// lookups, the least recently and frequently used leaving first (CLOCK-Pro).
+/// Keys are hashed with foldhash: a hit is on every enriched event's path, and
+/// SipHash's resistance to chosen keys is not needed for keys bounded by the
+/// cache's capacity.
+type RowCache = Cache<String, Cached, UnitWeighter, foldhash::fast::RandomState>;
 
 /// Rows live `hit`, misses `miss`.
 struct Ttl {
@@ -57,14 +74,14 @@ struct Ttl {
     miss: Duration,
 }
 
-impl Expiry<String, Cached> for Ttl {
-    fn expire_after_create(
-        &self,
-        _key: &String,
-        value: &Cached,
-        _created_at: std::time::Instant,
-    ) -> Option<Duration> {
-        Some(if value.is_some() { self.hit } else { self.miss })
+impl Ttl {
+    /// `row`, looked up at `now`, cached until it expires.
+    fn cached(&self, row: Row, now: Instant) -> Cached {
+        let ttl = if row.is_some() { self.hit } else { self.miss };
+        Cached {
+            expires: now + ttl,
+            row,
+        }
     }
 }
 
@@ -76,6 +93,7 @@ pub struct RemoteTable {
     name: String,
     key_columns: Vec<String>,
     cache: Option<RowCache>,
+    ttl: Ttl,
     /// Bumped by every invalidation of a key in the stripe: a load that saw its
     /// stripe change does not keep its row (it may predate the change).
     generations: Box<[AtomicU64]>,
@@ -113,19 +131,24 @@ impl RemoteTable {
             config.breaker.failures,
             Duration::from_secs(config.breaker.open_s),
         ));
-        let cache = (config.cache.max_entries > 0).then(|| {
-            Cache::builder()
-                .max_capacity(config.cache.max_entries)
-                .expire_after(Ttl {
-                    hit: Duration::from_secs(config.cache.ttl_s),
-                    miss: Duration::from_secs(config.cache.negative_ttl_s),
-                })
-                .build_with_hasher(foldhash::fast::RandomState::default())
+        let max_entries = config.cache.max_entries;
+        let cache = (max_entries > 0).then(|| {
+            Cache::with(
+                usize::try_from(max_entries).unwrap_or(usize::MAX),
+                max_entries,
+                UnitWeighter,
+                foldhash::fast::RandomState::default(),
+                DefaultLifecycle::default(),
+            )
         });
         RemoteTable {
             name: config.name.clone(),
             key_columns: config.key_columns().to_vec(),
             cache,
+            ttl: Ttl {
+                hit: Duration::from_secs(config.cache.ttl_s),
+                miss: Duration::from_secs(config.cache.negative_ttl_s),
+            },
             generations: (0..GENERATION_STRIPES).map(|_| AtomicU64::new(0)).collect(),
             fetcher: Fetcher::start(backend, policy, budget, breaker, stats.clone()),
             stats,
@@ -156,7 +179,7 @@ impl RemoteTable {
     pub async fn invalidate(&self, key: &Value) {
         if let (Some(cache), Ok((_, text))) = (&self.cache, self.key_values(key)) {
             self.generation(&text).fetch_add(1, Ordering::SeqCst);
-            cache.invalidate(&text).await;
+            cache.remove(text.as_str());
             self.stats.invalidations.inc();
         }
     }
@@ -166,6 +189,47 @@ impl RemoteTable {
         let mut hasher = std::hash::DefaultHasher::new();
         key.hash(&mut hasher);
         &self.generations[hasher.finish() as usize % self.generations.len()]
+    }
+
+    /// Reads the row of `values` from the backend.
+    async fn fetch(&self, values: KeyValues<'_>) -> Result<Row, fetcher::RemoteError> {
+        self.fetcher
+            .get(owned(values))
+            .await
+            .map(|r| r.map(Arc::new))
+    }
+
+    /// The row of `text` (a key the cache has not, or has expired): loaded
+    /// and cached, or found cached by a concurrent lookup. Concurrent misses
+    /// of one key wait for one load; a failed load caches nothing, and the
+    /// next waiting lookup loads in its turn.
+    async fn load(
+        &self,
+        cache: &RowCache,
+        text: &str,
+        values: KeyValues<'_>,
+    ) -> Result<Row, fetcher::RemoteError> {
+        let fresh = |_: &String, cached: &mut Cached| match cached.fresh(Instant::now()) {
+            Some(row) => EntryAction::Retain(row.clone()),
+            None => EntryAction::ReplaceWithGuard,
+        };
+        let guard = match cache.entry_async(text, fresh).await {
+            EntryResult::Retained(row) => return Ok(row),
+            EntryResult::Vacant(guard) | EntryResult::Replaced(guard, _) => guard,
+            EntryResult::Removed(..) | EntryResult::Timeout => {
+                unreachable!("the callback never removes, and the wait has no timeout")
+            }
+        };
+        let generation = self.generation(text);
+        let started = generation.load(Ordering::SeqCst);
+        let row = self.fetch(values).await?;
+        let _ = guard.insert(self.ttl.cached(row.clone(), Instant::now()));
+        // The row changed while it was being loaded: the load may have read the
+        // old row, so it must not stay in the cache.
+        if generation.load(Ordering::SeqCst) != started {
+            cache.remove(text);
+        }
+        Ok(row)
     }
 
     fn remote_error(&self, e: impl std::fmt::Display) -> LookupError {
@@ -197,36 +261,16 @@ impl Table for RemoteTable {
         let row = match &self.cache {
             None => {
                 self.stats.misses.inc();
-                self.fetcher
-                    .get(owned(values))
-                    .await
-                    .map(|r| r.map(Arc::new))
+                self.fetch(values).await
             }
-            Some(cache) => match cache.get(&text).await {
-                Some(cached) => {
+            Some(cache) => match cache.get(text.as_str()) {
+                Some(cached) if cached.fresh(started).is_some() => {
                     self.stats.hits.inc();
-                    Ok(cached)
+                    Ok(cached.row)
                 }
-                None => {
+                _ => {
                     self.stats.misses.inc();
-                    let generation = self.generation(&text);
-                    let started = generation.load(Ordering::SeqCst);
-                    // Concurrent misses of one key wait for this one load.
-                    let loaded = cache
-                        .try_get_with(text.clone(), async {
-                            self.fetcher
-                                .get(owned(values))
-                                .await
-                                .map(|r| r.map(Arc::new))
-                        })
-                        .await
-                        .map_err(|e| (*e).clone());
-                    // The row changed while it was being loaded: the load may have
-                    // read the old row, so it must not stay in the cache.
-                    if generation.load(Ordering::SeqCst) != started {
-                        cache.invalidate(&text).await;
-                    }
-                    loaded
+                    self.load(cache, &text, values).await
                 }
             },
         }
@@ -358,7 +402,7 @@ mod tests {
     use super::*;
     use crate::remote::backend::BackendError;
 
-    /// Answers every key after `delay`, recording each call's keys.
+    /// Answers every key but `"missing"` after `delay`, recording each call's keys.
     struct Slow {
         calls: Mutex<Vec<Vec<Vec<Value>>>>,
         delay: Duration,
@@ -369,7 +413,10 @@ mod tests {
         async fn fetch(&self, keys: &[Vec<Value>]) -> Result<Vec<Option<Value>>, BackendError> {
             self.calls.lock().unwrap().push(keys.to_vec());
             tokio::time::sleep(self.delay).await;
-            Ok(keys.iter().map(|k| Some(json!({ "sku": k[0] }))).collect())
+            Ok(keys
+                .iter()
+                .map(|k| (k[0] != "missing").then(|| json!({ "sku": k[0] })))
+                .collect())
         }
     }
 
@@ -406,6 +453,59 @@ mod tests {
             assert_eq!(get.await.unwrap().unwrap(), Some(json!({ "sku": "A" })));
         }
         assert_eq!(*backend.calls.lock().unwrap(), [vec![vec![json!("A")]]]);
+    }
+
+    /// Keys the backend was asked for, over every call.
+    fn fetched(backend: &Slow) -> Vec<Value> {
+        let calls = backend.calls.lock().unwrap();
+        calls.iter().flatten().map(|key| key[0].clone()).collect()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn rows_and_misses_are_cached_until_their_own_ttls() {
+        let (table, backend) = table(
+            "    cache: { ttl_s: 60, negative_ttl_s: 5 }",
+            Duration::ZERO,
+        );
+        let both = async || {
+            assert_eq!(
+                table.get(&json!("A")).await.unwrap(),
+                Some(json!({ "sku": "A" }))
+            );
+            assert_eq!(table.get(&json!("missing")).await.unwrap(), None);
+        };
+        both().await;
+        both().await;
+        assert_eq!(fetched(&backend), [json!("A"), json!("missing")]);
+        tokio::time::advance(Duration::from_secs(6)).await;
+        both().await;
+        assert_eq!(
+            fetched(&backend),
+            [json!("A"), json!("missing"), json!("missing")],
+            "the miss expired, the row did not"
+        );
+        tokio::time::advance(Duration::from_secs(55)).await;
+        both().await;
+        assert_eq!(
+            fetched(&backend)[3..],
+            [json!("A"), json!("missing")],
+            "both expired"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_cache_holds_at_most_max_entries() {
+        let (table, backend) = table("    cache: { max_entries: 100 }", Duration::ZERO);
+        let keys: Vec<Value> = (0..1_000).map(|i| json!(format!("K{i}"))).collect();
+        for _ in 0..2 {
+            for key in &keys {
+                assert!(table.get(key).await.unwrap().is_some());
+            }
+        }
+        // Each key was fetched once on the first pass; on the second, at most
+        // the 100 the cache could hold were answered without the backend.
+        let fetched = fetched(&backend).len();
+        assert!((1_900..=2_000).contains(&fetched), "{fetched} keys fetched");
     }
 
     #[tokio::test]
