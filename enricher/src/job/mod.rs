@@ -278,8 +278,10 @@ impl Runner {
                     self.acknowledge(consumer, low).await?;
                 }
                 Some((generation, batch)) = self.batches.next(), if !self.batches.is_empty() && self.unacked.len() < MAX_UNACKED => {
+                    // One clock read for the batch: its events are routed within microseconds.
+                    let now = now_ms();
                     for (msg, outcome) in batch {
-                        let written = self.write(generation, msg, outcome).await;
+                        let written = self.write(generation, msg, outcome, now).await;
                         self.unacked.push(written);
                     }
                 }
@@ -419,17 +421,22 @@ impl Runner {
             .is_some_and(|txn| txn.generation() != generation)
     }
 
-    /// Writes what `outcome` calls for (the record is queued, not yet acknowledged).
-    async fn write(&mut self, generation: u64, msg: OwnedMessage, outcome: Outcome) -> Written {
+    /// Writes what `outcome` calls for at `now_ms` (the record is queued, not
+    /// yet acknowledged).
+    async fn write(
+        &mut self,
+        generation: u64,
+        msg: OwnedMessage,
+        outcome: Outcome,
+        now_ms: i64,
+    ) -> Written {
         let ownership = if self.stale(generation) {
             Ownership::Stale
         } else {
             Ownership::Current
         };
         let holds = || self.assignment.holds(msg.topic(), msg.partition());
-        let (kind, record) = self
-            .routing
-            .route(&msg, outcome, ownership, holds, now_ms());
+        let (kind, record) = self.routing.route(&msg, outcome, ownership, holds, now_ms);
         if let Some(txn) = &mut self.eos
             && kind != AckKind::Abandoned
         {
@@ -474,17 +481,19 @@ impl Runner {
         low: u64,
     ) -> Result<(), EnrichError> {
         let mut refused = self.writer.take_refused(low);
+        let now = now_ms();
         while let Some(ack) = self.unacked.next_done(low, &mut refused) {
-            self.on_ack(consumer, ack).await?;
+            self.on_ack(consumer, ack, now).await?;
         }
         Ok(())
     }
 
-    /// Counts an acknowledged event and lets its input offset be committed.
+    /// Counts an event acknowledged at `now_ms` and lets its input offset be committed.
     async fn on_ack(
         &mut self,
         consumer: &StreamConsumer<JobContext>,
         ack: Ack,
+        now_ms: i64,
     ) -> Result<(), EnrichError> {
         let Ack {
             msg,
@@ -510,7 +519,7 @@ impl Runner {
                 .map_err(|e| self.produce_error(AckKind::Dead, e))?;
             kind = AckKind::Dead;
         }
-        if !self.tally.acknowledged(kind, &msg, now_ms()) {
+        if !self.tally.acknowledged(kind, &msg, now_ms) {
             return Ok(());
         }
         match (&mut self.bounded, &self.eos) {
