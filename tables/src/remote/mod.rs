@@ -62,11 +62,40 @@ impl Cached {
 }
 
 /// The row cache, by the JSON text of the key values: at most `max_entries`
-/// lookups, the least recently and frequently used leaving first (CLOCK-Pro).
+/// lookups, the least recently and frequently used leaving first (CLOCK-Pro;
+/// see [`row_cache`] for how it is sharded).
 /// Keys are hashed with foldhash: a hit is on every enriched event's path, and
 /// SipHash's resistance to chosen keys is not needed for keys bounded by the
 /// cache's capacity.
 type RowCache = Cache<String, Cached, UnitWeighter, foldhash::fast::RandomState>;
+
+/// Entries per shard of the row cache, at least (but for a smaller cache).
+const ENTRIES_PER_SHARD: u64 = 16_384;
+
+/// A row cache of at most `max_entries`. Each shard holds its share of them,
+/// and keys spread over the shards unevenly: a cache with many small shards,
+/// sized to the keys in use, would keep missing the keys of its fullest
+/// shards. So shards hold at least [`ENTRIES_PER_SHARD`] (the keys' spread is
+/// then under 1% per shard), and a smaller cache is one shard, its bound
+/// exact.
+fn row_cache(max_entries: u64) -> RowCache {
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    let shards = usize::try_from(max_entries / ENTRIES_PER_SHARD)
+        .unwrap_or(usize::MAX)
+        .clamp(1, cores * 4);
+    let options = quick_cache::OptionsBuilder::new()
+        .estimated_items_capacity(usize::try_from(max_entries).unwrap_or(usize::MAX))
+        .weight_capacity(max_entries)
+        .shards(shards)
+        .build()
+        .expect("capacities and shards are set");
+    Cache::with_options(
+        options,
+        UnitWeighter,
+        foldhash::fast::RandomState::default(),
+        DefaultLifecycle::default(),
+    )
+}
 
 /// Rows live `hit`, misses `miss`.
 struct Ttl {
@@ -132,15 +161,7 @@ impl RemoteTable {
             Duration::from_secs(config.breaker.open_s),
         ));
         let max_entries = config.cache.max_entries;
-        let cache = (max_entries > 0).then(|| {
-            Cache::with(
-                usize::try_from(max_entries).unwrap_or(usize::MAX),
-                max_entries,
-                UnitWeighter,
-                foldhash::fast::RandomState::default(),
-                DefaultLifecycle::default(),
-            )
-        });
+        let cache = (max_entries > 0).then(|| row_cache(max_entries));
         RemoteTable {
             name: config.name.clone(),
             key_columns: config.key_columns().to_vec(),
@@ -491,6 +512,18 @@ mod tests {
             [json!("A"), json!("missing")],
             "both expired"
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_cache_sized_to_its_keys_holds_every_one() {
+        let (table, backend) = table("    cache: { max_entries: 3000 }", Duration::ZERO);
+        let keys: Vec<Value> = (0..3_000).map(|i| json!(format!("K{i}"))).collect();
+        for _ in 0..3 {
+            for key in &keys {
+                assert!(table.get(key).await.unwrap().is_some());
+            }
+        }
+        assert_eq!(fetched(&backend).len(), 3_000, "each key fetched once");
     }
 
     #[tokio::test(start_paused = true)]
