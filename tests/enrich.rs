@@ -566,14 +566,8 @@ async fn an_enriched_event_too_big_to_send_is_dead_lettered_as_it_came() {
     assert_ne!(text, limited);
     std::fs::write(&job, limited).unwrap();
 
-    let run = TributaryProcess::start(
-        &["enrich"],
-        &job,
-        &["--from", "beginning", "--until", "end"],
-    );
-    let stdout = wait_stdout(run).await;
     assert_eq!(
-        summary_counts(&stdout, "shop"),
+        bounded_run(&job, "beginning", "end").await,
         (ORDERS, ORDERS / 2, ORDERS / 2)
     );
     let out = read_raw(&files.output, Duration::from_secs(30), |r| {
@@ -601,6 +595,13 @@ async fn an_enriched_event_too_big_to_send_is_dead_lettered_as_it_came() {
             order_id.to_string()
         );
     }
+}
+
+/// Runs the job file `job` (its job `shop`) bounded `--from` `from`
+/// `--until` `until`; its summary's (in, out, dead-lettered).
+async fn bounded_run(job: &std::path::Path, from: &str, until: &str) -> (u64, u64, u64) {
+    let run = TributaryProcess::start(&["enrich"], job, &["--from", from, "--until", until]);
+    summary_counts(&wait_stdout(run).await, "shop")
 }
 
 /// The summary row of `job` printed by a bounded run: (in, out, dead-lettered).
@@ -638,23 +639,15 @@ async fn bounded_runs_stop_by_themselves_with_the_right_counts() {
     let files = JobFiles::new(&input);
     let job = files.write(None, "[]", "");
 
-    let first = TributaryProcess::start(&["enrich"], &job, &["--from", "100", "--until", "end"]);
-    let stdout = wait_stdout(first).await;
     let in_range = |from: u64, to: u64| (from..to).filter(|n| !bad(*n)).count() as u64;
     assert_eq!(
-        summary_counts(&stdout, "shop"),
+        bounded_run(&job, "100", "end").await,
         (400, in_range(100, 500), 400 - in_range(100, 500))
     );
     // Events after the run's end are not read; a range by offsets stops at its bound.
     produce_raw(&input, &[(0, None, Some(br#"{"order_id": 999}"#.to_vec()))]).await;
-    let second = TributaryProcess::start(
-        &["enrich"],
-        &job,
-        &["--from", "beginning", "--until", "250"],
-    );
-    let stdout = wait_stdout(second).await;
     assert_eq!(
-        summary_counts(&stdout, "shop"),
+        bounded_run(&job, "beginning", "250").await,
         (250, in_range(0, 250), 250 - in_range(0, 250))
     );
     let expected = (in_range(100, 500) + in_range(0, 250)) as usize;
@@ -1365,14 +1358,8 @@ async fn late_orders_are_enriched_with_the_user_as_it_was_when_each_was_placed()
         "[{ table: users, key: user_id, select: [tier], as_of: { field: placed_at, unit: us } }]",
         "",
     );
-    let run = TributaryProcess::start(
-        &["enrich"],
-        &job,
-        &["--from", "beginning", "--until", "end"],
-    );
-    let stdout = wait_stdout(run).await;
     assert_eq!(
-        summary_counts(&stdout, "shop"),
+        bounded_run(&job, "beginning", "end").await,
         (placed.len() as u64, placed.len() as u64, 0)
     );
     let expected = placed.len();

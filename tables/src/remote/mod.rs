@@ -514,27 +514,27 @@ mod tests {
         );
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn a_cache_sized_to_its_keys_holds_every_one() {
-        let (table, backend) = table("    cache: { max_entries: 3000 }", Duration::ZERO);
-        let keys: Vec<Value> = (0..3_000).map(|i| json!(format!("K{i}"))).collect();
-        for _ in 0..3 {
+    /// Looks up `n` distinct keys, `passes` times over, each found.
+    async fn look_up_keys(table: &RemoteTable, n: usize, passes: usize) {
+        let keys: Vec<Value> = (0..n).map(|i| json!(format!("K{i}"))).collect();
+        for _ in 0..passes {
             for key in &keys {
                 assert!(table.get(key).await.unwrap().is_some());
             }
         }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_cache_sized_to_its_keys_holds_every_one() {
+        let (table, backend) = table("    cache: { max_entries: 3000 }", Duration::ZERO);
+        look_up_keys(&table, 3_000, 3).await;
         assert_eq!(fetched(&backend).len(), 3_000, "each key fetched once");
     }
 
     #[tokio::test(start_paused = true)]
     async fn the_cache_holds_at_most_max_entries() {
         let (table, backend) = table("    cache: { max_entries: 100 }", Duration::ZERO);
-        let keys: Vec<Value> = (0..1_000).map(|i| json!(format!("K{i}"))).collect();
-        for _ in 0..2 {
-            for key in &keys {
-                assert!(table.get(key).await.unwrap().is_some());
-            }
-        }
+        look_up_keys(&table, 1_000, 2).await;
         // Each key was fetched once on the first pass; on the second, at most
         // the 100 the cache could hold were answered without the backend.
         let fetched = fetched(&backend).len();
