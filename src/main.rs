@@ -17,17 +17,9 @@ use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use prometheus_client::registry::Registry;
 use tokio_util::sync::CancellationToken;
-use tracing::info;
+use tracing::{info, warn};
 use tributary_capture::{CaptureConfig, CaptureMetrics};
 use tributary_tables::TablesConfig;
-
-// Capture and enrichment allocate a few small objects per row; mimalloc's
-// thread-local free lists cost them less than glibc malloc (BENCHMARKS.md, capture).
-// Its `override` feature makes it the C `malloc` too, for librdkafka's and
-// RocksDB's allocations (a message and its headers each, a cache entry), which
-// glibc served at ~10% of the enricher's CPU (BENCHMARKS.md, enrichment).
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// Change-data capture from MySQL/MariaDB binlogs into Kafka.
 #[derive(Parser)]
@@ -109,8 +101,14 @@ enum Command {
     },
 }
 
+fn main() -> anyhow::Result<()> {
+    // Before any thread starts: this may run the program again with the allocator tuned.
+    let untuned = tributary_allocator::tune().err();
+    run(untuned)
+}
+
 #[tokio::main]
-async fn main() -> anyhow::Result<()> {
+async fn run(untuned: Option<std::io::Error>) -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("TRIBUTARY_LOG").unwrap_or_else(|_| {
@@ -125,6 +123,9 @@ async fn main() -> anyhow::Result<()> {
         // Colours only on a terminal: log files and collectors get plain text.
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
+    if let Some(e) = untuned {
+        warn!(error = %e, "cannot set the allocator's purge delay: running with mimalloc's default, which costs more CPU");
+    }
     tributary_proto::crypto_provider::install();
     match Cli::parse().command {
         Command::Capture { config } => capture(config).await,

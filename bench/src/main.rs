@@ -25,10 +25,6 @@ mod versions;
 
 use clap::{Parser, Subcommand};
 
-// The allocator `tributary` runs with, so the numbers are the service's.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 /// Benchmarks of Tributary against the stack of `deploy/local/up.sh`.
 #[derive(Parser)]
 #[command(version, about)]
@@ -70,6 +66,8 @@ enum Command {
 }
 
 fn main() -> anyhow::Result<()> {
+    // The allocator `tributary` runs with, tuned as it is, so the numbers are the service's.
+    let untuned = tributary_allocator::tune().err();
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("TRIBUTARY_LOG").unwrap_or_else(|_| {
@@ -78,6 +76,11 @@ fn main() -> anyhow::Result<()> {
         )
         .with_writer(std::io::stderr)
         .init();
+    if let Some(e) = untuned {
+        eprintln!(
+            "[bench] cannot set the allocator's purge delay ({e}): measuring with mimalloc's default"
+        );
+    }
     let command = Cli::parse().command;
     if let Command::InstructionLoop(args) = command {
         return instructions::run_loop(args);
