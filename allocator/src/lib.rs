@@ -54,3 +54,11 @@ pub fn tune() -> std::io::Result<()> {
         .env(PURGE_DELAY_VAR, PURGE_DELAY_MS.to_string())
         .exec())
 }
+
+/// The purge delay to give a child process of a tuned program: the
+/// environment's, else [`PURGE_DELAY_MS`]. A child started with it runs as
+/// the one program image it was started as, as a tool that follows one image
+/// (valgrind) needs.
+pub fn purge_delay() -> OsString {
+    std::env::var_os(PURGE_DELAY_VAR).unwrap_or_else(|| PURGE_DELAY_MS.to_string().into())
+}

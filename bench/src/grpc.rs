@@ -16,6 +16,7 @@ use anyhow::Context as _;
 use clap::Args;
 use mysql_async::prelude::Queryable;
 use tonic::transport::Endpoint;
+use tributary_allocator::PURGE_DELAY_VAR;
 use tributary_proto::grpc::from_json;
 use tributary_proto::grpc::v1::lookup_client::LookupClient;
 use tributary_proto::grpc::v1::{DescribeTableRequest, GetRequest};
@@ -308,6 +309,8 @@ impl Server {
             Launch::Callgrind(out) => {
                 let mut valgrind = tokio::process::Command::new("valgrind");
                 valgrind
+                    // Tuned already: the server does not start itself again outside callgrind.
+                    .env(PURGE_DELAY_VAR, tributary_allocator::purge_delay())
                     .args(["--tool=callgrind", "--instr-atstart=no"])
                     .arg(format!("--callgrind-out-file={}", out.display()))
                     .arg(&binary);

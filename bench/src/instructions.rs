@@ -24,6 +24,7 @@ use anyhow::Context as _;
 use clap::{Args, ValueEnum};
 use prometheus_client::registry::Registry;
 use serde_json::json;
+use tributary_allocator::PURGE_DELAY_VAR;
 use tributary_capture::change_stream::ChangeStream as _;
 use tributary_enricher::config::EnrichConfig;
 use tributary_enricher::metrics::EnrichMetrics;
@@ -375,6 +376,8 @@ fn count(which: Loop, items: u64, inputs: &Inputs) -> anyhow::Result<u64> {
     let out_file = inputs.out_dir.join(format!("callgrind.{which:?}.{items}"));
     let mut command = Command::new("valgrind");
     command
+        // Tuned already: the loop does not start itself again outside callgrind.
+        .env(PURGE_DELAY_VAR, tributary_allocator::purge_delay())
         .arg("--tool=callgrind")
         .arg("--toggle-collect=tributary_bench::instructions::measured*")
         .arg(format!("--callgrind-out-file={}", out_file.display()))
