@@ -83,6 +83,9 @@ pub(crate) enum Loop {
     /// An enrichment job's own work per event: parse, two joins on in-memory
     /// tables, projection, output.
     Enrich,
+    /// The same with its `users` join on a local table (RocksDB through its
+    /// block cache, a global table of the users), `products` in memory.
+    EnrichLocal,
     /// `tributary serve` answering `Get` of a hot set of keys (every thread of it).
     LookupGet,
     /// `tributary serve` answering `BatchGet` of 100 hot keys, per key.
@@ -97,6 +100,7 @@ impl Loop {
             Loop::LocalGet => "local get (stored JSON bytes, 100k-row table, block cache)",
             Loop::ApiRow => "lookup API row (stored JSON → encoded response)",
             Loop::Enrich => "enriched event (2 joins on in-memory tables)",
+            Loop::EnrichLocal => "enriched event (a local RocksDB join, an in-memory join)",
             Loop::LookupGet => "lookup API `Get` (server, all threads)",
             Loop::LookupBatch => "lookup API key of a `BatchGet(100)` (server, all threads)",
         }
@@ -107,7 +111,12 @@ impl Loop {
         match self {
             Loop::LookupGet => Some(1),
             Loop::LookupBatch => Some(100),
-            Loop::Decode | Loop::Encode | Loop::LocalGet | Loop::ApiRow | Loop::Enrich => None,
+            Loop::Decode
+            | Loop::Encode
+            | Loop::LocalGet
+            | Loop::ApiRow
+            | Loop::Enrich
+            | Loop::EnrichLocal => None,
         }
     }
 }
@@ -122,7 +131,7 @@ pub(crate) struct LoopArgs {
     #[arg(long)]
     items: u64,
     /// What the loop reads: a capture config (decode) or a tables config
-    /// whose data directory holds the table (local-get).
+    /// whose data directory holds the table (local-get, enrich-local).
     #[arg(long)]
     config: Option<PathBuf>,
     /// decode: the GTID position the binlog is read from.
@@ -142,6 +151,8 @@ struct Inputs {
     decode: Option<(PathBuf, String)>,
     /// The local-get loop's tables config.
     local_get: Option<PathBuf>,
+    /// The enrich-local loop's tables config (its `users` table).
+    local_users: Option<PathBuf>,
     /// The lookup loops' server directory (its table materialized) and topic.
     lookup: Option<(PathBuf, String)>,
 }
@@ -311,6 +322,7 @@ async fn prepare(args: &InstructionsArgs, loops: &[Loop]) -> anyhow::Result<Inpu
         out_dir,
         decode: None,
         local_get: None,
+        local_users: None,
         lookup: None,
         dir,
     };
@@ -338,18 +350,9 @@ async fn prepare(args: &InstructionsArgs, loops: &[Loop]) -> anyhow::Result<Inpu
         let topic = format!("bench-{run}");
         crate::tables::produce_rows(&args.stack.brokers, &topic, TABLE_ROWS).await?;
         if loops.contains(&Loop::LocalGet) {
-            let yaml = format!(
-                "data_dir: '{}'\nkafka: {{ brokers: '{}' }}\ntables: [{{ name: kv, topic: '{topic}', mode: global }}]\n",
-                inputs.dir.path().join("tables").display(),
-                args.stack.brokers
-            );
-            let config = TablesConfig::parse(&yaml)?;
-            let (materializer, shutdown) = crate::tables::start(&config).await?;
-            crate::tables::wait_applied(&materializer, TABLE_ROWS).await;
-            crate::tables::stop(materializer, shutdown).await?;
-            let path = inputs.dir.path().join("tables.yaml");
-            std::fs::write(&path, yaml)?;
-            inputs.local_get = Some(path);
+            let dir = inputs.dir.path().join("kv");
+            let table = global_table(&dir, &args.stack.brokers, "kv", &topic, TABLE_ROWS);
+            inputs.local_get = Some(table.await?);
         }
         if lookups {
             // Materialized at full speed: under callgrind it restarts ready.
@@ -368,7 +371,37 @@ async fn prepare(args: &InstructionsArgs, loops: &[Loop]) -> anyhow::Result<Inpu
             inputs.lookup = Some((dir, topic));
         }
     }
+    if loops.contains(&Loop::EnrichLocal) {
+        let topic = format!("bench-{run}.users");
+        crate::enrich::produce_users(&args.stack.brokers, &topic, USERS).await?;
+        let dir = inputs.dir.path().join("users");
+        let table = global_table(&dir, &args.stack.brokers, "users", &topic, USERS);
+        inputs.local_users = Some(table.await?);
+    }
     Ok(inputs)
+}
+
+/// Materializes `topic` (`rows` records) as the global table `name` in
+/// `dir`; the path of its tables config, which [`open_table`] reads.
+async fn global_table(
+    dir: &Path,
+    brokers: &str,
+    name: &str,
+    topic: &str,
+    rows: u64,
+) -> anyhow::Result<PathBuf> {
+    std::fs::create_dir_all(dir)?;
+    let yaml = format!(
+        "data_dir: '{}'\nkafka: {{ brokers: '{brokers}' }}\ntables: [{{ name: {name}, topic: '{topic}', mode: global }}]\n",
+        dir.join("data").display(),
+    );
+    let config = TablesConfig::parse(&yaml)?;
+    let (materializer, shutdown) = crate::tables::start(&config).await?;
+    crate::tables::wait_applied_to(&materializer, name, rows).await;
+    crate::tables::stop(materializer, shutdown).await?;
+    let path = dir.join("tables.yaml");
+    std::fs::write(&path, yaml)?;
+    Ok(path)
 }
 
 /// Runs a loop for `items` under callgrind; returns the instructions counted.
@@ -402,6 +435,11 @@ fn count(which: Loop, items: u64, inputs: &Inputs) -> anyhow::Result<u64> {
             command
                 .arg("--config")
                 .arg(inputs.local_get.as_ref().expect("prepared"));
+        }
+        Loop::EnrichLocal => {
+            command
+                .arg("--config")
+                .arg(inputs.local_users.as_ref().expect("prepared"));
         }
         Loop::ApiRow | Loop::Enrich | Loop::LookupGet | Loop::LookupBatch => {}
     }
@@ -473,8 +511,12 @@ pub(crate) fn run_loop(args: LoopArgs) -> anyhow::Result<()> {
                 anyhow::Ok(())
             })?;
         }
-        Loop::Enrich => {
-            let pipeline = enrich_pipeline()?;
+        Loop::Enrich | Loop::EnrichLocal => {
+            let users: Arc<dyn Table> = match args.which {
+                Loop::EnrichLocal => Arc::new(open_table(config()?)?),
+                _ => Arc::new(memory_users()?),
+            };
+            let pipeline = enrich_pipeline(users)?;
             let events: Vec<String> = (0..1000)
                 .map(|o| crate::enrich::order(o, USERS, PRODUCTS))
                 .collect();
@@ -522,12 +564,17 @@ fn open_table(config: &Path) -> anyhow::Result<LocalTable> {
 const USERS: u64 = 10_000;
 const PRODUCTS: u64 = 1_000;
 
-/// The enrichment bench's job, over in-memory `users` and `products`.
-fn enrich_pipeline() -> anyhow::Result<Pipeline> {
+/// The enrichment bench's users, in memory.
+fn memory_users() -> anyhow::Result<MemoryTable> {
     let users = MemoryTable::new("users", &["id"]);
     for id in 0..USERS {
         users.upsert(serde_json::from_str(&crate::enrich::user(id))?)?;
     }
+    Ok(users)
+}
+
+/// The enrichment bench's job, over `users` and in-memory `products`.
+fn enrich_pipeline(users: Arc<dyn Table>) -> anyhow::Result<Pipeline> {
     let products = MemoryTable::new("products", &["sku"]);
     for i in 0..PRODUCTS {
         products.upsert(json!({"sku": format!("SKU-{i}"), "title": format!("product {i}"), "price": format!("{}.99", i % 100)}))?;
@@ -537,7 +584,7 @@ fn enrich_pipeline() -> anyhow::Result<Pipeline> {
         crate::enrich::JOINS
     );
     let config = EnrichConfig::parse(&text, &["users", "products"])?;
-    let tables: [Arc<dyn Table>; 2] = [Arc::new(users), Arc::new(products)];
+    let tables: [Arc<dyn Table>; 2] = [users, Arc::new(products)];
     Ok(Pipeline::new(
         &config.jobs[0],
         &tables,

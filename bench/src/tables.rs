@@ -239,9 +239,14 @@ pub(crate) async fn stop(
 }
 
 pub(crate) async fn wait_applied(materializer: &Materializer, n: u64) {
+    wait_applied_to(materializer, "kv", n).await;
+}
+
+/// Waits until `table`'s partitions have applied `n` records in all.
+pub(crate) async fn wait_applied_to(materializer: &Materializer, table: &str, n: u64) {
     let progress = materializer.progress();
     while progress
-        .of_table("kv")
+        .of_table(table)
         .iter()
         .map(|(_, p)| p.next_offset.max(0) as u64)
         .sum::<u64>()
