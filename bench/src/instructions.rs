@@ -546,7 +546,8 @@ fn measured<T>(runtime: &tokio::runtime::Runtime, work: impl Future<Output = T>)
     runtime.block_on(work)
 }
 
-/// The local-get loop's table, opened from its data directory (no broker).
+/// The table of a local-get or enrich-local loop, opened from its data
+/// directory (no broker).
 fn open_table(config: &Path) -> anyhow::Result<LocalTable> {
     let config = TablesConfig::parse(&std::fs::read_to_string(config)?)?;
     let store = Arc::new(Store::open(&config.data_dir, &config.rocksdb)?);
