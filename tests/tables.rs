@@ -14,7 +14,7 @@ use mysql_async::prelude::Queryable;
 use prometheus_client::registry::Registry;
 use serde_json::{Value as Json, json};
 use tokio_util::sync::CancellationToken;
-use tributary_table_api::{AsOf, Columns, KeyRange, LookupError, Table};
+use tributary_table_api::{AsOf, KeyRange, LookupError, Table};
 use tributary_tables::materializer::Materializer;
 use tributary_tables::store::{Keyspace, ScanBounds, Store};
 use tributary_tables::{TablesConfig, TablesMetrics};
@@ -139,12 +139,20 @@ async fn differences(
             Ok(Some(got)) if &got == row => {}
             other => diffs.push(format!("id {id}: expected {row}, got {other:?}")),
         }
-        let selected: Vec<Option<Json>> = columns.iter().map(|c| row.get(c).cloned()).collect();
+        let selected: Vec<Option<&Json>> = columns.iter().map(|c| row.get(c)).collect();
         match table.get_columns(&key, &columns).await {
-            Ok(Some(Columns::Values(got))) if got == selected => {}
+            Ok(Some(got))
+                if columns
+                    .iter()
+                    .enumerate()
+                    .all(|(i, c)| got.get(i, c) == selected[i]) => {}
             other => diffs.push(format!(
                 "id {id}: expected columns {selected:?}, got {other:?}"
             )),
+        }
+        match table.get_shared(&key).await {
+            Ok(Some(got)) if *got == *row => {}
+            other => diffs.push(format!("id {id}: expected {row} shared, got {other:?}")),
         }
     }
     let all = table.scan(&KeyRange::all(), 1_000_000).await.unwrap();
@@ -265,22 +273,36 @@ async fn materialized_state_equals_the_source_and_restarts_without_replay() {
         "a restart replays nothing"
     );
     let table = instance.table("items");
-    assert_eq!(
-        table.get(&json!({ "id": 5000 })).await.unwrap().unwrap()["qty"],
-        1,
-        "read (and row-cached) before the update"
-    );
+    // Read (and row-cached, and kept decoded for joins) before the update.
+    let key = json!({ "id": 5000 });
+    let qty = ["qty".to_owned()];
+    let joined = |table: Arc<tributary_tables::LocalTable>| {
+        let (key, qty) = (key.clone(), qty.clone());
+        async move {
+            let whole = table.get_shared(&key).await.unwrap().unwrap();
+            let selected = table.get_columns(&key, &qty).await.unwrap().unwrap();
+            (whole["qty"].clone(), selected.get(0, "qty").cloned())
+        }
+    };
+    assert_eq!(table.get(&key).await.unwrap().unwrap()["qty"], 1);
+    assert_eq!(joined(table.clone()).await, (json!(1), Some(json!(1))));
     conn.query_drop(format!("UPDATE `{db}`.items SET qty = -1 WHERE id = 5000"))
         .await
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
-    while table.get(&json!({ "id": 5000 })).await.unwrap().unwrap()["qty"] != -1 {
+    while table.get(&key).await.unwrap().unwrap()["qty"] != -1 {
         assert!(
             Instant::now() < deadline,
             "the update after the restart never arrived"
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+    assert_eq!(
+        joined(table.clone()).await,
+        (json!(-1), Some(json!(-1))),
+        "a join's lookup after the commit never sees the replaced row"
+    );
+    assert!(instance.metric("tributary_table_join_row_cache_total") >= 2.0);
     assert_eq!(
         instance.metric("tributary_table_applied_records_total"),
         1.0,

@@ -5,6 +5,7 @@
 //! group_id: shop-tables                  # instances in one group split `partitioned` tables
 //! kafka: { brokers: 127.0.0.1:19092 }     # the shared section (TLS, SASL: see tributary_kafka)
 //! rocksdb: { block_cache_mb: 256, row_cache_mb: 0, bloom_filter_bits: 10, compression: lz4, write_buffer_mb: 64 }
+//! join_row_cache_mb: 64                # rows kept decoded for jobs' joins (0: none)
 //! tables:
 //!   - name: users
 //!     topic: shop.shop.users
@@ -46,6 +47,13 @@ pub struct TablesConfig {
     /// RocksDB tuning.
     #[serde(default)]
     pub rocksdb: RocksDbConfig,
+    /// Most MiB of rows kept decoded in front of RocksDB for the lookups of
+    /// jobs' joins (whole, or the columns a join selects), so that a row
+    /// joined again is neither read nor decoded; 0 keeps none. A write to a
+    /// row stops its entries (and those of the few rows sharing its stripe)
+    /// from being served until read again.
+    #[serde(default = "default_join_row_cache_mb")]
+    pub join_row_cache_mb: usize,
     /// The tables to materialize.
     #[serde(default)]
     pub tables: Vec<LocalTableConfig>,
@@ -502,6 +510,9 @@ fn default_batch() -> usize {
 fn default_batch_mb() -> u64 {
     64
 }
+fn default_join_row_cache_mb() -> usize {
+    64
+}
 fn default_group() -> String {
     "tributary-tables".into()
 }
@@ -687,6 +698,14 @@ impl VersionedConfig {
 }
 
 impl TablesConfig {
+    /// Bytes of rows the store keeps derived from their stored bytes: in the
+    /// lookup API's encoding (`grpc.row_cache_mb`, with a `grpc` section),
+    /// and decoded for jobs' joins (`join_row_cache_mb`).
+    pub fn derived_rows_bytes(&self) -> (u64, u64) {
+        let encoded = self.grpc.as_ref().map_or(0, |g| g.row_cache_mb as u64);
+        (encoded << 20, (self.join_row_cache_mb as u64) << 20)
+    }
+
     /// Reads, interpolates, parses and validates a file that declares tables
     /// of its own (to run or serve them).
     pub fn load(path: &std::path::Path) -> Result<Self, ConfigError> {
@@ -916,6 +935,7 @@ impl Validate for TablesConfig {
             ("rocksdb.block_cache_mb", r.block_cache_mb, 1),
             ("rocksdb.row_cache_mb", r.row_cache_mb, 0),
             ("rocksdb.write_buffer_mb", r.write_buffer_mb, 1),
+            ("join_row_cache_mb", self.join_row_cache_mb, 0),
         ] {
             if !(least..=MAX_MIB).contains(&mib) {
                 return Err(ConfigError::new(
@@ -1130,6 +1150,10 @@ remote:
             "batch_max_records"
         );
         assert_eq!(field(&format!("{GOOD}batch_max_mb: 0")), "batch_max_mb");
+        assert_eq!(
+            field(&format!("{GOOD}join_row_cache_mb: 2000000")),
+            "join_row_cache_mb"
+        );
     }
 
     #[test]

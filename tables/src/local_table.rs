@@ -24,8 +24,10 @@ use crate::error::TableError;
 use crate::record_key::{self, KeyFormat, KeyShape};
 use bytes::Bytes;
 use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::Histogram;
 
+use crate::derived_rows::Rows;
 use crate::global_rows;
 use crate::history::{self, VersionRule};
 use crate::history_readers::HistoryReaders;
@@ -122,6 +124,14 @@ impl Partitioning {
 /// records show a new shape, read by every lookup.
 pub type SharedShape = Arc<RwLock<Option<Arc<KeyShape>>>>;
 
+/// The view of decoded rows holding them whole; the columns a join selects
+/// are views 1 and up ([`LocalTable::view_of`]).
+const WHOLE_ROW: u32 = 0;
+
+/// Most selections of columns whose rows a table keeps decoded (one per
+/// join of the table, usually): rows of others are read on every lookup.
+const MAX_SELECTIONS: usize = 64;
+
 /// A materialized table held (in whole or in part) by this instance.
 pub struct LocalTable {
     name: String,
@@ -132,9 +142,15 @@ pub struct LocalTable {
     store: Arc<Store>,
     progress: Arc<Progress>,
     get_seconds: Histogram,
-    /// Rows read through the store's derived rows: found there, or not.
+    /// Rows read through the store's encoded rows: found there, or not.
     derived_hits: Counter,
     derived_misses: Counter,
+    /// Rows read through the store's decoded rows: found there, or not.
+    join_hits: Counter,
+    join_misses: Counter,
+    /// The selections of columns asked for, in order: selection `i` is the
+    /// view `i + 1` of the decoded rows.
+    selections: RwLock<Vec<Box<[String]>>>,
     key_shape: SharedShape,
     /// Column family names of the row keyspaces (one per partition, or the
     /// global one), made once (not per lookup).
@@ -163,9 +179,8 @@ impl LocalTable {
                     .collect(),
             ),
         };
-        let derived_counter = |result: &str| {
-            metrics
-                .grpc_row_cache
+        let counter = |family: &Family<ResultLabel, Counter>, result: &str| {
+            family
                 .get_or_create(&ResultLabel {
                     table: name.to_owned(),
                     result: result.to_owned(),
@@ -194,8 +209,11 @@ impl LocalTable {
                     table: name.to_owned(),
                 })
                 .clone(),
-            derived_hits: derived_counter("hit"),
-            derived_misses: derived_counter("miss"),
+            derived_hits: counter(&metrics.grpc_row_cache, "hit"),
+            derived_misses: counter(&metrics.grpc_row_cache, "miss"),
+            join_hits: counter(&metrics.join_row_cache, "hit"),
+            join_misses: counter(&metrics.join_row_cache, "miss"),
+            selections: RwLock::default(),
             key_shape,
             cf_names,
             history,
@@ -366,7 +384,17 @@ impl LocalTable {
         key: &Located,
         read: impl FnOnce(&[u8]) -> R,
     ) -> Result<Option<R>, LookupError> {
-        let keyspace = self.keyspace_of(key)?;
+        self.read_in(self.keyspace_of(key)?, key, read)
+    }
+
+    /// Reads a located key's row from `keyspace` (where it lives, held
+    /// here), handing it to `read`.
+    fn read_in<R>(
+        &self,
+        keyspace: usize,
+        key: &Located,
+        read: impl FnOnce(&[u8]) -> R,
+    ) -> Result<Option<R>, LookupError> {
         self.store
             .get_with(&self.cf_names[keyspace], &key.encoded, |value| {
                 self.stored_row(value, read)
@@ -453,7 +481,7 @@ impl LocalTable {
         keys: &[&Located],
         mut derive: impl FnMut(&[u8]) -> Result<Bytes, LookupError>,
     ) -> Result<Vec<Option<Bytes>>, LookupError> {
-        let Some(derived) = self.store.derived_rows() else {
+        let Some(derived) = self.store.derived_rows().and_then(|d| d.encoded()) else {
             let rows = self.read_rows(keys, derive)?;
             return rows.into_iter().map(Option::transpose).collect();
         };
@@ -476,6 +504,7 @@ impl LocalTable {
             for ((i, cf, start), row) in missed.into_iter().zip(read) {
                 let row = row.transpose()?;
                 if let (Some(row), Some(start)) = (&row, start) {
+                    let row = Bytes::copy_from_slice(row);
                     derived.keep(cf, &keys[i].encoded, start, row);
                 }
                 rows[i] = row;
@@ -512,6 +541,85 @@ impl LocalTable {
             }
         }
         Ok(rows)
+    }
+
+    /// The store's decoded rows in the view of `columns` (the whole row when
+    /// `None`), if the store keeps decoded rows and the view is numbered.
+    fn decoded_rows(&self, columns: Option<&[String]>) -> Option<Rows<'_, Arc<Value>>> {
+        let derived = self.store.derived_rows()?;
+        let whole = derived.decoded(WHOLE_ROW)?;
+        match columns {
+            None => Some(whole),
+            Some(columns) => derived.decoded(self.view_of(columns)?),
+        }
+    }
+
+    /// The view of decoded rows holding the columns `columns` selects,
+    /// numbered as first asked for (`None` past [`MAX_SELECTIONS`]).
+    fn view_of(&self, columns: &[String]) -> Option<u32> {
+        let find = |selections: &[Box<[String]>]| selections.iter().position(|s| **s == *columns);
+        let known = find(&self.selections.read().expect("selections lock"));
+        let index = match known {
+            Some(index) => index,
+            None => {
+                let mut selections = self.selections.write().expect("selections lock");
+                match find(&selections) {
+                    Some(index) => index,
+                    None if selections.len() < MAX_SELECTIONS => {
+                        selections.push(columns.into());
+                        selections.len() - 1
+                    }
+                    None => return None,
+                }
+            }
+        };
+        Some(index as u32 + 1)
+    }
+
+    /// The decoded row of a located key in `rows`' view: kept there, or
+    /// read, made by `decode` from its stored JSON bytes and kept. Timed as
+    /// one lookup.
+    fn read_decoded(
+        &self,
+        key: &Located,
+        rows: Rows<'_, Arc<Value>>,
+        decode: impl FnOnce(&[u8]) -> Result<Value, LookupError>,
+    ) -> Result<Option<Arc<Value>>, LookupError> {
+        let started = Instant::now();
+        let keyspace = self.keyspace_of(key)?;
+        let cf = &self.cf_names[keyspace];
+        let row = match rows.get(cf, &key.encoded) {
+            Some(row) => {
+                self.join_hits.inc();
+                Some(row)
+            }
+            None => {
+                self.join_misses.inc();
+                let start = rows.start(&key.encoded);
+                let read = self.read_in(keyspace, key, |raw| decode(raw).map(Arc::new))?;
+                let row = read.transpose()?;
+                if let (Some(row), Some(start)) = (&row, start) {
+                    rows.keep(cf, &key.encoded, start, row.clone());
+                }
+                row
+            }
+        };
+        self.get_seconds.observe(started.elapsed().as_secs_f64());
+        Ok(row)
+    }
+
+    /// The values of `columns` in a stored row, in that order (`None` for a
+    /// column it lacks, every one when the row is not an object).
+    fn decode_columns(
+        &self,
+        raw: &[u8],
+        columns: &[String],
+    ) -> Result<Vec<Option<Value>>, LookupError> {
+        match row_columns::decode(raw, columns) {
+            Ok(values) => Ok(values),
+            // Not an object (no columns), or the reason it is not JSON.
+            Err(_) => self.parse_row(raw).map(|_| vec![None; columns.len()]),
+        }
     }
 
     /// Hands a stored value's row to `read`: a global table's values carry a
@@ -649,19 +757,40 @@ impl Table for LocalTable {
         })
     }
 
+    /// Whole, from the store's decoded rows when it keeps them.
+    async fn get_shared(&self, key: &Value) -> Result<Option<Arc<Value>>, LookupError> {
+        let Some(rows) = self.decoded_rows(None) else {
+            return Ok(self.get(key).await?.map(Arc::new));
+        };
+        let Some(located) = self.locate(key)? else {
+            return Ok(None);
+        };
+        self.read_decoded(&located, rows, |raw| self.parse_row(raw))
+    }
+
+    /// From the store's decoded rows, as an object of the selected columns
+    /// the row has, when it keeps them; else decoded from the stored row,
+    /// skipping the other columns.
     async fn get_columns(
         &self,
         key: &Value,
         columns: &[String],
     ) -> Result<Option<Columns>, LookupError> {
-        let row = self.read_row(key, |raw| match row_columns::decode(raw, columns) {
-            Ok(values) => Ok(Columns::Values(values)),
-            // Not an object (no columns), or the reason it is not JSON.
-            Err(_) => self
-                .parse_row(raw)
-                .map(|_| Columns::Values(vec![None; columns.len()])),
+        let Some(located) = self.locate(key)? else {
+            return Ok(None);
+        };
+        let Some(rows) = self.decoded_rows(Some(columns)) else {
+            let row = self.read_located(&located, |raw| self.decode_columns(raw, columns))?;
+            return Ok(row.transpose()?.map(Columns::Values));
+        };
+        let row = self.read_decoded(&located, rows, |raw| {
+            let values = self.decode_columns(raw, columns)?;
+            let present = columns.iter().zip(values);
+            Ok(Value::Object(
+                present.filter_map(|(c, v)| Some((c.clone(), v?))).collect(),
+            ))
         })?;
-        row.transpose()
+        Ok(row.map(Columns::Shared))
     }
 
     async fn scan(

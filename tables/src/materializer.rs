@@ -110,11 +110,12 @@ impl Materializer {
         shutdown: CancellationToken,
         follower: Option<Follower>,
     ) -> Result<Self, TableError> {
-        // The lookup API's encoded rows: bytes kept by the store, which drops
-        // a row's entry when it writes the row.
-        let encoded_rows = config.grpc.as_ref().map_or(0, |g| g.row_cache_mb as u64) << 20;
+        // Rows kept encoded for the lookup API and decoded for jobs' joins,
+        // by the store, which stops serving a row's entries when it writes
+        // the row.
+        let (encoded, decoded) = config.derived_rows_bytes();
         let store = Arc::new(
-            Store::open(&config.data_dir, &config.rocksdb)?.with_derived_rows(encoded_rows),
+            Store::open(&config.data_dir, &config.rocksdb)?.with_derived_rows(encoded, decoded),
         );
         let progress = Arc::new(Progress::default());
         let watermarks: Arc<BaseConsumer> = Arc::new(consumer_config(config, None).create()?);

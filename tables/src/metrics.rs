@@ -108,6 +108,9 @@ pub struct TablesMetrics {
     /// Lookup API: rows of local tables answered from the cache of encoded
     /// rows (`hit`) or read from the store (`miss`).
     pub grpc_row_cache: Family<ResultLabel, Counter>,
+    /// Jobs' joins: rows of local tables answered from the cache of decoded
+    /// rows (`hit`) or read from the store (`miss`).
+    pub join_row_cache: Family<ResultLabel, Counter>,
 }
 
 /// Label: a rate-limit budget.
@@ -188,6 +191,7 @@ impl Default for TablesMetrics {
             grpc_seconds: Family::new_with_constructor(latency_histogram),
             grpc_forwarded: Family::default(),
             grpc_row_cache: Family::default(),
+            join_row_cache: Family::default(),
         }
     }
 }
@@ -337,6 +341,11 @@ impl TablesMetrics {
             "grpc_row_cache",
             "Lookup API rows answered from the cache of encoded rows (hit) or read from the store (miss)",
             m.grpc_row_cache.clone(),
+        );
+        r.register(
+            "join_row_cache",
+            "Jobs' joins: rows answered from the cache of decoded rows (hit) or read from the store (miss)",
+            m.join_row_cache.clone(),
         );
         m
     }

@@ -60,8 +60,8 @@ pub struct Store {
     /// Options of point reads, made once (creating them allocates on every get otherwise).
     point_reads: ReadOptions,
     partitions: Mutex<BTreeMap<String, BTreeSet<i32>>>,
-    /// Rows in the lookup API's encoding, if kept ([`Self::with_derived_rows`]):
-    /// every batch names its keys to it.
+    /// Rows in the lookup API's encoding and decoded for jobs, if kept
+    /// ([`Self::with_derived_rows`]): every batch names its keys to them.
     derived: Option<DerivedRows>,
 }
 
@@ -240,14 +240,15 @@ impl Store {
         }
     }
 
-    /// Keeps up to `capacity_bytes` of rows in a form derived from their
-    /// stored bytes (see [`DerivedRows`]); 0 keeps none.
-    pub fn with_derived_rows(mut self, capacity_bytes: u64) -> Self {
-        self.derived = (capacity_bytes > 0).then(|| DerivedRows::new(capacity_bytes));
+    /// Keeps up to `encoded_bytes` of rows in the lookup API's encoding and
+    /// `decoded_bytes` of rows decoded for jobs (see [`DerivedRows`]); 0
+    /// keeps none of that form.
+    pub fn with_derived_rows(mut self, encoded_bytes: u64, decoded_bytes: u64) -> Self {
+        self.derived = DerivedRows::new(encoded_bytes, decoded_bytes);
         self
     }
 
-    /// The cache of derived rows, if kept.
+    /// The caches of derived rows, if any form is kept.
     pub fn derived_rows(&self) -> Option<&DerivedRows> {
         self.derived.as_ref()
     }
@@ -1027,6 +1028,10 @@ impl<'a> ApplyBatch<'a> {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
+    use bytes::Bytes;
+
     use super::*;
 
     #[test]
@@ -1193,15 +1198,22 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path(), &RocksDbConfig::default())
             .unwrap()
-            .with_derived_rows(1 << 20);
+            .with_derived_rows(1 << 20, 1 << 20);
         store.ensure_global("g", 2).unwrap();
         let (part, global) = (cf_name("p", 0), Keyspace::Global.cf_name("g"));
+        let derived = store.derived_rows().unwrap();
+        let (encoded, decoded) = (derived.encoded().unwrap(), derived.decoded(1).unwrap());
         let keep = |cf: &str, key: &[u8]| {
-            let derived = store.derived_rows().unwrap();
-            let start = derived.start(key).unwrap();
-            derived.keep(cf, key, start, b"derived");
+            let start = encoded.start(key).unwrap();
+            encoded.keep(cf, key, start, Bytes::from_static(b"derived"));
+            decoded.keep(cf, key, start, Arc::new(serde_json::json!("derived")));
         };
-        let kept = |cf: &str, key: &[u8]| store.derived_rows().unwrap().get(cf, key).is_some();
+        // Both forms are served, or neither.
+        let kept = |cf: &str, key: &[u8]| {
+            let served = encoded.get(cf, key).is_some();
+            assert_eq!(decoded.get(cf, key).is_some(), served, "{cf}");
+            served
+        };
         let owner = |partition, timestamp| Owner {
             partition,
             timestamp,
