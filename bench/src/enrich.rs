@@ -40,7 +40,8 @@ pub(crate) struct EnrichBenchArgs {
     #[arg(long, default_value_t = 4096)]
     concurrency: usize,
     /// Runs of each measured job (YAML, SQL, SQL with a filter and a computed
-    /// field), in turns; the median of each is printed.
+    /// field, YAML without rows kept decoded), in turns; the median of each
+    /// is printed.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(1..))]
     rounds: u16,
     /// The stack to run against.
@@ -81,23 +82,29 @@ pub(crate) async fn run(args: EnrichBenchArgs) -> anyhow::Result<()> {
     let raw_cpu = process_cpu_seconds()? - cpu_before;
 
     let dir = tempfile::tempdir()?;
-    std::fs::write(
-        dir.path().join("tables.yaml"),
-        format!(
-            "data_dir: '{}'\nkafka: {{ brokers: '{}' }}\nrocksdb: {{ row_cache_mb: 64 }}\nbatch_max_records: 5000\ntables:\n  - {{ name: users, topic: '{users}' }}\nremote:\n  - {{ name: products, mysql: {{ url: '{}', table: '{products}', key: [sku] }}, cache: {{ ttl_s: 3600 }} }}\n",
+    // The tables (one store on disk), with the users' rows kept decoded for
+    // the join (`join_row_cache_mb`, 64 MiB by default) or not.
+    let tables_file = |name: &str, join_row_cache_mb: u32| {
+        let text = format!(
+            "data_dir: '{}'\nkafka: {{ brokers: '{}' }}\nrocksdb: {{ row_cache_mb: 64 }}\njoin_row_cache_mb: {join_row_cache_mb}\nbatch_max_records: 5000\ntables:\n  - {{ name: users, topic: '{users}' }}\nremote:\n  - {{ name: products, mysql: {{ url: '{}', table: '{products}', key: [sku] }}, cache: {{ ttl_s: 3600 }} }}\n",
             dir.path().join("data").display(),
             args.stack.brokers,
             args.stack.mysql_url
-        ),
-    )?;
-    let job_file = dir.path().join("jobs.yaml");
-    std::fs::write(
-        &job_file,
-        format!(
-            "kafka: {{ brokers: '{}' }}\ntables: tables.yaml\nconcurrency: {}\njobs:\n  - name: bench\n    input: {{ topics: ['{orders}'] }}\n{JOINS}    output: {{ topic: '{run}.enriched', key: order_id }}\n    dead_letter: {{ topic: '{run}.dlq' }}\n",
+        );
+        std::fs::write(dir.path().join(name), text)
+    };
+    tables_file("tables.yaml", 64)?;
+    tables_file("tables-uncached.yaml", 0)?;
+    let yaml_job = |name: &str, tables: &str| {
+        let file = dir.path().join(name);
+        let text = format!(
+            "kafka: {{ brokers: '{}' }}\ntables: {tables}\nconcurrency: {}\njobs:\n  - name: bench\n    input: {{ topics: ['{orders}'] }}\n{JOINS}    output: {{ topic: '{run}.enriched', key: order_id }}\n    dead_letter: {{ topic: '{run}.dlq' }}\n",
             args.stack.brokers, args.concurrency
-        ),
-    )?;
+        );
+        std::fs::write(&file, text).map(|()| file)
+    };
+    let job_file = yaml_job("jobs.yaml", "tables.yaml")?;
+    let uncached_job = yaml_job("jobs-uncached.yaml", "tables-uncached.yaml")?;
     // The same job in SQL (the same output, byte for byte), and with a filter
     // that keeps every event and a computed field.
     let sql_job = |name: &str, extra_field: &str, filter: &str| {
@@ -133,9 +140,10 @@ pub(crate) async fn run(args: EnrichBenchArgs) -> anyhow::Result<()> {
     let tables_metrics = TablesMetrics::register(&mut Registry::default());
     let warm = enrich(&job_file, bounds, &tables_metrics).await?;
     let warm_cpu = process_cpu_seconds()? - cpu_before;
-    // The YAML job and its SQL forms, in turns (`--rounds` each, tables on
-    // disk and ready at once): each one's median, so that a slow moment of
-    // the machine does not land on one of them only.
+    // The YAML job, its SQL forms and the job without decoded rows kept, in
+    // turns (`--rounds` each, tables on disk and ready at once): each one's
+    // median, so that a slow moment of the machine does not land on one of
+    // them only.
     let variants = [
         (
             "enrich, 2 joins (local partitioned + cached remote MariaDB)",
@@ -143,6 +151,10 @@ pub(crate) async fn run(args: EnrichBenchArgs) -> anyhow::Result<()> {
         ),
         ("the same job in SQL (STRUCT nesting)", &sql_same),
         ("SQL, + WHERE and a computed field", &sql_computed),
+        (
+            "the YAML job, users' rows not kept decoded (`join_row_cache_mb: 0`)",
+            &uncached_job,
+        ),
     ];
     let mut measured: Vec<Vec<(f64, f64)>> = vec![Vec::new(); variants.len()];
     for round in 1..=args.rounds {

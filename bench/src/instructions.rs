@@ -61,6 +61,10 @@ pub(crate) struct InstructionsArgs {
     /// lookup loops; 0 counts every row read from RocksDB and transcoded.
     #[arg(long, default_value_t = 64)]
     row_cache_mb: usize,
+    /// The cache of rows decoded for joins (`join_row_cache_mb`) in the
+    /// enrich-local loop; 0 counts every row read from RocksDB and decoded.
+    #[arg(long, default_value_t = 64)]
+    join_row_cache_mb: usize,
     /// The stack to run against.
     #[command(flatten)]
     stack: crate::stack::Stack,
@@ -83,8 +87,10 @@ pub(crate) enum Loop {
     /// An enrichment job's own work per event: parse, two joins on in-memory
     /// tables, projection, output.
     Enrich,
-    /// The same with its `users` join on a local table (RocksDB through its
-    /// block cache, a global table of the users), `products` in memory.
+    /// The same with its `users` join on a local table (a global table of
+    /// the users, its rows kept decoded as the join selects them unless
+    /// `--join-row-cache-mb 0`, else read through RocksDB's block cache),
+    /// `products` in memory.
     EnrichLocal,
     /// `tributary serve` answering `Get` of a hot set of keys (every thread of it).
     LookupGet,
@@ -351,7 +357,7 @@ async fn prepare(args: &InstructionsArgs, loops: &[Loop]) -> anyhow::Result<Inpu
         crate::tables::produce_rows(&args.stack.brokers, &topic, TABLE_ROWS).await?;
         if loops.contains(&Loop::LocalGet) {
             let dir = inputs.dir.path().join("kv");
-            let table = global_table(&dir, &args.stack.brokers, "kv", &topic, TABLE_ROWS);
+            let table = global_table(&dir, &args.stack.brokers, ("kv", &topic), TABLE_ROWS, 0);
             inputs.local_get = Some(table.await?);
         }
         if lookups {
@@ -375,24 +381,26 @@ async fn prepare(args: &InstructionsArgs, loops: &[Loop]) -> anyhow::Result<Inpu
         let topic = format!("bench-{run}.users");
         crate::enrich::produce_users(&args.stack.brokers, &topic, USERS).await?;
         let dir = inputs.dir.path().join("users");
-        let table = global_table(&dir, &args.stack.brokers, "users", &topic, USERS);
+        let (brokers, cache_mb) = (&args.stack.brokers, args.join_row_cache_mb);
+        let table = global_table(&dir, brokers, ("users", &topic), USERS, cache_mb);
         inputs.local_users = Some(table.await?);
     }
     Ok(inputs)
 }
 
 /// Materializes `topic` (`rows` records) as the global table `name` in
-/// `dir`; the path of its tables config, which [`open_table`] reads.
+/// `dir`; the path of its tables config (with `join_row_cache_mb`), which
+/// [`open_table`] reads.
 async fn global_table(
     dir: &Path,
     brokers: &str,
-    name: &str,
-    topic: &str,
+    (name, topic): (&str, &str),
     rows: u64,
+    join_row_cache_mb: usize,
 ) -> anyhow::Result<PathBuf> {
     std::fs::create_dir_all(dir)?;
     let yaml = format!(
-        "data_dir: '{}'\nkafka: {{ brokers: '{brokers}' }}\ntables: [{{ name: {name}, topic: '{topic}', mode: global }}]\n",
+        "data_dir: '{}'\nkafka: {{ brokers: '{brokers}' }}\njoin_row_cache_mb: {join_row_cache_mb}\ntables: [{{ name: {name}, topic: '{topic}', mode: global }}]\n",
         dir.join("data").display(),
     );
     let config = TablesConfig::parse(&yaml)?;
@@ -547,10 +555,12 @@ fn measured<T>(runtime: &tokio::runtime::Runtime, work: impl Future<Output = T>)
 }
 
 /// The table of a local-get or enrich-local loop, opened from its data
-/// directory (no broker).
+/// directory (no broker), keeping the derived rows its config asks for.
 fn open_table(config: &Path) -> anyhow::Result<LocalTable> {
     let config = TablesConfig::parse(&std::fs::read_to_string(config)?)?;
-    let store = Arc::new(Store::open(&config.data_dir, &config.rocksdb)?);
+    let (encoded, decoded) = config.derived_rows_bytes();
+    let store = Store::open(&config.data_dir, &config.rocksdb)?.with_derived_rows(encoded, decoded);
+    let store = Arc::new(store);
     Ok(LocalTable::new(
         &config.tables[0],
         3,
