@@ -19,6 +19,7 @@ use tributary_enricher::{Bounds, EnrichMetrics};
 use tributary_kafka::KafkaConfig;
 use tributary_kafka::{FutureProducer, StreamConsumer};
 use tributary_proto::partition::partition_for_key;
+use tributary_tables::metrics::ResultLabel;
 use tributary_tables::{JobTables, TablesConfig, TablesMetrics};
 
 use crate::measure::process_cpu_seconds;
@@ -140,6 +141,8 @@ pub(crate) async fn run(args: EnrichBenchArgs) -> anyhow::Result<()> {
     let tables_metrics = TablesMetrics::register(&mut Registry::default());
     let warm = enrich(&job_file, bounds, &tables_metrics).await?;
     let warm_cpu = process_cpu_seconds()? - cpu_before;
+    let mut warm_cache = JoinCache::default();
+    warm_cache.add(JoinCache::of(&tables_metrics), JoinCache::default());
     // The YAML job, its SQL forms and the job without decoded rows kept, in
     // turns (`--rounds` each, tables on disk and ready at once): each one's
     // median, so that a slow moment of the machine does not land on one of
@@ -157,12 +160,15 @@ pub(crate) async fn run(args: EnrichBenchArgs) -> anyhow::Result<()> {
         ),
     ];
     let mut measured: Vec<Vec<(f64, f64)>> = vec![Vec::new(); variants.len()];
+    let mut join_cache = vec![JoinCache::default(); variants.len()];
     for round in 1..=args.rounds {
         for (i, (name, file)) in variants.iter().enumerate() {
             eprintln!("[bench] round {round}: {name}");
             let cpu_before = process_cpu_seconds()?;
+            let cache_before = JoinCache::of(&tables_metrics);
             let summary = enrich(file, bounds, &tables_metrics).await?;
             let cpu = process_cpu_seconds()? - cpu_before;
+            join_cache[i].add(JoinCache::of(&tables_metrics), cache_before);
             anyhow::ensure!(
                 summary.events_out == args.events,
                 "{name}: expected {} enriched events, got {summary:?}",
@@ -184,10 +190,10 @@ pub(crate) async fn run(args: EnrichBenchArgs) -> anyhow::Result<()> {
     );
     // CPU per event: this process's, start-up and shutdown of each step included.
     println!(
-        "| pipeline | seconds | events/s | vs raw | vs YAML job | CPU µs/event |\n|---|---:|---:|---:|---:|---:|"
+        "| pipeline | seconds | events/s | vs raw | vs YAML job | CPU µs/event | users from the join cache |\n|---|---:|---:|---:|---:|---:|---:|"
     );
     println!(
-        "| raw consume → produce (no parsing) | {raw_seconds:.2} | {:.0} | 1.00× | | {:.1} |",
+        "| raw consume → produce (no parsing) | {raw_seconds:.2} | {:.0} | 1.00× | | {:.1} | |",
         n / raw_seconds,
         raw_cpu / n * 1e6
     );
@@ -195,18 +201,22 @@ pub(crate) async fn run(args: EnrichBenchArgs) -> anyhow::Result<()> {
     let first = (
         "enrich, 2 joins, first run (tables materializing, cache cold)",
         (warm.seconds, warm_cpu),
+        warm_cache,
     );
     let rows = variants
         .iter()
         .map(|(name, _)| *name)
-        .zip(medians.iter().copied());
-    for (name, (seconds, cpu)) in std::iter::once(first).chain(rows) {
+        .zip(medians.iter().copied())
+        .zip(join_cache)
+        .map(|((name, measured), cache)| (name, measured, cache));
+    for (name, (seconds, cpu), cache) in std::iter::once(first).chain(rows) {
         println!(
-            "| {name} | {seconds:.2} | {:.0} | {:.2}× | {:.2}× | {:.1} |",
+            "| {name} | {seconds:.2} | {:.0} | {:.2}× | {:.2}× | {:.1} | {} |",
             n / seconds,
             raw_seconds / seconds,
             yaml_seconds / seconds,
-            cpu / n * 1e6
+            cpu / n * 1e6,
+            cache.hit_ratio()
         );
     }
     Ok(())
@@ -265,6 +275,45 @@ pub(crate) fn order(o: u64, users: u64, products: u64) -> String {
         o % products,
         1 + o % 5
     )
+}
+
+/// Lookups of the `users` join answered from the rows kept decoded (`hits`)
+/// or read from the store (`misses`).
+#[derive(Clone, Copy, Default)]
+struct JoinCache {
+    hits: u64,
+    misses: u64,
+}
+
+impl JoinCache {
+    /// The counts so far.
+    fn of(metrics: &TablesMetrics) -> Self {
+        let count = |result: &str| {
+            let label = ResultLabel {
+                table: "users".to_owned(),
+                result: result.to_owned(),
+            };
+            metrics.join_row_cache.get_or_create(&label).get()
+        };
+        JoinCache {
+            hits: count("hit"),
+            misses: count("miss"),
+        }
+    }
+
+    /// Adds the counts from `before` to `after`.
+    fn add(&mut self, after: Self, before: Self) {
+        self.hits += after.hits - before.hits;
+        self.misses += after.misses - before.misses;
+    }
+
+    /// The share of hits, or nothing when no lookup went through the cache.
+    fn hit_ratio(self) -> String {
+        match self.hits + self.misses {
+            0 => String::new(),
+            all => format!("{:.0}%", 100.0 * self.hits as f64 / all as f64),
+        }
+    }
 }
 
 /// Runs the job file once, bounded, its tables' metrics in `tables_metrics`;
