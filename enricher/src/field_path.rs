@@ -89,32 +89,31 @@ pub fn key_of(
     paths: &[FieldPath],
     get: impl Fn(usize, &FieldPath) -> Option<Value>,
 ) -> Result<Option<Value>, KeyFieldError> {
+    // The `i`th key value: `None` when null.
+    let scalar = |i: usize, path: &FieldPath| match get(i, path) {
+        None => Err(KeyFieldError::Missing(path.as_str().to_owned())),
+        Some(Value::Null) => Ok(None),
+        Some(value @ (Value::Object(_) | Value::Array(_))) => Err(KeyFieldError::NotScalar {
+            field: path.as_str().to_owned(),
+            kind: if value.is_object() {
+                "an object"
+            } else {
+                "an array"
+            },
+        }),
+        Some(scalar) => Ok(Some(scalar)),
+    };
+    if let [path] = paths {
+        return scalar(0, path);
+    }
     let mut values = Vec::with_capacity(paths.len());
     for (i, path) in paths.iter().enumerate() {
-        let Some(value) = get(i, path) else {
-            return Err(KeyFieldError::Missing(path.as_str().to_owned()));
-        };
-        match value {
-            Value::Null => return Ok(None),
-            Value::Object(_) | Value::Array(_) => {
-                let kind = if value.is_object() {
-                    "an object"
-                } else {
-                    "an array"
-                };
-                return Err(KeyFieldError::NotScalar {
-                    field: path.as_str().to_owned(),
-                    kind,
-                });
-            }
-            scalar => values.push(scalar),
+        match scalar(i, path)? {
+            Some(value) => values.push(value),
+            None => return Ok(None),
         }
     }
-    Ok(Some(if values.len() == 1 {
-        values.pop().expect("one value")
-    } else {
-        Value::Array(values)
-    }))
+    Ok(Some(Value::Array(values)))
 }
 
 #[cfg(test)]
