@@ -5,6 +5,7 @@
 
 mod common;
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -145,7 +146,7 @@ async fn differences(
                 if columns
                     .iter()
                     .enumerate()
-                    .all(|(i, c)| got.get(i, c) == selected[i]) => {}
+                    .all(|(i, c)| got.get(i, c).as_deref() == selected[i]) => {}
             other => diffs.push(format!(
                 "id {id}: expected columns {selected:?}, got {other:?}"
             )),
@@ -281,7 +282,10 @@ async fn materialized_state_equals_the_source_and_restarts_without_replay() {
         async move {
             let whole = table.get_shared(&key).await.unwrap().unwrap();
             let selected = table.get_columns(&key, &qty).await.unwrap().unwrap();
-            (whole["qty"].clone(), selected.get(0, "qty").cloned())
+            (
+                whole["qty"].clone(),
+                selected.get(0, "qty").map(Cow::into_owned),
+            )
         }
     };
     assert_eq!(table.get(&key).await.unwrap().unwrap()["qty"], 1);

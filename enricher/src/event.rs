@@ -87,21 +87,22 @@ impl<'a> Event<'a> {
     /// Sets field `name` to `value` (replacing the event's own field of that
     /// name in place).
     pub fn set(&mut self, name: impl Into<Cow<'a, str>>, value: &(impl Serialize + ?Sized)) {
-        let start = self.added_json.len();
-        serde_json::to_writer(&mut self.added_json, value).expect("JSON serializes");
-        self.added(name.into(), start);
+        self.set_written(name, |out| {
+            serde_json::to_writer(out, value).expect("JSON serializes");
+        });
     }
 
     /// Sets field `name` to the JSON text `json` (as [`Event::set`]).
     pub fn set_json(&mut self, name: impl Into<Cow<'a, str>>, json: &[u8]) {
-        let start = self.added_json.len();
-        self.added_json.extend_from_slice(json);
-        self.added(name.into(), start);
+        self.set_written(name, |out| out.extend_from_slice(json));
     }
 
-    /// Records that field `name`'s value is the text from `start` to the end.
-    fn added(&mut self, name: Cow<'a, str>, start: usize) {
-        let range = start..self.added_json.len();
+    /// Sets field `name` to the JSON text `write` appends to the buffer it
+    /// is handed (as [`Event::set`]).
+    pub fn set_written(&mut self, name: impl Into<Cow<'a, str>>, write: impl FnOnce(&mut Vec<u8>)) {
+        let start = self.added_json.len();
+        write(&mut self.added_json);
+        let (name, range) = (name.into(), start..self.added_json.len());
         match self.added.iter_mut().find(|(n, _)| *n == name) {
             Some((_, slot)) => *slot = range,
             None => self.added.push((name, range)),

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use prometheus_client::metrics::counter::Counter;
-use serde::ser::{Serialize, SerializeMap, Serializer};
+
 use serde_json::Value;
 use tributary_proto::debezium_json;
 use tributary_proto::event_time::{self, TimeUnit};
@@ -146,6 +146,8 @@ pub struct Join {
     select: Option<Vec<String>>,
     /// Output name per selected column, in `select`'s order.
     select_as: Vec<String>,
+    /// The same, each written as a JSON object's name and colon.
+    select_as_json: Vec<Box<[u8]>>,
     rename: Vec<(String, String)>,
     into: Option<String>,
     /// A remote table that cannot answer sends the event to the retry topic.
@@ -318,61 +320,73 @@ impl Join {
 
     /// Sets the selected (renamed) columns of `row` in the event, or nulls on a miss.
     fn project<'e>(&'e self, event: &mut Event<'e>, row: Option<&Row>) {
-        match &self.into {
-            Some(into) if row.is_none() => event.set(into.as_str(), &Value::Null),
-            Some(into) => event.set(into.as_str(), &Nested { join: self, row }),
-            None => {
-                let set = |name, value: Option<&Value>| {
-                    event.set(name, &value);
-                    Ok::<_, std::convert::Infallible>(())
-                };
-                let Ok(()) = self.each_column(row, set);
+        match (&self.into, row) {
+            (Some(into), None) => event.set(into.as_str(), &Value::Null),
+            (Some(into), Some(row)) => {
+                event.set_written(into.as_str(), |out| self.write_nested(row, out));
             }
+            (None, row) => self.each_column(row, |name, write| event.set_written(name, write)),
         }
     }
 
-    /// Hands `put` each column to write: its output name and value (`None` when
-    /// a selected column is missing).
-    fn each_column<'j, E>(
+    /// Writes the columns of `row` as one JSON object (a join's `into`).
+    fn write_nested(&self, row: &Row, out: &mut Vec<u8>) {
+        out.push(b'{');
+        if let Row::Columns(columns) = row {
+            // The selected columns' names, written once as JSON.
+            let select = self.select.iter().flatten();
+            for (i, (column, name)) in select.zip(&self.select_as_json).enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                out.extend_from_slice(name);
+                columns.write_json(i, column, out);
+            }
+        } else {
+            let mut first = true;
+            self.each_column(Some(row), |name, write| {
+                if !first {
+                    out.push(b',');
+                }
+                first = false;
+                serde_json::to_writer(&mut *out, &*name).expect("strings serialize");
+                out.push(b':');
+                write(out);
+            });
+        }
+        out.push(b'}');
+    }
+
+    /// Hands `put` each column to write: its output name, and what writes its
+    /// value as JSON (`null` when a selected column is missing).
+    fn each_column<'j>(
         &'j self,
         row: Option<&Row>,
-        mut put: impl FnMut(Cow<'j, str>, Option<&Value>) -> Result<(), E>,
-    ) -> Result<(), E> {
+        mut put: impl FnMut(Cow<'j, str>, &dyn Fn(&mut Vec<u8>)),
+    ) {
         match row {
             Some(Row::Columns(columns)) => {
                 let select = self.select.iter().flatten();
                 for (i, (column, name)) in select.zip(&self.select_as).enumerate() {
-                    put(Cow::Borrowed(name), columns.get(i, column))?;
+                    put(Cow::Borrowed(name), &|out| {
+                        columns.write_json(i, column, out)
+                    });
                 }
             }
             Some(Row::Whole(row)) => {
                 for (column, value) in row.as_object().into_iter().flatten() {
-                    put(self.renamed(column), Some(value))?;
+                    put(self.renamed(column), &|out| {
+                        serde_json::to_writer(out, value).expect("JSON values serialize");
+                    });
                 }
             }
             // A miss: the selected columns (if the join selects any) as nulls.
             None => {
                 for name in &self.select_as {
-                    put(Cow::Borrowed(name), None)?;
+                    put(Cow::Borrowed(name), &|out| out.extend_from_slice(b"null"));
                 }
             }
         }
-        Ok(())
-    }
-}
-
-/// The columns of a join nested under its `into` name, as a JSON object.
-struct Nested<'j> {
-    join: &'j Join,
-    row: Option<&'j Row>,
-}
-
-impl Serialize for Nested<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mut map = serializer.serialize_map(None)?;
-        self.join
-            .each_column(self.row, |name, value| map.serialize_entry(&name, &value))?;
-        map.end()
     }
 }
 
@@ -401,7 +415,8 @@ impl Scope for EventScope<'_, '_> {
                     let object = select
                         .enumerate()
                         .map(|(i, c)| {
-                            (c.clone(), columns.get(i, c).cloned().unwrap_or(Value::Null))
+                            let value = columns.get(i, c).map_or(Value::Null, Cow::into_owned);
+                            (c.clone(), value)
                         })
                         .collect();
                     Some(Cow::Owned(Value::Object(object)))
@@ -413,7 +428,7 @@ impl Scope for EventScope<'_, '_> {
                 below,
             } => {
                 let value = match self.rows[*join].as_ref()? {
-                    Row::Whole(row) => row.get(column)?,
+                    Row::Whole(row) => Cow::Borrowed(row.get(column)?),
                     Row::Columns(columns) => {
                         let select = self.joins[*join].select.as_deref().unwrap_or_default();
                         let i = select.iter().position(|c| c == column)?;
@@ -421,9 +436,9 @@ impl Scope for EventScope<'_, '_> {
                     }
                 };
                 if below.is_empty() {
-                    return Some(Cow::Borrowed(value));
+                    return Some(value);
                 }
-                FieldPath::descend(value.clone(), below).map(Cow::Owned)
+                FieldPath::descend(value.into_owned(), below).map(Cow::Owned)
             }
         }
     }
@@ -436,6 +451,13 @@ pub struct Pipeline {
     stages: Stages,
     output_key: Option<Vec<FieldPath>>,
     max_event_bytes: usize,
+}
+
+/// `name` written as a JSON object's name, with its colon.
+fn name_json(name: &str) -> Box<[u8]> {
+    let mut json = serde_json::to_vec(name).expect("strings serialize");
+    json.push(b':');
+    json.into()
 }
 
 fn paths(texts: &[&str]) -> Vec<FieldPath> {
@@ -458,43 +480,47 @@ impl Pipeline {
             .joins
             .iter()
             .enumerate()
-            .map(|(i, j)| Join {
-                table: tables
-                    .iter()
-                    .find(|t| t.name() == j.table)
-                    .expect("join tables checked with the config")
-                    .clone(),
-                key: paths(&j.key.paths()),
-                key_refs: paths(&j.key.paths())
-                    .iter()
-                    .map(|p| {
-                        let before = names.before(i);
-                        before
-                            .resolve(p.segments())
-                            .expect("key names checked with the config")
-                    })
-                    .collect(),
-                bound: j.alias.is_some(),
-                on_miss: match j.join_type {
-                    JoinType::Left => None,
-                    JoinType::Inner => Some(j.on_miss.unwrap_or(MissPolicy::Drop)),
-                },
-                select: j.select.clone(),
-                select_as: j
+            .map(|(i, j)| {
+                let select_as: Vec<String> = j
                     .select
                     .iter()
                     .flatten()
                     .map(|c| j.rename.get(c).unwrap_or(c).clone())
-                    .collect(),
-                rename: j.rename.clone().into_iter().collect(),
-                into: j.into.clone(),
-                retry_unavailable: job.retry.is_some(),
-                as_of: j
-                    .as_of
-                    .as_ref()
-                    .map(|a| AsOfJoin::new(a, &job.name, &j.table, metrics)),
-                hits: metrics.join(&job.name, &j.table, "hit"),
-                misses: metrics.join(&job.name, &j.table, "miss"),
+                    .collect();
+                Join {
+                    table: tables
+                        .iter()
+                        .find(|t| t.name() == j.table)
+                        .expect("join tables checked with the config")
+                        .clone(),
+                    key: paths(&j.key.paths()),
+                    key_refs: paths(&j.key.paths())
+                        .iter()
+                        .map(|p| {
+                            let before = names.before(i);
+                            before
+                                .resolve(p.segments())
+                                .expect("key names checked with the config")
+                        })
+                        .collect(),
+                    bound: j.alias.is_some(),
+                    on_miss: match j.join_type {
+                        JoinType::Left => None,
+                        JoinType::Inner => Some(j.on_miss.unwrap_or(MissPolicy::Drop)),
+                    },
+                    select: j.select.clone(),
+                    select_as_json: select_as.iter().map(|name| name_json(name)).collect(),
+                    select_as,
+                    rename: j.rename.clone().into_iter().collect(),
+                    into: j.into.clone(),
+                    retry_unavailable: job.retry.is_some(),
+                    as_of: j
+                        .as_of
+                        .as_ref()
+                        .map(|a| AsOfJoin::new(a, &job.name, &j.table, metrics)),
+                    hits: metrics.join(&job.name, &j.table, "hit"),
+                    misses: metrics.join(&job.name, &j.table, "miss"),
+                }
             })
             .collect();
         Pipeline {

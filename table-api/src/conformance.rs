@@ -305,7 +305,7 @@ pub async fn get_columns_projects_in_the_order_asked(fixture: &impl Fixture) {
             .expect("the row is there");
         for (i, name) in asked.iter().enumerate() {
             assert_eq!(
-                columns.get(i, name),
+                columns.get(i, name).as_deref(),
                 row.get(name),
                 "column {name} of {row}"
             );

@@ -6,6 +6,7 @@
 //! - [`error`]: [`LookupError`], what a lookup can fail with.
 //! - [`key_values`]: how a lookup key names the key columns' values.
 //! - [`key_codec`]: the order-preserving key encoding scans are ordered by.
+//! - [`raw_columns`]: [`RawColumns`], selected columns kept as their JSON text.
 //! - [`memory`]: [`MemoryTable`], a table in memory for tests.
 //! - [`join_tables`]: [`JoinTables`], the tables handed to a job file's joins.
 //! - [`partitions`]: [`HeldPartitions`], how jobs make co-partitioned local
@@ -20,12 +21,14 @@ pub mod key_codec;
 pub mod key_values;
 pub mod memory;
 pub mod partitions;
+pub mod raw_columns;
 pub mod table;
 
 pub use error::LookupError;
 pub use join_tables::JoinTables;
 pub use memory::{Fault, MemoryTable};
 pub use partitions::{HeldPartitions, MemoryPartitions};
+pub use raw_columns::RawColumns;
 pub use table::{AsOf, AsOfRead, Columns, KeyRange, PartitionState, Table, TableDescription};
 
 #[cfg(test)]

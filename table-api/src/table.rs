@@ -6,6 +6,7 @@
 //! ([`key_values`](crate::key_values)). Scans return rows in the order of the
 //! [`key_codec`](crate::key_codec) encoding of their keys.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -13,6 +14,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::error::LookupError;
+use crate::raw_columns::RawColumns;
 
 /// State of one partition held by an instance.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -186,22 +188,37 @@ pub enum AsOf<R = Value> {
 /// The selected columns of a row, as [`Table::get_columns`] finds them.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Columns {
-    /// Their values, in the order asked for (`None` for a column the row lacks,
-    /// every one when the row is not an object).
-    Values(Vec<Option<Value>>),
+    /// Their JSON text, in the order asked for, as the row had it.
+    Raw(Arc<RawColumns>),
     /// The whole row, shared: the columns are read from it by name.
     Shared(Arc<Value>),
 }
 
 impl Columns {
-    /// The value of the `i`th column asked for, `name`.
-    pub fn get(&self, i: usize, name: &str) -> Option<&Value> {
+    /// The value of the `i`th column asked for, `name`: borrowed from a
+    /// shared row, or decoded from its text.
+    pub fn get(&self, i: usize, name: &str) -> Option<Cow<'_, Value>> {
         match self {
-            Columns::Values(values) => values.get(i)?.as_ref(),
+            Columns::Raw(columns) => columns.value(i).map(Cow::Owned),
             Columns::Shared(row) => {
                 // Rows have few columns: a scan beats hashing the name.
                 let mut columns = row.as_object()?.iter();
-                columns.find(|(n, _)| *n == name).map(|(_, value)| value)
+                let (_, value) = columns.find(|(n, _)| *n == name)?;
+                Some(Cow::Borrowed(value))
+            }
+        }
+    }
+
+    /// Appends the JSON text of the `i`th column asked for, `name` (`null`
+    /// when the row lacks it): copied as the row had it, when it can be.
+    pub fn write_json(&self, i: usize, name: &str, out: &mut Vec<u8>) {
+        match self {
+            Columns::Raw(columns) => {
+                out.extend_from_slice(columns.json(i).unwrap_or("null").as_bytes());
+            }
+            Columns::Shared(_) => {
+                let value = self.get(i, name);
+                serde_json::to_writer(out, &value).expect("JSON values serialize");
             }
         }
     }
@@ -216,12 +233,26 @@ mod tests {
     #[test]
     fn columns_are_read_by_position_or_from_the_shared_row_by_name() {
         let shared = Columns::Shared(Arc::new(json!({"a": 1, "b": "x"})));
-        assert_eq!(shared.get(0, "b"), Some(&json!("x")));
-        assert_eq!(shared.get(1, "a"), Some(&json!(1)));
+        assert_eq!(shared.get(0, "b").as_deref(), Some(&json!("x")));
+        assert_eq!(shared.get(1, "a").as_deref(), Some(&json!(1)));
         assert_eq!(shared.get(0, "absent"), None);
         assert_eq!(Columns::Shared(Arc::new(json!([1]))).get(0, "a"), None);
-        let values = Columns::Values(vec![None, Some(json!(2))]);
-        assert_eq!(values.get(0, "a"), None);
-        assert_eq!(values.get(1, "b"), Some(&json!(2)));
+        let names = ["absent", "b"].map(String::from);
+        let raw = RawColumns::select(br#"{"a": 1, "b": 2.50}"#, &names).unwrap();
+        let raw = Columns::Raw(Arc::new(raw));
+        assert_eq!(raw.get(0, "absent"), None);
+        assert_eq!(raw.get(1, "b").as_deref(), Some(&json!(2.5)));
+        for columns in [&shared, &raw] {
+            let mut out = Vec::new();
+            columns.write_json(0, "absent", &mut out);
+            out.push(b' ');
+            columns.write_json(1, "b", &mut out);
+            let expected = if columns == &raw {
+                "null 2.50"
+            } else {
+                r#"null "x""#
+            };
+            assert_eq!(String::from_utf8(out).unwrap(), expected);
+        }
     }
 }

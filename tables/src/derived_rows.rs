@@ -22,6 +22,7 @@ use foldhash::fast::{FixedState, RandomState};
 use quick_cache::sync::{Cache, DefaultLifecycle};
 use quick_cache::{Equivalent, Weighter};
 use serde_json::Value;
+use tributary_table_api::{Columns, RawColumns};
 
 /// Bytes of cache per stripe of keys whose writes are counted together: a
 /// write to a key stops the entries of its stripe (a handful of rows) from
@@ -100,6 +101,17 @@ impl Form for Arc<Value> {
     }
 }
 
+impl Form for Columns {
+    fn bytes(&self) -> u64 {
+        match self {
+            Columns::Raw(columns) => {
+                (2 * size_of::<usize>() + size_of::<RawColumns>()) as u64 + columns.heap_bytes()
+            }
+            Columns::Shared(row) => row.bytes(),
+        }
+    }
+}
+
 /// Bytes a JSON tree holds: its nodes, strings and object entries (an
 /// estimate within the allocator's rounding).
 fn value_bytes(value: &Value) -> u64 {
@@ -166,7 +178,7 @@ struct Stripe {
 /// that keep them from serving a replaced row.
 pub struct DerivedRows {
     encoded: Option<Kept<Bytes>>,
-    decoded: Option<Kept<Arc<Value>>>,
+    decoded: Option<Kept<Columns>>,
     stripes: Box<[Stripe]>,
 }
 
@@ -209,7 +221,7 @@ impl DerivedRows {
     /// The rows kept decoded in `view` (a caller's numbering of what it
     /// makes of a row, such as the columns a join selects), if that form is
     /// kept.
-    pub fn decoded(&self, view: u32) -> Option<Rows<'_, Arc<Value>>> {
+    pub fn decoded(&self, view: u32) -> Option<Rows<'_, Columns>> {
         self.rows(self.decoded.as_ref(), view)
     }
 
@@ -376,7 +388,9 @@ mod tests {
         let cache = DerivedRows::new(1 << 20, 1 << 20).unwrap();
         let (whole, selected) = (cache.decoded(0).unwrap(), cache.decoded(1).unwrap());
         let encoded = cache.encoded().unwrap();
-        let (row_a, row_b) = (Arc::new(json!({"a": 1, "b": 2})), Arc::new(json!({"b": 2})));
+        let row_a = Columns::Shared(Arc::new(json!({"a": 1, "b": 2})));
+        let names = ["b".to_owned()];
+        let row_b = Columns::Raw(Arc::new(RawColumns::select(br#"{"b":2}"#, &names).unwrap()));
         keep(&whole, b"k", row_a.clone());
         keep(&selected, b"k", row_b.clone());
         keep(&encoded, b"k", row("encoded"));
@@ -393,7 +407,7 @@ mod tests {
     fn a_row_read_before_or_during_a_write_is_never_served() {
         let cache = DerivedRows::new(1 << 20, 1 << 20).unwrap();
         let rows = cache.decoded(3).unwrap();
-        let old = Arc::new(json!("old"));
+        let old = Columns::Shared(Arc::new(json!("old")));
         // Read before the write began, kept after it was committed.
         let before = rows.start(b"k").unwrap();
         cache.write([("t-0", &b"k"[..])], || ());
@@ -419,18 +433,21 @@ mod tests {
         let encoded_bytes = cache.bytes();
         assert!(encoded_bytes <= 64 << 10, "{encoded_bytes} bytes");
         assert!(encoded_bytes > 32 << 10, "{encoded_bytes} bytes: it fills");
+        let names = ["name", "tier"].map(String::from);
         for i in 0..10_000u32 {
-            let value = json!({"name": "x".repeat(100), "tier": i});
-            keep(&decoded, &i.to_be_bytes(), Arc::new(value));
+            let row = json!({"name": "x".repeat(100), "tier": i}).to_string();
+            let selected = RawColumns::select(row.as_bytes(), &names).unwrap();
+            keep(&decoded, &i.to_be_bytes(), Columns::Raw(Arc::new(selected)));
         }
         let decoded_bytes = cache.bytes() - encoded_bytes;
         assert!(decoded_bytes <= 256 << 10, "{decoded_bytes} bytes");
         assert!(decoded_bytes > 128 << 10, "{decoded_bytes} bytes: it fills");
     }
 
-    /// A decoded row's cost counts its nodes, strings and object entries.
+    /// A decoded row's cost counts its nodes, strings and object entries;
+    /// selected columns, their text.
     #[test]
-    fn a_decoded_row_costs_what_its_tree_holds() {
+    fn a_decoded_row_costs_what_it_holds() {
         let node = size_of::<Value>() as u64;
         assert_eq!(Arc::new(json!(null)).bytes(), 16 + node);
         let text = Arc::new(json!("x".repeat(1000)));
@@ -438,6 +455,15 @@ mod tests {
         let row = Arc::new(json!({"name": "x".repeat(1000), "tags": [1, 2]}));
         let entries = 2 * (size_of::<String>() as u64 + 16) + 4 + 4;
         assert_eq!(row.bytes(), 16 + 4 * node + 1000 + entries + node);
+        assert_eq!(Columns::Shared(row).bytes(), 16 + 5 * node + 1000 + entries);
+        let names = ["name", "absent"].map(String::from);
+        let selected = RawColumns::select(br#"{"name": "0123456789"}"#, &names).unwrap();
+        let header = 16 + size_of::<RawColumns>() as u64;
+        let spans = 2 * size_of::<Option<(u32, u32)>>() as u64;
+        assert_eq!(
+            Columns::Raw(Arc::new(selected)).bytes(),
+            header + 12 + spans
+        );
     }
 
     /// Readers race a writer as the store's lookups do: look up, else read

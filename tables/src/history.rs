@@ -37,6 +37,7 @@ use std::fmt;
 
 use serde_json::Value;
 use tributary_proto::event_time::{self, EventTimeError, TimeUnit};
+use tributary_table_api::RawColumns;
 
 use crate::config::VersionedConfig;
 
@@ -129,9 +130,9 @@ impl VersionRule {
                 column: column.clone(),
                 problem,
             };
-            let values = crate::row_columns::decode(row, std::slice::from_ref(column))
+            let selected = RawColumns::select(row, std::slice::from_ref(column))
                 .map_err(|e| problem(format!("the row is not a JSON object ({e})")))?;
-            match values.into_iter().next().flatten() {
+            match selected.value(0) {
                 None => return Err(problem("the row has no such column".into())),
                 // A null time (a row never updated): dated as without a column.
                 Some(serde_json::Value::Null) => {}

@@ -50,7 +50,6 @@ pub mod partition_check;
 pub mod progress;
 pub mod record_key;
 pub mod remote;
-mod row_columns;
 pub mod store;
 mod unavailable_fill;
 

@@ -15,8 +15,8 @@ use serde_json::{Map, Value};
 use tributary_proto::partition::Partitioner;
 use tributary_table_api::key_values::{Expect, key_values};
 use tributary_table_api::{
-    AsOf, AsOfRead, Columns, KeyRange, LookupError, PartitionState, Table, TableDescription,
-    key_codec,
+    AsOf, AsOfRead, Columns, KeyRange, LookupError, PartitionState, RawColumns, Table,
+    TableDescription, key_codec,
 };
 
 use crate::config::{LocalTableConfig, TableMode};
@@ -33,7 +33,6 @@ use crate::history::{self, VersionRule};
 use crate::history_readers::HistoryReaders;
 use crate::metrics::{ResultLabel, TableLabel, TablesMetrics};
 use crate::progress::Progress;
-use crate::row_columns;
 use crate::store::{Keyspace, ScanBounds, Store, history_cf_name};
 
 /// Where a key's row is looked up.
@@ -545,7 +544,7 @@ impl LocalTable {
 
     /// The store's decoded rows in the view of `columns` (the whole row when
     /// `None`), if the store keeps decoded rows and the view is numbered.
-    fn decoded_rows(&self, columns: Option<&[String]>) -> Option<Rows<'_, Arc<Value>>> {
+    fn decoded_rows(&self, columns: Option<&[String]>) -> Option<Rows<'_, Columns>> {
         let derived = self.store.derived_rows()?;
         let whole = derived.decoded(WHOLE_ROW)?;
         match columns {
@@ -582,9 +581,9 @@ impl LocalTable {
     fn read_decoded(
         &self,
         key: &Located,
-        rows: Rows<'_, Arc<Value>>,
-        decode: impl FnOnce(&[u8]) -> Result<Value, LookupError>,
-    ) -> Result<Option<Arc<Value>>, LookupError> {
+        rows: Rows<'_, Columns>,
+        decode: impl FnOnce(&[u8]) -> Result<Columns, LookupError>,
+    ) -> Result<Option<Columns>, LookupError> {
         let started = Instant::now();
         let keyspace = self.keyspace_of(key)?;
         let cf = &self.cf_names[keyspace];
@@ -596,8 +595,7 @@ impl LocalTable {
             None => {
                 self.join_misses.inc();
                 let start = rows.start(&key.encoded);
-                let read = self.read_in(keyspace, key, |raw| decode(raw).map(Arc::new))?;
-                let row = read.transpose()?;
+                let row = self.read_in(keyspace, key, decode)?.transpose()?;
                 if let (Some(row), Some(start)) = (&row, start) {
                     rows.keep(cf, &key.encoded, start, row.clone());
                 }
@@ -608,18 +606,17 @@ impl LocalTable {
         Ok(row)
     }
 
-    /// The values of `columns` in a stored row, in that order (`None` for a
-    /// column it lacks, every one when the row is not an object).
-    fn decode_columns(
-        &self,
-        raw: &[u8],
-        columns: &[String],
-    ) -> Result<Vec<Option<Value>>, LookupError> {
-        match row_columns::decode(raw, columns) {
-            Ok(values) => Ok(values),
+    /// The texts of `columns` in a stored row, in that order (none for a
+    /// column it lacks, nor for any when the row is not an object).
+    fn select(&self, raw: &[u8], columns: &[String]) -> Result<Columns, LookupError> {
+        let selected = match RawColumns::select(raw, columns) {
+            Ok(selected) => selected,
             // Not an object (no columns), or the reason it is not JSON.
-            Err(_) => self.parse_row(raw).map(|_| vec![None; columns.len()]),
-        }
+            Err(_) => self
+                .parse_row(raw)
+                .map(|_| RawColumns::absent(columns.len()))?,
+        };
+        Ok(Columns::Raw(Arc::new(selected)))
     }
 
     /// Hands a stored value's row to `read`: a global table's values carry a
@@ -765,12 +762,16 @@ impl Table for LocalTable {
         let Some(located) = self.locate(key)? else {
             return Ok(None);
         };
-        self.read_decoded(&located, rows, |raw| self.parse_row(raw))
+        let whole = |raw: &[u8]| Ok(Columns::Shared(Arc::new(self.parse_row(raw)?)));
+        let row = self.read_decoded(&located, rows, whole)?;
+        Ok(row.map(|row| match row {
+            Columns::Shared(row) => row,
+            Columns::Raw(_) => unreachable!("the whole-row view keeps whole rows"),
+        }))
     }
 
-    /// From the store's decoded rows, as an object of the selected columns
-    /// the row has, when it keeps them; else decoded from the stored row,
-    /// skipping the other columns.
+    /// The selected columns' text, taken from the stored row (the other
+    /// columns skipped): from the store's decoded rows when it keeps them.
     async fn get_columns(
         &self,
         key: &Value,
@@ -779,18 +780,11 @@ impl Table for LocalTable {
         let Some(located) = self.locate(key)? else {
             return Ok(None);
         };
-        let Some(rows) = self.decoded_rows(Some(columns)) else {
-            let row = self.read_located(&located, |raw| self.decode_columns(raw, columns))?;
-            return Ok(row.transpose()?.map(Columns::Values));
-        };
-        let row = self.read_decoded(&located, rows, |raw| {
-            let values = self.decode_columns(raw, columns)?;
-            let present = columns.iter().zip(values);
-            Ok(Value::Object(
-                present.filter_map(|(c, v)| Some((c.clone(), v?))).collect(),
-            ))
-        })?;
-        Ok(row.map(Columns::Shared))
+        let select = |raw: &[u8]| self.select(raw, columns);
+        match self.decoded_rows(Some(columns)) {
+            Some(rows) => self.read_decoded(&located, rows, select),
+            None => self.read_located(&located, select)?.transpose(),
+        }
     }
 
     async fn scan(

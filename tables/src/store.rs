@@ -1031,6 +1031,7 @@ mod tests {
     use std::sync::Arc;
 
     use bytes::Bytes;
+    use tributary_table_api::Columns;
 
     use super::*;
 
@@ -1206,7 +1207,8 @@ mod tests {
         let keep = |cf: &str, key: &[u8]| {
             let start = encoded.start(key).unwrap();
             encoded.keep(cf, key, start, Bytes::from_static(b"derived"));
-            decoded.keep(cf, key, start, Arc::new(serde_json::json!("derived")));
+            let row = Columns::Shared(Arc::new(serde_json::json!("derived")));
+            decoded.keep(cf, key, start, row);
         };
         // Both forms are served, or neither.
         let kept = |cf: &str, key: &[u8]| {
