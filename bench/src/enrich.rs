@@ -41,7 +41,7 @@ pub(crate) struct EnrichBenchArgs {
     #[arg(long, default_value_t = 4096)]
     concurrency: usize,
     /// Runs of each measured job (YAML, SQL, SQL with a filter and a computed
-    /// field, YAML without rows kept decoded), in turns; the median of each
+    /// field, YAML without rows kept for joins), in turns; the median of each
     /// is printed.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(1..))]
     rounds: u16,
@@ -83,7 +83,7 @@ pub(crate) async fn run(args: EnrichBenchArgs) -> anyhow::Result<()> {
     let raw_cpu = process_cpu_seconds()? - cpu_before;
 
     let dir = tempfile::tempdir()?;
-    // The tables (one store on disk), with the users' rows kept decoded for
+    // The tables (one store on disk), with the users' rows kept in memory for
     // the join (`join_row_cache_mb`, 64 MiB by default) or not.
     let tables_file = |name: &str, join_row_cache_mb: u32| {
         let text = format!(
@@ -143,7 +143,7 @@ pub(crate) async fn run(args: EnrichBenchArgs) -> anyhow::Result<()> {
     let warm_cpu = process_cpu_seconds()? - cpu_before;
     let mut warm_cache = JoinCache::default();
     warm_cache.add(JoinCache::of(&tables_metrics), JoinCache::default());
-    // The YAML job, its SQL forms and the job without decoded rows kept, in
+    // The YAML job, its SQL forms and the job without rows kept for joins, in
     // turns (`--rounds` each, tables on disk and ready at once): each one's
     // median, so that a slow moment of the machine does not land on one of
     // them only.
@@ -155,7 +155,7 @@ pub(crate) async fn run(args: EnrichBenchArgs) -> anyhow::Result<()> {
         ("the same job in SQL (STRUCT nesting)", &sql_same),
         ("SQL, + WHERE and a computed field", &sql_computed),
         (
-            "the YAML job, users' rows not kept decoded (`join_row_cache_mb: 0`)",
+            "the YAML job, users' rows not kept for joins (`join_row_cache_mb: 0`)",
             &uncached_job,
         ),
     ];
@@ -277,7 +277,7 @@ pub(crate) fn order(o: u64, users: u64, products: u64) -> String {
     )
 }
 
-/// Lookups of the `users` join answered from the rows kept decoded (`hits`)
+/// Lookups of the `users` join answered from the rows kept for joins (`hits`)
 /// or read from the store (`misses`).
 #[derive(Clone, Copy, Default)]
 struct JoinCache {

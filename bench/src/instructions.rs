@@ -61,8 +61,8 @@ pub(crate) struct InstructionsArgs {
     /// lookup loops; 0 counts every row read from RocksDB and transcoded.
     #[arg(long, default_value_t = 64)]
     row_cache_mb: usize,
-    /// The cache of rows decoded for joins (`join_row_cache_mb`) in the
-    /// enrich-local loop; 0 counts every row read from RocksDB and decoded.
+    /// The rows kept for joins (`join_row_cache_mb`) in the
+    /// enrich-local loop; 0 counts every row read from RocksDB and parsed.
     #[arg(long, default_value_t = 64)]
     join_row_cache_mb: usize,
     /// The stack to run against.
@@ -88,7 +88,7 @@ pub(crate) enum Loop {
     /// tables, projection, output.
     Enrich,
     /// The same with its `users` join on a local table (a global table of
-    /// the users, its rows kept decoded as the join selects them unless
+    /// the users, its rows kept in memory as the join selects them unless
     /// `--join-row-cache-mb 0`, else read through RocksDB's block cache),
     /// `products` in memory.
     EnrichLocal,
@@ -558,8 +558,8 @@ fn measured<T>(runtime: &tokio::runtime::Runtime, work: impl Future<Output = T>)
 /// directory (no broker), keeping the derived rows its config asks for.
 fn open_table(config: &Path) -> anyhow::Result<LocalTable> {
     let config = TablesConfig::parse(&std::fs::read_to_string(config)?)?;
-    let (encoded, decoded) = config.derived_rows_bytes();
-    let store = Store::open(&config.data_dir, &config.rocksdb)?.with_derived_rows(encoded, decoded);
+    let (encoded, joined) = config.derived_rows_bytes();
+    let store = Store::open(&config.data_dir, &config.rocksdb)?.with_derived_rows(encoded, joined);
     let store = Arc::new(store);
     Ok(LocalTable::new(
         &config.tables[0],

@@ -5,7 +5,7 @@
 //! group_id: shop-tables                  # instances in one group split `partitioned` tables
 //! kafka: { brokers: 127.0.0.1:19092 }     # the shared section (TLS, SASL: see tributary_kafka)
 //! rocksdb: { block_cache_mb: 256, row_cache_mb: 0, bloom_filter_bits: 10, compression: lz4, write_buffer_mb: 64 }
-//! join_row_cache_mb: 64                # rows kept decoded for jobs' joins (0: none)
+//! join_row_cache_mb: 64                # rows kept as jobs' joins read them (0: none)
 //! tables:
 //!   - name: users
 //!     topic: shop.shop.users
@@ -47,9 +47,9 @@ pub struct TablesConfig {
     /// RocksDB tuning.
     #[serde(default)]
     pub rocksdb: RocksDbConfig,
-    /// Most MiB of rows kept decoded in front of RocksDB for the lookups of
-    /// jobs' joins (whole, or the columns a join selects), so that a row
-    /// joined again is neither read nor decoded; 0 keeps none. A write to a
+    /// Most MiB of rows kept in front of RocksDB as jobs' joins read them
+    /// (whole, or the columns a join selects), so that a row joined again
+    /// is neither read nor parsed; 0 keeps none. A write to a
     /// row stops its entries (and those of the few rows sharing its stripe)
     /// from being served until read again.
     #[serde(default = "default_join_row_cache_mb")]
@@ -700,7 +700,7 @@ impl VersionedConfig {
 impl TablesConfig {
     /// Bytes of rows the store keeps derived from their stored bytes: in the
     /// lookup API's encoding (`grpc.row_cache_mb`, with a `grpc` section),
-    /// and decoded for jobs' joins (`join_row_cache_mb`).
+    /// and as jobs' joins read them (`join_row_cache_mb`).
     pub fn derived_rows_bytes(&self) -> (u64, u64) {
         let encoded = self.grpc.as_ref().map_or(0, |g| g.row_cache_mb as u64);
         (encoded << 20, (self.join_row_cache_mb as u64) << 20)

@@ -2,8 +2,9 @@
 //! bytes, kept in front of the store so that a hot row is read and converted
 //! once, not on every lookup. Two forms are kept, each within its own bytes:
 //! the lookup API's protobuf encoding ([`DerivedRows::encoded`]), and rows
-//! decoded for jobs' joins ([`DerivedRows::decoded`]): whole, or as the
-//! columns a join selects, each such choice a numbered view of the row.
+//! as jobs' joins read them ([`DerivedRows::joined`]): whole (a JSON value),
+//! or the columns a join selects (their JSON text), each such choice a
+//! numbered view of the row.
 //!
 //! A stale entry is never served. Every batch the store commits names its
 //! keys to [`DerivedRows::write`], which counts the write to each key's
@@ -153,10 +154,11 @@ impl<R> Weighter<Place, Entry<R>> for EntryBytes {
 /// Rows of one form, by view, column family and key.
 type Kept<R> = Cache<Place, Entry<R>, EntryBytes, RandomState>;
 
-fn kept<R: Form>(capacity_bytes: u64, row_bytes: u64) -> Option<Kept<R>> {
+fn kept<R: Form>(capacity_bytes: u64) -> Option<Kept<R>> {
     (capacity_bytes > 0).then(|| {
-        // The cache sizes its tables from this guess of the rows it holds.
-        let estimated_rows = (capacity_bytes / row_bytes).max(16) as usize;
+        // The cache sizes its tables (and how many keys it remembers after
+        // evicting their rows) from this guess: rows of ~256 bytes.
+        let estimated_rows = (capacity_bytes / 256).max(16) as usize;
         Cache::with(
             estimated_rows,
             capacity_bytes,
@@ -178,7 +180,7 @@ struct Stripe {
 /// that keep them from serving a replaced row.
 pub struct DerivedRows {
     encoded: Option<Kept<Bytes>>,
-    decoded: Option<Kept<Columns>>,
+    joined: Option<Kept<Columns>>,
     stripes: Box<[Stripe]>,
 }
 
@@ -197,17 +199,16 @@ pub struct Rows<'a, R> {
 }
 
 impl DerivedRows {
-    /// Caches of at most `encoded_bytes` of encoded rows and `decoded_bytes`
-    /// of decoded ones (keys, rows and overhead; 0 keeps none of that form);
+    /// Caches of at most `encoded_bytes` of encoded rows and `joined_bytes`
+    /// of rows for joins (keys, rows and overhead; 0 keeps none of that form);
     /// `None` when neither form is kept.
-    pub fn new(encoded_bytes: u64, decoded_bytes: u64) -> Option<Self> {
-        let total = encoded_bytes + decoded_bytes;
+    pub fn new(encoded_bytes: u64, joined_bytes: u64) -> Option<Self> {
+        let total = encoded_bytes + joined_bytes;
         (total > 0).then(|| {
             let stripes = (total / BYTES_PER_STRIPE).clamp(64, 1 << 20);
             DerivedRows {
-                // Encoded rows of ~256 bytes, decoded ones of ~1 KiB.
-                encoded: kept(encoded_bytes, 256),
-                decoded: kept(decoded_bytes, 1024),
+                encoded: kept(encoded_bytes),
+                joined: kept(joined_bytes),
                 stripes: (0..stripes).map(|_| Stripe::default()).collect(),
             }
         })
@@ -218,11 +219,11 @@ impl DerivedRows {
         self.rows(self.encoded.as_ref(), 0)
     }
 
-    /// The rows kept decoded in `view` (a caller's numbering of what it
+    /// The rows kept for joins in `view` (a caller's numbering of what it
     /// makes of a row, such as the columns a join selects), if that form is
     /// kept.
-    pub fn decoded(&self, view: u32) -> Option<Rows<'_, Columns>> {
-        self.rows(self.decoded.as_ref(), view)
+    pub fn joined(&self, view: u32) -> Option<Rows<'_, Columns>> {
+        self.rows(self.joined.as_ref(), view)
     }
 
     fn rows<'a, R>(&'a self, kept: Option<&'a Kept<R>>, view: u32) -> Option<Rows<'a, R>> {
@@ -235,7 +236,7 @@ impl DerivedRows {
 
     /// Commits a write of `written` keys (by `commit`), counting it on their
     /// stripes before and after, then drops their encoded entries. Their
-    /// decoded entries (one per view, which this cache does not list) are
+    /// entries for joins (one per view, which this cache does not list) are
     /// left to be replaced or evicted: none is served again.
     pub fn write<'a, R>(
         &self,
@@ -275,8 +276,8 @@ impl DerivedRows {
         if let Some(encoded) = &self.encoded {
             encoded.clear();
         }
-        if let Some(decoded) = &self.decoded {
-            decoded.clear();
+        if let Some(joined) = &self.joined {
+            joined.clear();
         }
         dropped
     }
@@ -284,7 +285,7 @@ impl DerivedRows {
     /// Bytes held (keys, rows and overhead) in both forms.
     pub fn bytes(&self) -> u64 {
         self.encoded.as_ref().map_or(0, Cache::weight)
-            + self.decoded.as_ref().map_or(0, Cache::weight)
+            + self.joined.as_ref().map_or(0, Cache::weight)
     }
 }
 
@@ -364,7 +365,7 @@ mod tests {
     #[test]
     fn rows_are_found_by_column_family_and_key_until_written() {
         let cache = DerivedRows::new(1 << 20, 0).unwrap();
-        assert!(cache.decoded(0).is_none(), "no decoded rows kept");
+        assert!(cache.joined(0).is_none(), "no joined rows kept");
         let rows = cache.encoded().unwrap();
         keep(&rows, b"k", row("one"));
         assert_eq!(rows.get("t-0", b"k"), Some(row("one")));
@@ -381,12 +382,12 @@ mod tests {
         assert!(DerivedRows::new(0, 0).is_none());
     }
 
-    /// Each view of a decoded row is its own entry; one write stops every
+    /// Each view of a row for joins is its own entry; one write stops every
     /// view and the encoded row from being served.
     #[test]
-    fn decoded_views_are_kept_apart_and_stop_together() {
+    fn joined_views_are_kept_apart_and_stop_together() {
         let cache = DerivedRows::new(1 << 20, 1 << 20).unwrap();
-        let (whole, selected) = (cache.decoded(0).unwrap(), cache.decoded(1).unwrap());
+        let (whole, selected) = (cache.joined(0).unwrap(), cache.joined(1).unwrap());
         let encoded = cache.encoded().unwrap();
         let row_a = Columns::Shared(Arc::new(json!({"a": 1, "b": 2})));
         let names = ["b".to_owned()];
@@ -396,7 +397,7 @@ mod tests {
         keep(&encoded, b"k", row("encoded"));
         assert_eq!(whole.get("t-0", b"k"), Some(row_a));
         assert_eq!(selected.get("t-0", b"k"), Some(row_b));
-        assert_eq!(cache.decoded(2).unwrap().get("t-0", b"k"), None);
+        assert_eq!(cache.joined(2).unwrap().get("t-0", b"k"), None);
         cache.write([("t-0", &b"k"[..])], || ());
         assert_eq!(whole.get("t-0", b"k"), None);
         assert_eq!(selected.get("t-0", b"k"), None);
@@ -406,7 +407,7 @@ mod tests {
     #[test]
     fn a_row_read_before_or_during_a_write_is_never_served() {
         let cache = DerivedRows::new(1 << 20, 1 << 20).unwrap();
-        let rows = cache.decoded(3).unwrap();
+        let rows = cache.joined(3).unwrap();
         let old = Columns::Shared(Arc::new(json!("old")));
         // Read before the write began, kept after it was committed.
         let before = rows.start(b"k").unwrap();
@@ -426,7 +427,7 @@ mod tests {
     #[test]
     fn each_form_holds_at_most_its_capacity() {
         let cache = DerivedRows::new(64 << 10, 256 << 10).unwrap();
-        let (encoded, decoded) = (cache.encoded().unwrap(), cache.decoded(1).unwrap());
+        let (encoded, joined) = (cache.encoded().unwrap(), cache.joined(1).unwrap());
         for i in 0..10_000u32 {
             keep(&encoded, &i.to_be_bytes(), row(&"x".repeat(100)));
         }
@@ -437,17 +438,17 @@ mod tests {
         for i in 0..10_000u32 {
             let row = json!({"name": "x".repeat(100), "tier": i}).to_string();
             let selected = RawColumns::select(row.as_bytes(), &names).unwrap();
-            keep(&decoded, &i.to_be_bytes(), Columns::Raw(Arc::new(selected)));
+            keep(&joined, &i.to_be_bytes(), Columns::Raw(Arc::new(selected)));
         }
-        let decoded_bytes = cache.bytes() - encoded_bytes;
-        assert!(decoded_bytes <= 256 << 10, "{decoded_bytes} bytes");
-        assert!(decoded_bytes > 128 << 10, "{decoded_bytes} bytes: it fills");
+        let joined_bytes = cache.bytes() - encoded_bytes;
+        assert!(joined_bytes <= 256 << 10, "{joined_bytes} bytes");
+        assert!(joined_bytes > 128 << 10, "{joined_bytes} bytes: it fills");
     }
 
-    /// A decoded row's cost counts its nodes, strings and object entries;
+    /// A whole row's cost counts its nodes, strings and object entries;
     /// selected columns, their text.
     #[test]
-    fn a_decoded_row_costs_what_it_holds() {
+    fn a_joined_row_costs_what_it_holds() {
         let node = size_of::<Value>() as u64;
         assert_eq!(Arc::new(json!(null)).bytes(), 16 + node);
         let text = Arc::new(json!("x".repeat(1000)));

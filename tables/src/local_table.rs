@@ -123,11 +123,11 @@ impl Partitioning {
 /// records show a new shape, read by every lookup.
 pub type SharedShape = Arc<RwLock<Option<Arc<KeyShape>>>>;
 
-/// The view of decoded rows holding them whole; the columns a join selects
+/// The view of rows for joins holding them whole; the columns a join selects
 /// are views 1 and up ([`LocalTable::view_of`]).
 const WHOLE_ROW: u32 = 0;
 
-/// Most selections of columns whose rows a table keeps decoded (one per
+/// Most selections of columns whose rows a table keeps for joins (one per
 /// join of the table, usually): rows of others are read on every lookup.
 const MAX_SELECTIONS: usize = 64;
 
@@ -142,13 +142,13 @@ pub struct LocalTable {
     progress: Arc<Progress>,
     get_seconds: Histogram,
     /// Rows read through the store's encoded rows: found there, or not.
-    derived_hits: Counter,
-    derived_misses: Counter,
-    /// Rows read through the store's decoded rows: found there, or not.
+    encoded_hits: Counter,
+    encoded_misses: Counter,
+    /// Rows read through the store's rows for joins: found there, or not.
     join_hits: Counter,
     join_misses: Counter,
     /// The selections of columns asked for, in order: selection `i` is the
-    /// view `i + 1` of the decoded rows.
+    /// view `i + 1` of the rows for joins.
     selections: RwLock<Vec<Box<[String]>>>,
     key_shape: SharedShape,
     /// Column family names of the row keyspaces (one per partition, or the
@@ -208,8 +208,8 @@ impl LocalTable {
                     table: name.to_owned(),
                 })
                 .clone(),
-            derived_hits: counter(&metrics.grpc_row_cache, "hit"),
-            derived_misses: counter(&metrics.grpc_row_cache, "miss"),
+            encoded_hits: counter(&metrics.grpc_row_cache, "hit"),
+            encoded_misses: counter(&metrics.grpc_row_cache, "miss"),
             join_hits: counter(&metrics.join_row_cache, "hit"),
             join_misses: counter(&metrics.join_row_cache, "miss"),
             selections: RwLock::default(),
@@ -495,8 +495,8 @@ impl LocalTable {
             }
             rows.push(row);
         }
-        self.derived_hits.inc_by((keys.len() - missed.len()) as u64);
-        self.derived_misses.inc_by(missed.len() as u64);
+        self.encoded_hits.inc_by((keys.len() - missed.len()) as u64);
+        self.encoded_misses.inc_by(missed.len() as u64);
         if !missed.is_empty() {
             let missed_keys: Vec<&Located> = missed.iter().map(|(i, ..)| keys[*i]).collect();
             let read = self.read_stored(&missed_keys, &mut derive)?;
@@ -542,18 +542,18 @@ impl LocalTable {
         Ok(rows)
     }
 
-    /// The store's decoded rows in the view of `columns` (the whole row when
-    /// `None`), if the store keeps decoded rows and the view is numbered.
-    fn decoded_rows(&self, columns: Option<&[String]>) -> Option<Rows<'_, Columns>> {
+    /// The store's rows for joins in the view of `columns` (the whole row
+    /// when `None`), if the store keeps them and the view is numbered.
+    fn joined_rows(&self, columns: Option<&[String]>) -> Option<Rows<'_, Columns>> {
         let derived = self.store.derived_rows()?;
-        let whole = derived.decoded(WHOLE_ROW)?;
+        let whole = derived.joined(WHOLE_ROW)?;
         match columns {
             None => Some(whole),
-            Some(columns) => derived.decoded(self.view_of(columns)?),
+            Some(columns) => derived.joined(self.view_of(columns)?),
         }
     }
 
-    /// The view of decoded rows holding the columns `columns` selects,
+    /// The view of rows for joins holding the columns `columns` selects,
     /// numbered as first asked for (`None` past [`MAX_SELECTIONS`]).
     fn view_of(&self, columns: &[String]) -> Option<u32> {
         let find = |selections: &[Box<[String]>]| selections.iter().position(|s| **s == *columns);
@@ -575,10 +575,10 @@ impl LocalTable {
         Some(index as u32 + 1)
     }
 
-    /// The decoded row of a located key in `rows`' view: kept there, or
+    /// The row for joins of a located key in `rows`' view: kept there, or
     /// read, made by `decode` from its stored JSON bytes and kept. Timed as
     /// one lookup.
-    fn read_decoded(
+    fn read_joined(
         &self,
         key: &Located,
         rows: Rows<'_, Columns>,
@@ -754,16 +754,16 @@ impl Table for LocalTable {
         })
     }
 
-    /// Whole, from the store's decoded rows when it keeps them.
+    /// Whole, from the store's rows for joins when it keeps them.
     async fn get_shared(&self, key: &Value) -> Result<Option<Arc<Value>>, LookupError> {
-        let Some(rows) = self.decoded_rows(None) else {
+        let Some(rows) = self.joined_rows(None) else {
             return Ok(self.get(key).await?.map(Arc::new));
         };
         let Some(located) = self.locate(key)? else {
             return Ok(None);
         };
         let whole = |raw: &[u8]| Ok(Columns::Shared(Arc::new(self.parse_row(raw)?)));
-        let row = self.read_decoded(&located, rows, whole)?;
+        let row = self.read_joined(&located, rows, whole)?;
         Ok(row.map(|row| match row {
             Columns::Shared(row) => row,
             Columns::Raw(_) => unreachable!("the whole-row view keeps whole rows"),
@@ -771,7 +771,7 @@ impl Table for LocalTable {
     }
 
     /// The selected columns' text, taken from the stored row (the other
-    /// columns skipped): from the store's decoded rows when it keeps them.
+    /// columns skipped): from the store's rows for joins when it keeps them.
     async fn get_columns(
         &self,
         key: &Value,
@@ -781,8 +781,8 @@ impl Table for LocalTable {
             return Ok(None);
         };
         let select = |raw: &[u8]| self.select(raw, columns);
-        match self.decoded_rows(Some(columns)) {
-            Some(rows) => self.read_decoded(&located, rows, select),
+        match self.joined_rows(Some(columns)) {
+            Some(rows) => self.read_joined(&located, rows, select),
             None => self.read_located(&located, select)?.transpose(),
         }
     }

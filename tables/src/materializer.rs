@@ -110,12 +110,12 @@ impl Materializer {
         shutdown: CancellationToken,
         follower: Option<Follower>,
     ) -> Result<Self, TableError> {
-        // Rows kept encoded for the lookup API and decoded for jobs' joins,
+        // Rows kept encoded for the lookup API and as jobs' joins read them,
         // by the store, which stops serving a row's entries when it writes
         // the row.
-        let (encoded, decoded) = config.derived_rows_bytes();
+        let (encoded, joined) = config.derived_rows_bytes();
         let store = Arc::new(
-            Store::open(&config.data_dir, &config.rocksdb)?.with_derived_rows(encoded, decoded),
+            Store::open(&config.data_dir, &config.rocksdb)?.with_derived_rows(encoded, joined),
         );
         let progress = Arc::new(Progress::default());
         let watermarks: Arc<BaseConsumer> = Arc::new(consumer_config(config, None).create()?);

@@ -108,8 +108,8 @@ pub struct TablesMetrics {
     /// Lookup API: rows of local tables answered from the cache of encoded
     /// rows (`hit`) or read from the store (`miss`).
     pub grpc_row_cache: Family<ResultLabel, Counter>,
-    /// Jobs' joins: rows of local tables answered from the cache of decoded
-    /// rows (`hit`) or read from the store (`miss`).
+    /// Jobs' joins: rows of local tables answered from the rows kept for
+    /// joins (`hit`) or read from the store (`miss`).
     pub join_row_cache: Family<ResultLabel, Counter>,
 }
 
@@ -344,7 +344,7 @@ impl TablesMetrics {
         );
         r.register(
             "join_row_cache",
-            "Jobs' joins: rows answered from the cache of decoded rows (hit) or read from the store (miss)",
+            "Jobs' joins: rows answered from the rows kept for joins (hit) or read from the store (miss)",
             m.join_row_cache.clone(),
         );
         m

@@ -60,7 +60,7 @@ pub struct Store {
     /// Options of point reads, made once (creating them allocates on every get otherwise).
     point_reads: ReadOptions,
     partitions: Mutex<BTreeMap<String, BTreeSet<i32>>>,
-    /// Rows in the lookup API's encoding and decoded for jobs, if kept
+    /// Rows in the lookup API's encoding and for jobs' joins, if kept
     /// ([`Self::with_derived_rows`]): every batch names its keys to them.
     derived: Option<DerivedRows>,
 }
@@ -241,10 +241,10 @@ impl Store {
     }
 
     /// Keeps up to `encoded_bytes` of rows in the lookup API's encoding and
-    /// `decoded_bytes` of rows decoded for jobs (see [`DerivedRows`]); 0
+    /// `joined_bytes` of rows for jobs' joins (see [`DerivedRows`]); 0
     /// keeps none of that form.
-    pub fn with_derived_rows(mut self, encoded_bytes: u64, decoded_bytes: u64) -> Self {
-        self.derived = DerivedRows::new(encoded_bytes, decoded_bytes);
+    pub fn with_derived_rows(mut self, encoded_bytes: u64, joined_bytes: u64) -> Self {
+        self.derived = DerivedRows::new(encoded_bytes, joined_bytes);
         self
     }
 
@@ -1203,17 +1203,17 @@ mod tests {
         store.ensure_global("g", 2).unwrap();
         let (part, global) = (cf_name("p", 0), Keyspace::Global.cf_name("g"));
         let derived = store.derived_rows().unwrap();
-        let (encoded, decoded) = (derived.encoded().unwrap(), derived.decoded(1).unwrap());
+        let (encoded, joined) = (derived.encoded().unwrap(), derived.joined(1).unwrap());
         let keep = |cf: &str, key: &[u8]| {
             let start = encoded.start(key).unwrap();
             encoded.keep(cf, key, start, Bytes::from_static(b"derived"));
             let row = Columns::Shared(Arc::new(serde_json::json!("derived")));
-            decoded.keep(cf, key, start, row);
+            joined.keep(cf, key, start, row);
         };
         // Both forms are served, or neither.
         let kept = |cf: &str, key: &[u8]| {
             let served = encoded.get(cf, key).is_some();
-            assert_eq!(decoded.get(cf, key).is_some(), served, "{cf}");
+            assert_eq!(joined.get(cf, key).is_some(), served, "{cf}");
             served
         };
         let owner = |partition, timestamp| Owner {
