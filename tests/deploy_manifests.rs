@@ -326,6 +326,7 @@ fn exported_samples() -> std::collections::BTreeSet<String> {
     t.grpc_seconds.get_or_create(&method).observe(0.1);
     t.grpc_forwarded.get_or_create(&method).inc();
     t.grpc_row_cache.get_or_create(&result).inc();
+    t.join_row_cache.get_or_create(&result).inc();
     let job = enrich::JobLabel { job: "j".into() };
     e.events_in.get_or_create(&job).inc();
     e.events_out.get_or_create(&job).inc();

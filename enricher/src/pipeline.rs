@@ -19,7 +19,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use prometheus_client::metrics::counter::Counter;
-
 use serde_json::Value;
 use tributary_proto::debezium_json;
 use tributary_proto::event_time::{self, TimeUnit};
