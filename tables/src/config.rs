@@ -49,9 +49,9 @@ pub struct TablesConfig {
     pub rocksdb: RocksDbConfig,
     /// Most MiB of rows kept in front of RocksDB as jobs' joins read them
     /// (whole, or the columns a join selects), so that a row joined again
-    /// is neither read nor parsed; 0 keeps none. A write to a
-    /// row stops its entries (and those of the few rows sharing its stripe)
-    /// from being served until read again.
+    /// is neither read nor parsed; 0 keeps none. A write to a row stops its
+    /// entries (and those of the few rows sharing its stripe) from being
+    /// served until read again.
     #[serde(default = "default_join_row_cache_mb")]
     pub join_row_cache_mb: usize,
     /// The tables to materialize.
