@@ -1,9 +1,10 @@
 //! The tables of this crate pass the table conformance suite of
 //! `tributary-table-api`: local tables (global, and partitioned over four
 //! partitions) over a RocksDB store written through the materializer's own
-//! record path ([`apply`](crate::apply)), a partitioned one keeping its
-//! history (as-of reads), and a remote table over a backend that answers from
-//! a map.
+//! record path ([`apply`](crate::apply)), keeping rows for joins in memory
+//! as jobs' tables do (and one that keeps none, read from RocksDB every
+//! time), a partitioned one keeping its history (as-of reads), and a remote
+//! table over a backend that answers from a map.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -39,6 +40,8 @@ fn key_of(key_columns: &[&str], row: &Value) -> Map<String, Value> {
 struct Local {
     mode: TableMode,
     partitions: u32,
+    /// Rows kept for joins (`join_row_cache_mb`).
+    join_row_cache_mb: usize,
     /// Keeps the store's directory while the table is used.
     dir: Mutex<Option<TempDir>>,
 }
@@ -48,6 +51,7 @@ impl Local {
         Local {
             mode: TableMode::Global,
             partitions: 3,
+            join_row_cache_mb: 64,
             dir: Mutex::default(),
         }
     }
@@ -56,7 +60,16 @@ impl Local {
         Local {
             mode: TableMode::Partitioned,
             partitions: 4,
+            join_row_cache_mb: 64,
             dir: Mutex::default(),
+        }
+    }
+
+    /// Partitioned, every row read from RocksDB.
+    fn partitioned_uncached() -> Self {
+        Local {
+            join_row_cache_mb: 0,
+            ..Local::partitioned()
         }
     }
 }
@@ -81,12 +94,15 @@ impl Local {
             .map(|us| format!(", versioned: {{ history: {us}us }}"))
             .unwrap_or_default();
         let config = TablesConfig::parse(&format!(
-            "data_dir: {}\nkafka: {{ brokers: b }}\ntables: [{{ name: {name}, topic: t, mode: {mode}{versioned} }}]\n",
-            dir.path().display()
+            "data_dir: {}\nkafka: {{ brokers: b }}\njoin_row_cache_mb: {}\ntables: [{{ name: {name}, topic: t, mode: {mode}{versioned} }}]\n",
+            dir.path().display(),
+            self.join_row_cache_mb
         ))
         .expect("a tables config");
         let table_config = &config.tables[0];
-        let store = Arc::new(Store::open(dir.path(), &config.rocksdb).expect("a store"));
+        let (encoded, joined) = config.derived_rows_bytes();
+        let store = Store::open(dir.path(), &config.rocksdb).expect("a store");
+        let store = Arc::new(store.with_derived_rows(encoded, joined));
         let progress = Arc::new(Progress::default());
         let partitioning = Partitioning::of(table_config);
         let layout = Layout {
@@ -247,6 +263,11 @@ mod global_local_table {
 mod partitioned_local_table {
     use super::*;
     tributary_table_api::table_conformance!(Local::partitioned());
+}
+
+mod partitioned_local_table_without_rows_kept_for_joins {
+    use super::*;
+    tributary_table_api::table_conformance!(Local::partitioned_uncached());
 }
 
 mod remote_table {
