@@ -17,7 +17,9 @@
 //! - [`job_tables`]: [`JobTables`], the tables enricher jobs join, started together.
 //! - [`progress`]: held partitions and readiness; [`applied_log`]: how far
 //!   each has applied its source's log (GTIDs, PostgreSQL WAL positions).
-//! - [`local_table`]: [`LocalTable`], a [`Table`] over the store.
+//! - [`local_table`]: [`LocalTable`], a [`Table`] over the store;
+//!   [`derived_rows`]: rows kept converted in front of it (encoded for the
+//!   lookup API, as jobs' joins read them), never older than the store's.
 //! - [`checkpoint`]: consistent, incremental checkpoints and restore.
 //! - [`config`], [`error`], [`metrics`]; `announce`: a compacted topic where
 //!   instances announce their state to each other (routing, shared rate limits).
