@@ -324,65 +324,65 @@ impl Join {
             (Some(into), Some(row)) => {
                 event.set_written(into.as_str(), |out| self.write_nested(row, out));
             }
-            (None, row) => self.each_column(row, |name, write| event.set_written(name, write)),
+            (None, row) => {
+                self.each_column(row, |name, _, write| event.set_written(name, write));
+            }
         }
     }
 
     /// Writes the columns of `row` as one JSON object (a join's `into`).
     fn write_nested(&self, row: &Row, out: &mut Vec<u8>) {
         out.push(b'{');
-        if let Row::Columns(columns) = row {
-            // The selected columns' names, written once as JSON.
-            let select = self.select.iter().flatten();
-            for (i, (column, name)) in select.zip(&self.select_as_json).enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                out.extend_from_slice(name);
-                columns.write_json(i, column, out);
+        let mut first = true;
+        self.each_column(Some(row), |name, json_name, write| {
+            if !first {
+                out.push(b',');
             }
-        } else {
-            let mut first = true;
-            self.each_column(Some(row), |name, write| {
-                if !first {
-                    out.push(b',');
+            first = false;
+            match json_name {
+                Some(json_name) => out.extend_from_slice(json_name),
+                None => {
+                    serde_json::to_writer(&mut *out, &*name).expect("strings serialize");
+                    out.push(b':');
                 }
-                first = false;
-                serde_json::to_writer(&mut *out, &*name).expect("strings serialize");
-                out.push(b':');
-                write(out);
-            });
-        }
+            }
+            write(out);
+        });
         out.push(b'}');
     }
 
-    /// Hands `put` each column to write: its output name, and what writes its
-    /// value as JSON (`null` when a selected column is missing).
+    /// Hands `put` each column to write: its output name, that name written
+    /// as a JSON object's name with its colon when it is known ahead (a
+    /// selected column), and what writes its value as JSON (`null` when a
+    /// selected column is missing).
     fn each_column<'j>(
         &'j self,
         row: Option<&Row>,
-        mut put: impl FnMut(Cow<'j, str>, &dyn Fn(&mut Vec<u8>)),
+        mut put: impl FnMut(Cow<'j, str>, Option<&'j [u8]>, &dyn Fn(&mut Vec<u8>)),
     ) {
+        let selected = self.select_as.iter().zip(&self.select_as_json);
         match row {
             Some(Row::Columns(columns)) => {
                 let select = self.select.iter().flatten();
-                for (i, (column, name)) in select.zip(&self.select_as).enumerate() {
-                    put(Cow::Borrowed(name), &|out| {
+                for (i, (column, (name, json_name))) in select.zip(selected).enumerate() {
+                    put(Cow::Borrowed(name), Some(json_name), &|out| {
                         columns.write_json(i, column, out)
                     });
                 }
             }
             Some(Row::Whole(row)) => {
                 for (column, value) in row.as_object().into_iter().flatten() {
-                    put(self.renamed(column), &|out| {
+                    put(self.renamed(column), None, &|out| {
                         serde_json::to_writer(out, value).expect("JSON values serialize");
                     });
                 }
             }
             // A miss: the selected columns (if the join selects any) as nulls.
             None => {
-                for name in &self.select_as {
-                    put(Cow::Borrowed(name), &|out| out.extend_from_slice(b"null"));
+                for (name, json_name) in selected {
+                    put(Cow::Borrowed(name), Some(json_name), &|out| {
+                        out.extend_from_slice(b"null")
+                    });
                 }
             }
         }
