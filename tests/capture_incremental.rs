@@ -428,7 +428,7 @@ async fn large_rows_are_captured_within_the_byte_bounds() {
         );
     let yaml = format!("{yaml}max_pending_mb: {BOUND_MB}\n");
     let config = write_config(&yaml);
-    let capture = TributaryProcess::start(&["capture"], &config, &[]);
+    let capture = TributaryProcess::start_for_memory(&["capture"], &config);
     capture
         .wait_for_log("binlog stream opened", Duration::from_secs(30))
         .await;

@@ -679,7 +679,7 @@ async fn large_events_are_held_within_the_byte_bound() {
             2 * EVENT_BYTES
         ),
     );
-    let enricher = TributaryProcess::start(&["enrich"], &job, &[]);
+    let enricher = TributaryProcess::start_for_memory(&["enrich"], &job);
     // Running once its in-flight gauge is exported.
     let deadline = Instant::now() + Duration::from_secs(30);
     while !matches!(try_http_get(files.metrics_port, "/metrics").await,

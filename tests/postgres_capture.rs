@@ -353,7 +353,7 @@ async fn large_rows_are_snapshotted_on_demand_within_the_byte_bounds() -> Result
             common::brokers()
         ),
     );
-    let capture = TributaryProcess::capture(&yaml);
+    let capture = TributaryProcess::start_for_memory(&["capture"], &common::write_config(&yaml));
     wait_for_slot(&pg, &capture).await?;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let idle_kib = capture.memory_kib("VmRSS");

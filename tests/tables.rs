@@ -924,7 +924,7 @@ async fn large_rows_are_applied_within_the_batch_byte_bound() {
         data.path().display(),
         brokers()
     );
-    let tables = TributaryProcess::start(&["tables", "run"], &write_config(&yaml), &[]);
+    let tables = TributaryProcess::start_for_memory(&["tables", "run"], &write_config(&yaml));
     let metric = |name: &'static str| async move {
         let (_, body) = try_http_get(port, "/metrics").await?;
         Some(metric_sum(&body, name))

@@ -248,6 +248,15 @@ impl TributaryProcess {
         Self::start_with_env(command, config, extra, &[])
     }
 
+    /// [`Self::start`] for a test of how much memory the process holds: it
+    /// gives freed memory back to the OS at once (`MIMALLOC_PURGE_DELAY=0`),
+    /// so its resident memory is what it holds, not also what the allocator
+    /// keeps for reuse for up to a minute (`tributary_allocator`).
+    pub fn start_for_memory(command: &[&str], config: &std::path::Path) -> Self {
+        let env = [(tributary_allocator::PURGE_DELAY_VAR, "0")];
+        Self::start_with_env(command, config, &[], &env)
+    }
+
     /// [`Self::start`] with extra environment variables.
     pub fn start_with_env(
         command: &[&str],
