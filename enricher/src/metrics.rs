@@ -6,6 +6,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
+use tributary_metrics::StripedCounter;
 
 use crate::skip::Skip;
 
@@ -66,7 +67,7 @@ pub struct EnrichMetrics {
     /// Events that produce no output, by reason.
     pub skipped: Family<SkipLabel, Counter>,
     /// Lookups per join step, hits and misses.
-    pub joins: Family<JoinLabel, Counter>,
+    pub joins: Family<JoinLabel, StripedCounter>,
     /// Event timestamp to acknowledged output, in seconds.
     pub latency_seconds: Family<JobLabel, Histogram, fn() -> Histogram>,
     /// Records between the committed offset and the partition's end.
@@ -231,7 +232,7 @@ impl EnrichMetrics {
     }
 
     /// The counter of `job`'s lookups in `table` with `result`.
-    pub fn join(&self, job: &str, table: &str, result: &str) -> Counter {
+    pub fn join(&self, job: &str, table: &str, result: &str) -> StripedCounter {
         self.joins
             .get_or_create(&JoinLabel {
                 job: job.to_owned(),

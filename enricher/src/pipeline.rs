@@ -18,8 +18,8 @@ use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use prometheus_client::metrics::counter::Counter;
 use serde_json::Value;
+use tributary_metrics::StripedCounter;
 use tributary_proto::debezium_json;
 use tributary_proto::event_time::{self, TimeUnit};
 use tributary_table_api::{AsOf, Columns, LookupError, Table};
@@ -94,8 +94,8 @@ const AHEAD_POLL: Duration = Duration::from_millis(20);
 struct AsOfJoin {
     time: EventTime,
     max_wait: Duration,
-    ahead: Counter,
-    beyond_history: Counter,
+    ahead: StripedCounter,
+    beyond_history: StripedCounter,
 }
 
 impl AsOfJoin {
@@ -153,8 +153,8 @@ pub struct Join {
     retry_unavailable: bool,
     /// Read the table as of the event's time.
     as_of: Option<AsOfJoin>,
-    hits: Counter,
-    misses: Counter,
+    hits: StripedCounter,
+    misses: StripedCounter,
 }
 
 impl Join {

@@ -7,7 +7,9 @@
 
 use std::borrow::Borrow;
 use std::collections::BTreeMap;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
+
+use arc_swap::{ArcSwap, ArcSwapOption, Guard};
 use std::time::Instant;
 
 use async_trait::async_trait;
@@ -23,9 +25,8 @@ use crate::config::{LocalTableConfig, TableMode};
 use crate::error::TableError;
 use crate::record_key::{self, KeyFormat, KeyShape};
 use bytes::Bytes;
-use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::histogram::Histogram;
+use tributary_metrics::{StripedCounter, StripedHistogram};
 
 use crate::derived_rows::Rows;
 use crate::global_rows;
@@ -62,7 +63,7 @@ impl Located {
 /// made ([`LocalTable::locator`]): a batch's keys take the shape once.
 pub struct Locator<'t> {
     table: &'t LocalTable,
-    shape: Arc<KeyShape>,
+    shape: Shape,
 }
 
 impl Locator<'_> {
@@ -120,8 +121,21 @@ impl Partitioning {
 }
 
 /// How a table's keys are written: set by its materializer whenever the
-/// records show a new shape, read by every lookup.
-pub type SharedShape = Arc<RwLock<Option<Arc<KeyShape>>>>;
+/// records show a new shape, read by every lookup (without a lock: two
+/// cores reading a lock's count in turn move its line between them).
+pub type SharedShape = Arc<ArcSwapOption<KeyShape>>;
+
+/// A table's key shape as one lookup reads it (an arc-swap guard: no
+/// reference count is taken either).
+struct Shape(Guard<Option<Arc<KeyShape>>>);
+
+impl std::ops::Deref for Shape {
+    type Target = KeyShape;
+
+    fn deref(&self) -> &KeyShape {
+        self.0.as_deref().expect("only a set shape is handed out")
+    }
+}
 
 /// The view of rows for joins holding them whole; the columns a join selects
 /// are views 1 and up ([`LocalTable::view_of`]).
@@ -140,16 +154,16 @@ pub struct LocalTable {
     partitioning: Option<Partitioning>,
     store: Arc<Store>,
     progress: Arc<Progress>,
-    get_seconds: Histogram,
+    get_seconds: StripedHistogram,
     /// Rows read through the store's encoded rows: found there, or not.
-    encoded_hits: Counter,
-    encoded_misses: Counter,
+    encoded_hits: StripedCounter,
+    encoded_misses: StripedCounter,
     /// Rows read through the store's rows for joins: found there, or not.
-    join_hits: Counter,
-    join_misses: Counter,
+    join_hits: StripedCounter,
+    join_misses: StripedCounter,
     /// The selections of columns asked for, in order: selection `i` is the
     /// view `i + 1` of the rows for joins.
-    selections: RwLock<Vec<Box<[String]>>>,
+    selections: ArcSwap<Vec<Box<[String]>>>,
     key_shape: SharedShape,
     /// Column family names of the row keyspaces (one per partition, or the
     /// global one), made once (not per lookup).
@@ -178,7 +192,7 @@ impl LocalTable {
                     .collect(),
             ),
         };
-        let counter = |family: &Family<ResultLabel, Counter>, result: &str| {
+        let counter = |family: &Family<ResultLabel, StripedCounter>, result: &str| {
             family
                 .get_or_create(&ResultLabel {
                     table: name.to_owned(),
@@ -212,7 +226,7 @@ impl LocalTable {
             encoded_misses: counter(&metrics.grpc_row_cache, "miss"),
             join_hits: counter(&metrics.join_row_cache, "hit"),
             join_misses: counter(&metrics.join_row_cache, "miss"),
-            selections: RwLock::default(),
+            selections: ArcSwap::default(),
             key_shape,
             cf_names,
             history,
@@ -220,9 +234,10 @@ impl LocalTable {
     }
 
     /// How keys are written, once the first record has been materialized.
-    fn key_shape(&self) -> Result<Option<Arc<KeyShape>>, LookupError> {
-        if let Some(shape) = self.key_shape.read().expect("shape lock").as_ref() {
-            return Ok(Some(shape.clone()));
+    fn key_shape(&self) -> Result<Option<Shape>, LookupError> {
+        let shape = self.key_shape.load();
+        if shape.is_some() {
+            return Ok(Some(Shape(shape)));
         }
         let Some(stored) = self
             .store
@@ -231,8 +246,11 @@ impl LocalTable {
         else {
             return Ok(None);
         };
-        let mut shared = self.key_shape.write().expect("shape lock");
-        Ok(Some(shared.get_or_insert_with(|| Arc::new(stored)).clone()))
+        // A shape the materializer set meanwhile wins over the stored one.
+        let stored = Arc::new(stored);
+        self.key_shape
+            .rcu(|now| now.clone().or_else(|| Some(stored.clone())));
+        Ok(Some(Shape(self.key_shape.load())))
     }
 
     fn bad_key(&self, problem: impl Into<String>) -> LookupError {
@@ -557,19 +575,22 @@ impl LocalTable {
     /// numbered as first asked for (`None` past [`MAX_SELECTIONS`]).
     fn view_of(&self, columns: &[String]) -> Option<u32> {
         let find = |selections: &[Box<[String]>]| selections.iter().position(|s| **s == *columns);
-        let known = find(&self.selections.read().expect("selections lock"));
-        let index = match known {
+        let index = match find(&self.selections.load()) {
             Some(index) => index,
             None => {
-                let mut selections = self.selections.write().expect("selections lock");
-                match find(&selections) {
-                    Some(index) => index,
-                    None if selections.len() < MAX_SELECTIONS => {
-                        selections.push(columns.into());
-                        selections.len() - 1
+                // Numbered once, whichever lookup asks first.
+                let mut index = None;
+                self.selections.rcu(|now| {
+                    index = find(now);
+                    if index.is_some() || now.len() == MAX_SELECTIONS {
+                        return now.clone();
                     }
-                    None => return None,
-                }
+                    let mut more = Vec::clone(now);
+                    more.push(columns.into());
+                    index = Some(more.len() - 1);
+                    Arc::new(more)
+                });
+                index?
             }
         };
         Some(index as u32 + 1)

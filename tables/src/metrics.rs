@@ -1,4 +1,6 @@
-//! Table metrics: names and labels in one place.
+//! Table metrics: names and labels in one place. What every lookup updates
+//! (latencies, cache hits, the lookup API's requests) is striped
+//! (`tributary-metrics`): many threads update it without contending.
 
 use std::sync::atomic::AtomicU64;
 
@@ -6,8 +8,9 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::metrics::histogram::exponential_buckets;
 use prometheus_client::registry::Registry;
+use tributary_metrics::{StripedCounter, StripedHistogram};
 
 /// Label: a table.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -35,9 +38,9 @@ impl PartitionLabel {
     }
 }
 
-fn latency_histogram() -> Histogram {
+fn latency_histogram() -> StripedHistogram {
     // 1 µs .. ~0.5 s
-    Histogram::new(exponential_buckets(1e-6, 2.0, 20))
+    StripedHistogram::new(exponential_buckets(1e-6, 2.0, 20))
 }
 
 /// Every table metric.
@@ -65,7 +68,7 @@ pub struct TablesMetrics {
     /// Latency of a local read, in seconds: of one key, or of a batch's keys
     /// read together (`multi_get`, `BatchGet`); the lookup API's reads
     /// answered from its encoded rows count too.
-    pub get_seconds: Family<TableLabel, Histogram, fn() -> Histogram>,
+    pub get_seconds: Family<TableLabel, StripedHistogram, fn() -> StripedHistogram>,
     /// Versioned tables: bytes of the history on disk, per table.
     pub history_bytes: Family<TableLabel, Gauge>,
     /// Versioned tables: versions removed by retention, per table.
@@ -77,15 +80,15 @@ pub struct TablesMetrics {
     /// Remote tables: backend calls by result (`ok`, `retried`, `failed`).
     pub remote_calls: Family<ResultLabel, Counter>,
     /// Remote tables: lookups answered by the cache (`hit`) or not (`miss`).
-    pub remote_cache: Family<ResultLabel, Counter>,
+    pub remote_cache: Family<ResultLabel, StripedCounter>,
     /// Remote tables: keys per backend call.
-    pub remote_batch_keys: Family<TableLabel, Histogram, fn() -> Histogram>,
+    pub remote_batch_keys: Family<TableLabel, StripedHistogram, fn() -> StripedHistogram>,
     /// Remote tables: backend calls that waited for a rate-limiter permit.
     pub remote_limiter_waits: Family<TableLabel, Counter>,
     /// Remote tables: 1 while the circuit breaker is open.
     pub remote_breaker_open: Family<TableLabel, Gauge>,
     /// Remote tables: latency of `get`, in seconds.
-    pub remote_get_seconds: Family<TableLabel, Histogram, fn() -> Histogram>,
+    pub remote_get_seconds: Family<TableLabel, StripedHistogram, fn() -> StripedHistogram>,
     /// Remote tables: cached keys evicted by change events of the source.
     pub remote_invalidations: Family<TableLabel, Counter>,
     /// Rate limits: requests per second this process may send now (its part
@@ -100,17 +103,17 @@ pub struct TablesMetrics {
     /// Rate limits: 1 for the reason of the last decrease (0 for earlier ones).
     pub remote_budget_last_decrease: Family<ReasonLabel, Gauge>,
     /// Lookup API: requests by method and status code.
-    pub grpc_requests: Family<GrpcLabel, Counter>,
+    pub grpc_requests: Family<GrpcLabel, StripedCounter>,
     /// Lookup API: latency by method, in seconds.
-    pub grpc_seconds: Family<MethodLabel, Histogram, fn() -> Histogram>,
+    pub grpc_seconds: Family<MethodLabel, StripedHistogram, fn() -> StripedHistogram>,
     /// Lookup API: requests (or parts of them) forwarded to the owner of a partition.
     pub grpc_forwarded: Family<MethodLabel, Counter>,
     /// Lookup API: rows of local tables answered from the cache of encoded
     /// rows (`hit`) or read from the store (`miss`).
-    pub grpc_row_cache: Family<ResultLabel, Counter>,
+    pub grpc_row_cache: Family<ResultLabel, StripedCounter>,
     /// Jobs' joins: rows of local tables answered from the rows kept for
     /// joins (`hit`) or read from the store (`miss`).
-    pub join_row_cache: Family<ResultLabel, Counter>,
+    pub join_row_cache: Family<ResultLabel, StripedCounter>,
 }
 
 /// Label: a rate-limit budget.
@@ -154,9 +157,9 @@ pub struct ResultLabel {
     pub result: String,
 }
 
-fn batch_histogram() -> Histogram {
+fn batch_histogram() -> StripedHistogram {
     // 1 .. 512 keys
-    Histogram::new(exponential_buckets(1.0, 2.0, 10))
+    StripedHistogram::new(exponential_buckets(1.0, 2.0, 10))
 }
 
 impl Default for TablesMetrics {

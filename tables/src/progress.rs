@@ -1,9 +1,16 @@
 //! Which partitions an instance holds and how far each has got: offsets,
 //! readiness, how far the source's log is applied, and a notification on every
 //! applied batch (for reads that wait for a position).
+//!
+//! Which partitions are held, and whether each is ready, is also kept as a
+//! snapshot replaced whenever it changes: every lookup and every enriched
+//! event asks, and reading it takes no lock (two cores taking a read lock in
+//! turn move its line between them on every event).
 
 use std::collections::BTreeMap;
-use std::sync::RwLock;
+use std::sync::{Arc, RwLock};
+
+use arc_swap::ArcSwap;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use tokio::sync::Notify;
@@ -54,17 +61,32 @@ impl PartitionProgress {
 /// Held partitions per table: table name → partition → progress.
 type Held = BTreeMap<String, BTreeMap<i32, PartitionProgress>>;
 
+/// The partitions of each table held, each with whether it is ready.
+type Holdings = BTreeMap<String, BTreeMap<i32, bool>>;
+
 /// Held partitions of every table, shared by materializer threads and lookups.
 #[derive(Debug, Default)]
 pub struct Progress {
     held: RwLock<Held>,
+    /// What `held` holds and whether it is ready, replaced when that changes.
+    holdings: ArcSwap<Holdings>,
     awaiting_group: AtomicBool,
     applied: Notify,
 }
 
 impl Progress {
     fn with<R>(&self, f: impl FnOnce(&mut Held) -> R) -> R {
-        f(&mut self.held.write().expect("progress lock"))
+        let mut held = self.held.write().expect("progress lock");
+        let result = f(&mut held);
+        // Replaced under the lock, so snapshots follow each other in order.
+        if !agree(&held, &self.holdings.load()) {
+            let holdings = held.iter().map(|(table, parts)| {
+                let parts = parts.iter().map(|(p, s)| (*p, s.ready));
+                (table.clone(), parts.collect())
+            });
+            self.holdings.store(Arc::new(holdings.collect()));
+        }
+        result
     }
 
     fn read<R>(&self, f: impl FnOnce(&Held) -> R) -> R {
@@ -182,27 +204,26 @@ impl Progress {
 
     /// Whether this instance holds the partition.
     pub fn holds(&self, table: &str, partition: i32) -> bool {
-        self.read(|held| held.get(table).is_some_and(|t| t.contains_key(&partition)))
+        let holdings = self.holdings.load();
+        holdings
+            .get(table)
+            .is_some_and(|t| t.contains_key(&partition))
     }
 
     /// The partitions of `table` this instance holds, in order (for a
     /// batch of keys: one look at the progress for all of them).
     pub fn held_partitions(&self, table: &str) -> Vec<i32> {
-        self.read(|held| {
-            held.get(table)
-                .map(|t| t.keys().copied().collect())
-                .unwrap_or_default()
-        })
+        let holdings = self.holdings.load();
+        let parts = holdings.get(table);
+        parts
+            .map(|t| t.keys().copied().collect())
+            .unwrap_or_default()
     }
 
     /// Whether this instance holds the partition and has caught up with it.
     pub fn is_ready(&self, table: &str, partition: i32) -> bool {
-        // Asked for every enriched event: read in place, no copy of the progress.
-        self.read(|held| {
-            held.get(table)
-                .and_then(|t| t.get(&partition))
-                .is_some_and(|p| p.ready)
-        })
+        let holdings = self.holdings.load();
+        holdings.get(table).and_then(|t| t.get(&partition)) == Some(&true)
     }
 
     /// Progress of one held partition.
@@ -250,6 +271,22 @@ impl Progress {
     }
 }
 
+/// Whether `holdings` says what `held` holds, and which of it is ready.
+fn agree(held: &Held, holdings: &Holdings) -> bool {
+    held.len() == holdings.len()
+        && held
+            .iter()
+            .zip(holdings)
+            .all(|((table, parts), (t, states))| {
+                table == t
+                    && parts.len() == states.len()
+                    && parts
+                        .iter()
+                        .zip(states)
+                        .all(|((p, s), (q, ready))| p == q && s.ready == *ready)
+            })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -276,5 +313,37 @@ mod tests {
         p.revoke("t", 0);
         assert!(!p.holds("t", 0));
         assert_eq!(p.of_table("t").len(), 1);
+    }
+
+    #[test]
+    fn what_lookups_read_follows_every_change_of_holdings_and_readiness() {
+        let p = Progress::default();
+        let seen = |p: &Progress| {
+            let ready = |t, n| p.is_ready(t, n);
+            (
+                p.held_partitions("t"),
+                p.holds("t", 0),
+                ready("t", 0),
+                ready("t", 1),
+            )
+        };
+        assert_eq!(seen(&p), (vec![], false, false, false));
+        p.assign("t", 0, 0, AppliedLog::default());
+        p.assign("t", 1, 0, AppliedLog::default());
+        assert_eq!(seen(&p), (vec![0, 1], true, false, false));
+        p.set_end("t", 1, 5);
+        p.applied("t", 1, 4, AppliedLog::default());
+        assert_eq!(
+            seen(&p),
+            (vec![0, 1], true, false, false),
+            "not caught up yet"
+        );
+        p.applied("t", 1, 5, AppliedLog::default());
+        assert_eq!(seen(&p), (vec![0, 1], true, false, true));
+        p.misplaced("t", 1, 1);
+        assert_eq!(seen(&p), (vec![0, 1], true, false, false));
+        p.revoke("t", 0);
+        assert_eq!(seen(&p), (vec![1], false, false, false));
+        assert!(!p.is_ready("other", 1) && !p.holds("other", 1));
     }
 }

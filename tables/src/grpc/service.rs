@@ -9,10 +9,9 @@ use std::time::Instant as StdInstant;
 
 use bytes::Bytes;
 use futures::Stream;
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::histogram::Histogram;
 use serde_json::Value as Json;
 use tonic::{Request, Response, Status};
+use tributary_metrics::{StripedCounter, StripedHistogram};
 use tributary_proto::grpc::served::ServedValue;
 use tributary_proto::grpc::served::v1_served::lookup_server::Lookup;
 use tributary_proto::grpc::served::v1_served::{BatchGetResponse, GetResponse, ScanRow};
@@ -71,8 +70,8 @@ const METHODS: [&str; 5] = ["Get", "BatchGet", "Scan", "ListTables", "DescribeTa
 /// A method's series for answered requests, looked up once: a family lookup per
 /// request hashes the label and takes a lock.
 struct Answered {
-    ok: Counter,
-    seconds: Histogram,
+    ok: StripedCounter,
+    seconds: StripedHistogram,
 }
 
 /// The service over one instance's tables.

@@ -1,7 +1,7 @@
 //! A remote table's metric handles, resolved once per table.
 
 use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::histogram::Histogram;
+use tributary_metrics::{StripedCounter, StripedHistogram};
 
 use crate::metrics::{ResultLabel, TableLabel, TablesMetrics};
 
@@ -11,15 +11,15 @@ pub struct RemoteStats {
     table: String,
     metrics: TablesMetrics,
     /// Keys per backend call.
-    pub batch_keys: Histogram,
+    pub batch_keys: StripedHistogram,
     /// Calls that waited for a permit.
     pub limiter_waits: Counter,
     /// Cache hits.
-    pub hits: Counter,
+    pub hits: StripedCounter,
     /// Cache misses.
-    pub misses: Counter,
+    pub misses: StripedCounter,
     /// Lookup latency.
-    pub get_seconds: Histogram,
+    pub get_seconds: StripedHistogram,
     /// Invalidated keys.
     pub invalidations: Counter,
 }
