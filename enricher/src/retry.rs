@@ -27,33 +27,45 @@ fn header<'m>(msg: &'m OwnedMessage, name: &str) -> Option<&'m str> {
 }
 
 /// Coordinates of the input record an event came from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Origin {
-    /// Input topic.
-    pub topic: String,
-    /// Input partition.
-    pub partition: String,
-    /// Input offset.
-    pub offset: String,
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin<'m> {
+    /// The record itself, read from the input.
+    Input {
+        /// Input topic.
+        topic: &'m str,
+        /// Input partition.
+        partition: i32,
+        /// Input offset.
+        offset: i64,
+    },
+    /// A retry record: the coordinates its headers carry, as their text.
+    Carried {
+        /// Input topic.
+        topic: &'m str,
+        /// Input partition.
+        partition: &'m str,
+        /// Input offset.
+        offset: &'m str,
+    },
 }
 
 /// The input record behind `msg`: its own coordinates, or those a retry record carries.
-pub fn origin(msg: &OwnedMessage) -> Origin {
+pub fn origin(msg: &OwnedMessage) -> Origin<'_> {
     match (
         header(msg, headers::SOURCE_TOPIC),
         header(msg, headers::SOURCE_PARTITION),
         header(msg, headers::SOURCE_OFFSET),
         header(msg, ATTEMPT),
     ) {
-        (Some(topic), Some(partition), Some(offset), Some(_)) => Origin {
-            topic: topic.to_owned(),
-            partition: partition.to_owned(),
-            offset: offset.to_owned(),
+        (Some(topic), Some(partition), Some(offset), Some(_)) => Origin::Carried {
+            topic,
+            partition,
+            offset,
         },
-        _ => Origin {
-            topic: msg.topic().to_owned(),
-            partition: msg.partition().to_string(),
-            offset: msg.offset().to_string(),
+        _ => Origin::Input {
+            topic: msg.topic(),
+            partition: msg.partition(),
+            offset: msg.offset(),
         },
     }
 }

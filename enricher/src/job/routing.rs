@@ -8,7 +8,7 @@ use rdkafka::message::{Header, OwnedHeaders, OwnedMessage};
 use crate::config::{JobConfig, RetryConfig};
 use crate::headers;
 use crate::pipeline::Outcome;
-use crate::retry;
+use crate::retry::{self, Origin};
 use crate::skip::Skip;
 
 /// What became of one input event: what its acknowledgement counts as.
@@ -137,11 +137,28 @@ impl Routing {
     /// from (a retry keeps its first input's coordinates), the job, the
     /// reason, and a retry's attempt and due time.
     pub(super) fn headers(&self, record: &Record, source: &OwnedMessage) -> OwnedHeaders {
-        let origin = retry::origin(source);
-        let mut headers = OwnedHeaders::new()
-            .insert(header(headers::SOURCE_TOPIC, &origin.topic))
-            .insert(header(headers::SOURCE_PARTITION, &origin.partition))
-            .insert(header(headers::SOURCE_OFFSET, &origin.offset))
+        // The numbers are written on the stack: no allocation per record.
+        let (mut partition_text, mut offset_text) = (itoa::Buffer::new(), itoa::Buffer::new());
+        let (topic, partition, offset) = match retry::origin(source) {
+            Origin::Input {
+                topic,
+                partition,
+                offset,
+            } => (
+                topic,
+                partition_text.format(partition),
+                offset_text.format(offset),
+            ),
+            Origin::Carried {
+                topic,
+                partition,
+                offset,
+            } => (topic, partition, offset),
+        };
+        let mut headers = OwnedHeaders::new_with_capacity(HEADERS)
+            .insert(header(headers::SOURCE_TOPIC, topic))
+            .insert(header(headers::SOURCE_PARTITION, partition))
+            .insert(header(headers::SOURCE_OFFSET, offset))
             .insert(header(headers::JOB, &self.job));
         if let Some(error) = &record.error {
             headers = headers.insert(header(headers::ERROR, error));
@@ -154,6 +171,10 @@ impl Routing {
         headers
     }
 }
+
+/// Most headers a record gets: its origin's three, the job, the error, and
+/// a retry's two.
+const HEADERS: usize = 7;
 
 fn header<'a>(key: &'a str, value: &'a str) -> Header<'a, &'a str> {
     Header {
