@@ -25,9 +25,20 @@ pub struct Event<'a> {
     fields: Vec<(Cow<'a, str>, &'a RawValue)>,
     /// Fields the joins set, in the order first set: name and where its value's
     /// text is in `added_json`.
-    added: Vec<(Cow<'a, str>, Range<usize>)>,
+    added: Vec<Added<'a>>,
     /// The values set, as JSON text (a value set again leaves its old text unused).
     added_json: Vec<u8>,
+}
+
+/// A field a join set.
+#[derive(Debug)]
+struct Added<'a> {
+    name: Cow<'a, str>,
+    /// The name written as a JSON object's name with its colon, when the
+    /// setter knew it ahead (else it is written with the event).
+    name_json: Option<&'a [u8]>,
+    /// Where its value's text is in `added_json`.
+    value: Range<usize>,
 }
 
 /// Why a record value is not an event.
@@ -72,8 +83,8 @@ impl<'a> Event<'a> {
     /// The value at `path`: a field a join set wins over the event's own.
     pub fn get(&self, path: &FieldPath) -> Option<Value> {
         let (first, below) = path.split_first();
-        let text = match self.added.iter().find(|(name, _)| *name == first) {
-            Some((_, range)) => &self.added_json[range.clone()],
+        let text = match self.added.iter().find(|added| added.name == first) {
+            Some(added) => &self.added_json[added.value.clone()],
             // The last of repeated names counts, as when decoding into a map.
             None => {
                 let (_, raw) = self.fields.iter().rev().find(|(name, _)| name == first)?;
@@ -100,26 +111,42 @@ impl<'a> Event<'a> {
     /// Sets field `name` to the JSON text `write` appends to the buffer it
     /// is handed (as [`Event::set`]).
     pub fn set_written(&mut self, name: impl Into<Cow<'a, str>>, write: impl FnOnce(&mut Vec<u8>)) {
+        self.set_written_as(name, None, write);
+    }
+
+    /// [`Event::set_written`], with the name also written as a JSON
+    /// object's name and its colon (`"user":`), when the caller has it
+    /// ahead: the event is then written without escaping the name again.
+    pub fn set_written_as(
+        &mut self,
+        name: impl Into<Cow<'a, str>>,
+        name_json: Option<&'a [u8]>,
+        write: impl FnOnce(&mut Vec<u8>),
+    ) {
         let start = self.added_json.len();
         write(&mut self.added_json);
-        let (name, range) = (name.into(), start..self.added_json.len());
-        match self.added.iter_mut().find(|(n, _)| *n == name) {
-            Some((_, slot)) => *slot = range,
-            None => self.added.push((name, range)),
+        let (name, value) = (name.into(), start..self.added_json.len());
+        match self.added.iter_mut().find(|added| added.name == name) {
+            Some(added) => added.value = value,
+            None => self.added.push(Added {
+                name,
+                name_json,
+                value,
+            }),
         }
     }
 
     /// Writes the event, with the fields set, as a JSON object.
     pub fn write(&self, out: &mut Vec<u8>) {
-        let replaces = |(name, _): &(Cow<str>, _)| self.fields.iter().any(|(n, _)| n == name);
+        let replaces = |added: &Added| self.fields.iter().any(|(n, _)| *n == added.name);
         if self.added.iter().any(replaces) {
             return self.write_field_by_field(out);
         }
         let body = self.text[..self.text.len() - 1].trim_end(); // without the `}`
         out.extend_from_slice(body.as_bytes());
         let mut first = body.ends_with('{');
-        for (name, range) in &self.added {
-            write_field(out, &mut first, name, &self.added_json[range.clone()]);
+        for added in &self.added {
+            self.write_added(out, &mut first, added);
         }
         out.push(b'}');
     }
@@ -133,10 +160,9 @@ impl<'a> Event<'a> {
             if self.fields[..i].iter().any(|(n, _)| n == name) {
                 continue; // a repeated name: its last value, at its first place
             }
-            match self.added.iter().position(|(n, _)| n == name) {
+            match self.added.iter().position(|added| added.name == *name) {
                 Some(set) => {
-                    let value = &self.added_json[self.added[set].1.clone()];
-                    write_field(out, &mut first, name, value);
+                    self.write_added(out, &mut first, &self.added[set]);
                     written.push(set);
                 }
                 None => {
@@ -150,12 +176,27 @@ impl<'a> Event<'a> {
                 }
             }
         }
-        for (i, (name, range)) in self.added.iter().enumerate() {
+        for (i, added) in self.added.iter().enumerate() {
             if !written.contains(&i) {
-                write_field(out, &mut first, name, &self.added_json[range.clone()]);
+                self.write_added(out, &mut first, added);
             }
         }
         out.push(b'}');
+    }
+
+    /// Writes a field a join set (as [`write_field`]).
+    fn write_added(&self, out: &mut Vec<u8>, first: &mut bool, added: &Added) {
+        let value = &self.added_json[added.value.clone()];
+        match added.name_json {
+            Some(name_json) => {
+                if !std::mem::take(first) {
+                    out.push(b',');
+                }
+                out.extend_from_slice(name_json);
+                out.extend_from_slice(value);
+            }
+            None => write_field(out, first, &added.name, value),
+        }
     }
 }
 
@@ -255,6 +296,28 @@ mod tests {
             decoded,
             json!({"a": 2, "name": "new", "z": 0, "extra": true})
         );
+    }
+
+    #[test]
+    fn names_written_ahead_give_the_same_event() {
+        let names = ["user", "tier", "a\"b"].map(|n| format!("{}:", json!(n)).into_bytes());
+        for text in [r#"{"a": 1, "tier": 0}"#, r#"{"a": 1}"#] {
+            let (mut ahead, mut plain) = (Event::parse(text).unwrap(), Event::parse(text).unwrap());
+            for ((name, name_json), value) in
+                ["user", "tier", "a\"b"]
+                    .iter()
+                    .zip(&names)
+                    .zip([r#"{"n":"x"}"#, r#""gold""#, "2"])
+            {
+                ahead.set_written_as(*name, Some(name_json), |out| {
+                    out.extend_from_slice(value.as_bytes())
+                });
+                plain.set_json(*name, value.as_bytes());
+            }
+            assert_eq!(written(&ahead), written(&plain));
+            let decoded: Value = serde_json::from_str(&written(&ahead)).unwrap();
+            assert_eq!(decoded["a\"b"], json!(2));
+        }
     }
 
     #[test]

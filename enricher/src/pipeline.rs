@@ -151,6 +151,8 @@ pub struct Join {
     select_as_json: Vec<Box<[u8]>>,
     rename: Vec<(String, String)>,
     into: Option<String>,
+    /// `into` written as a JSON object's name, with its colon.
+    into_json: Option<Box<[u8]>>,
     /// A remote table that cannot answer sends the event to the retry topic.
     retry_unavailable: bool,
     /// Read the table as of the event's time.
@@ -323,13 +325,20 @@ impl Join {
 
     /// Sets the selected (renamed) columns of `row` in the event, or nulls on a miss.
     fn project<'e>(&'e self, event: &mut Event<'e>, row: Option<&Row>) {
+        let into_json = self.into_json.as_deref();
         match (&self.into, row) {
-            (Some(into), None) => event.set(into.as_str(), &Value::Null),
+            (Some(into), None) => {
+                event.set_written_as(into.as_str(), into_json, |out| {
+                    out.extend_from_slice(b"null")
+                });
+            }
             (Some(into), Some(row)) => {
-                event.set_written(into.as_str(), |out| self.write_nested(row, out));
+                event.set_written_as(into.as_str(), into_json, |out| self.write_nested(row, out));
             }
             (None, row) => {
-                self.each_column(row, |name, _, write| event.set_written(name, write));
+                self.each_column(row, |name, name_json, write| {
+                    event.set_written_as(name, name_json, write)
+                });
             }
         }
     }
@@ -516,6 +525,7 @@ impl Pipeline {
                     select_as,
                     rename: j.rename.clone().into_iter().collect(),
                     into: j.into.clone(),
+                    into_json: j.into.as_deref().map(name_json),
                     retry_unavailable: job.retry.is_some(),
                     as_of: j
                         .as_of
