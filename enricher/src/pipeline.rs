@@ -461,7 +461,7 @@ pub struct Pipeline {
     format: InputFormat,
     joins: Vec<Join>,
     stages: Stages,
-    output_key: Option<Vec<FieldPath>>,
+    output_key: Option<OutputKey>,
     max_event_bytes: usize,
 }
 
@@ -540,7 +540,11 @@ impl Pipeline {
             format: job.input.format,
             joins,
             stages: job.stages().expect("stages checked with the config"),
-            output_key: job.output.key.as_ref().map(|k| paths(&k.paths())),
+            output_key: job
+                .output
+                .key
+                .as_ref()
+                .map(|k| OutputKey::new(paths(&k.paths()))),
             max_event_bytes,
         }
     }
@@ -683,7 +687,8 @@ impl Pipeline {
     ) -> Result<Option<Vec<u8>>, Outcome> {
         match &self.output_key {
             None => Ok(input.map(<[u8]>::to_vec)),
-            Some(paths) => output_key(paths, get)
+            Some(output_key) => output_key
+                .of(get)
                 .map(Some)
                 .map_err(|e| Outcome::Dead(e.to_string())),
         }
@@ -738,36 +743,66 @@ enum OutputKeyError {
 
 /// The output record key: a JSON object of the key fields (named by their last
 /// path segment), like the keys of change topics, so outputs can feed tables.
-fn output_key(
-    paths: &[FieldPath],
-    get: impl Fn(&FieldPath) -> Option<Value>,
-) -> Result<Vec<u8>, OutputKeyError> {
-    // Written as a JSON object of the fields' last names would be: a repeated
-    // name keeps its first place and takes the last value.
-    let mut fields: Vec<(&str, Value)> = Vec::with_capacity(paths.len());
-    for path in paths {
-        let value = match key_of(std::slice::from_ref(path), |_, p| get(p))? {
-            Some(value) => value,
-            None => return Err(OutputKeyError::Null(path.as_str().to_owned())),
+/// Written as a JSON object of the fields' last names would be: a repeated
+/// name keeps its first place and takes the last value.
+struct OutputKey {
+    /// Each key path, with the place of its name.
+    paths: Vec<(FieldPath, usize)>,
+    /// The names in place order, each written as a JSON object's name with
+    /// its colon, once.
+    names: Vec<Box<[u8]>>,
+}
+
+impl OutputKey {
+    fn new(paths: Vec<FieldPath>) -> Self {
+        let mut last_names: Vec<String> = Vec::new();
+        let paths = paths
+            .into_iter()
+            .map(|path| {
+                let name = path.as_str().rsplit('.').next().unwrap_or(path.as_str());
+                let place = match last_names.iter().position(|n| n == name) {
+                    Some(place) => place,
+                    None => {
+                        last_names.push(name.to_owned());
+                        last_names.len() - 1
+                    }
+                };
+                (path, place)
+            })
+            .collect();
+        OutputKey {
+            paths,
+            names: last_names.iter().map(|n| name_json(n)).collect(),
+        }
+    }
+
+    /// The key of the event whose fields `get` reads.
+    fn of(&self, get: impl Fn(&FieldPath) -> Option<Value>) -> Result<Vec<u8>, OutputKeyError> {
+        let value_of = |path: &FieldPath| match key_of(std::slice::from_ref(path), |_, p| get(p))? {
+            Some(value) => Ok(value),
+            None => Err(OutputKeyError::Null(path.as_str().to_owned())),
         };
-        let name = path.as_str().rsplit('.').next().unwrap_or(path.as_str());
-        match fields.iter_mut().find(|(n, _)| *n == name) {
-            Some((_, earlier)) => *earlier = value,
-            None => fields.push((name, value)),
+        let mut key = Vec::with_capacity(64);
+        key.push(b'{');
+        if let [(path, _)] = self.paths.as_slice() {
+            key.extend_from_slice(&self.names[0]);
+            serde_json::to_writer(&mut key, &value_of(path)?).expect("JSON serializes");
+        } else {
+            let mut values = vec![Value::Null; self.names.len()];
+            for (path, place) in &self.paths {
+                values[*place] = value_of(path)?;
+            }
+            for (i, (name, value)) in self.names.iter().zip(&values).enumerate() {
+                if i > 0 {
+                    key.push(b',');
+                }
+                key.extend_from_slice(name);
+                serde_json::to_writer(&mut key, value).expect("JSON serializes");
+            }
         }
+        key.push(b'}');
+        Ok(key)
     }
-    let mut key = Vec::with_capacity(64);
-    key.push(b'{');
-    for (i, (name, value)) in fields.iter().enumerate() {
-        if i > 0 {
-            key.push(b',');
-        }
-        serde_json::to_writer(&mut key, name).expect("JSON serializes");
-        key.push(b':');
-        serde_json::to_writer(&mut key, value).expect("JSON serializes");
-    }
-    key.push(b'}');
-    Ok(key)
 }
 
 #[cfg(test)]
@@ -797,11 +832,13 @@ mod tests {
         expected.insert("sku".into(), json!("A-\"1\""));
         expected.insert("order_id".into(), json!(6));
         assert_eq!(
-            output_key(&paths, get).unwrap(),
+            OutputKey::new(paths.clone()).of(get).unwrap(),
             serde_json::to_vec(&expected).unwrap()
         );
+        let one = OutputKey::new(paths[..1].to_vec());
+        assert_eq!(one.of(get).unwrap(), br#"{"order_id":5}"#);
         assert!(matches!(
-            output_key(&paths[..1], |_| Some(Value::Null)),
+            one.of(|_| Some(Value::Null)),
             Err(OutputKeyError::Null(field)) if field == "order_id"
         ));
     }
