@@ -19,7 +19,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::FutureExt as _;
-
 use serde_json::Value;
 use tributary_metrics::StripedCounter;
 use tributary_proto::debezium_json;

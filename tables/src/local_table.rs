@@ -8,9 +8,9 @@
 use std::borrow::Borrow;
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Instant;
 
 use arc_swap::{ArcSwap, ArcSwapOption, Guard};
-use std::time::Instant;
 
 use async_trait::async_trait;
 use serde_json::{Map, Value};
@@ -125,8 +125,8 @@ impl Partitioning {
 /// cores reading a lock's count in turn move its line between them).
 pub type SharedShape = Arc<ArcSwapOption<KeyShape>>;
 
-/// A table's key shape as one lookup reads it (an arc-swap guard: no
-/// reference count is taken either).
+/// A table's key shape as one lookup reads it (an arc-swap guard: no lock,
+/// and no reference count taken unless the thread holds many guards at once).
 struct Shape(Guard<Option<Arc<KeyShape>>>);
 
 impl std::ops::Deref for Shape {

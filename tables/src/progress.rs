@@ -8,11 +8,10 @@
 //! turn move its line between them on every event).
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
 use arc_swap::ArcSwap;
-use std::sync::atomic::{AtomicBool, Ordering};
-
 use tokio::sync::Notify;
 
 use crate::applied_log::AppliedLog;
