@@ -172,7 +172,8 @@ impl<'a> Event<'a> {
                         .rev()
                         .find(|(n, _)| n == name)
                         .expect("itself");
-                    write_field(out, &mut first, name, last.get().as_bytes());
+                    write_member(out, &mut first, name, None);
+                    out.extend_from_slice(last.get().as_bytes());
                 }
             }
         }
@@ -184,31 +185,27 @@ impl<'a> Event<'a> {
         out.push(b'}');
     }
 
-    /// Writes a field a join set (as [`write_field`]).
+    /// Writes a field a join set, after a comma unless it is the first.
     fn write_added(&self, out: &mut Vec<u8>, first: &mut bool, added: &Added) {
-        let value = &self.added_json[added.value.clone()];
-        match added.name_json {
-            Some(name_json) => {
-                if !std::mem::take(first) {
-                    out.push(b',');
-                }
-                out.extend_from_slice(name_json);
-                out.extend_from_slice(value);
-            }
-            None => write_field(out, first, &added.name, value),
-        }
+        write_member(out, first, &added.name, added.name_json);
+        out.extend_from_slice(&self.added_json[added.value.clone()]);
     }
 }
 
-/// Writes `"name":value` (`value` is JSON text), after a comma unless it is
-/// the object's first field.
-fn write_field(out: &mut Vec<u8>, first: &mut bool, name: &str, value: &[u8]) {
+/// Writes an object member's `"name":` (as `name_json` when the caller has
+/// it written ahead, else escaped here), after a comma unless it is the
+/// object's first; its value is the caller's to write next.
+pub fn write_member(out: &mut Vec<u8>, first: &mut bool, name: &str, name_json: Option<&[u8]>) {
     if !std::mem::take(first) {
         out.push(b',');
     }
-    serde_json::to_writer(&mut *out, name).expect("writing to a Vec");
-    out.push(b':');
-    out.extend_from_slice(value);
+    match name_json {
+        Some(name_json) => out.extend_from_slice(name_json),
+        None => {
+            serde_json::to_writer(&mut *out, name).expect("writing to a Vec");
+            out.push(b':');
+        }
+    }
 }
 
 /// The top-level fields of an object, borrowed from the text where possible.

@@ -26,7 +26,7 @@ use tributary_proto::event_time::{self, TimeUnit};
 use tributary_table_api::{AsOf, Columns, LookupError, Table};
 
 use crate::config::{AsOfConfig, InputFormat, JobConfig, JoinType, MissPolicy};
-use crate::event::Event;
+use crate::event::{Event, write_member};
 use crate::expr::{Names as _, Ref, Scope};
 use crate::field_path::{FieldPath, KeyFieldError, key_of};
 use crate::metrics::EnrichMetrics;
@@ -347,17 +347,7 @@ impl Join {
         out.push(b'{');
         let mut first = true;
         self.each_column(Some(row), |name, json_name, write| {
-            if !first {
-                out.push(b',');
-            }
-            first = false;
-            match json_name {
-                Some(json_name) => out.extend_from_slice(json_name),
-                None => {
-                    serde_json::to_writer(&mut *out, &*name).expect("strings serialize");
-                    out.push(b':');
-                }
-            }
+            write_member(out, &mut first, &name, json_name);
             write(out);
         });
         out.push(b'}');
@@ -629,12 +619,9 @@ impl Pipeline {
                     FieldPath::descend(value, below)
                 })?;
                 out.push(b'{');
-                for (i, (name, json)) in written.iter().enumerate() {
-                    if i > 0 {
-                        out.push(b',');
-                    }
-                    serde_json::to_writer(&mut out, name).expect("JSON serializes");
-                    out.push(b':');
+                let mut first = true;
+                for (name, json) in written.iter() {
+                    write_member(&mut out, &mut first, name, None);
                     out.extend_from_slice(json);
                 }
                 out.push(b'}');
