@@ -159,7 +159,7 @@ pub(crate) async fn run(args: CaptureBenchArgs) -> anyhow::Result<()> {
     println!(
         "\nCPU seconds: user + system time of this process (Tributary, the plain producer) or of the \
          child (mariadb-binlog; python-mysql-replication counts its own after its imports), \
-         not the server's or the broker's."
+         not the server's or the broker's (those are in the cores table)."
     );
     Ok(())
 }
@@ -531,6 +531,7 @@ async fn python_mysql_replication(
     Ok(Measured {
         wall: Duration::from_secs_f64(seconds),
         cpu_seconds,
+        cores: None, // its own times, after its imports
     })
 }
 

@@ -22,7 +22,9 @@ use tributary_proto::partition::partition_for_key;
 use tributary_tables::metrics::ResultLabel;
 use tributary_tables::{JobTables, TablesConfig, TablesMetrics};
 
+use crate::cores::{CoreMeter, Cores};
 use crate::measure::process_cpu_seconds;
+use crate::series::print_cores_table;
 use crate::stack::{create_topic, load_products, produce};
 
 /// Arguments of `tributary-bench enrich`.
@@ -73,6 +75,7 @@ pub(crate) async fn run(args: EnrichBenchArgs) -> anyhow::Result<()> {
 
     eprintln!("[bench] raw consume → produce");
     let cpu_before = process_cpu_seconds()?;
+    let meter = CoreMeter::start()?;
     let raw_seconds = raw_copy(
         &args.stack.brokers,
         &orders,
@@ -81,6 +84,7 @@ pub(crate) async fn run(args: EnrichBenchArgs) -> anyhow::Result<()> {
     )
     .await?;
     let raw_cpu = process_cpu_seconds()? - cpu_before;
+    let raw_cores = meter.stop(raw_cpu)?;
 
     let dir = tempfile::tempdir()?;
     // The tables (one store on disk), with the users' rows kept in memory for
@@ -159,29 +163,31 @@ pub(crate) async fn run(args: EnrichBenchArgs) -> anyhow::Result<()> {
             &uncached_job,
         ),
     ];
-    let mut measured: Vec<Vec<(f64, f64)>> = vec![Vec::new(); variants.len()];
+    let mut measured: Vec<Vec<(f64, f64, Cores)>> = vec![Vec::new(); variants.len()];
     let mut join_cache = vec![JoinCache::default(); variants.len()];
     for round in 1..=args.rounds {
         for (i, (name, file)) in variants.iter().enumerate() {
             eprintln!("[bench] round {round}: {name}");
             let cpu_before = process_cpu_seconds()?;
+            let meter = CoreMeter::start()?;
             let cache_before = JoinCache::of(&tables_metrics);
             let summary = enrich(file, bounds, &tables_metrics).await?;
             let cpu = process_cpu_seconds()? - cpu_before;
+            let cores = meter.stop(cpu)?;
             join_cache[i].add(JoinCache::of(&tables_metrics), cache_before);
             anyhow::ensure!(
                 summary.events_out == args.events,
                 "{name}: expected {} enriched events, got {summary:?}",
                 args.events
             );
-            measured[i].push((summary.seconds, cpu));
+            measured[i].push((summary.seconds, cpu, cores));
         }
     }
-    let median = |runs: &mut Vec<(f64, f64)>| {
+    let median = |runs: &mut Vec<(f64, f64, Cores)>| {
         runs.sort_by(|a, b| a.0.total_cmp(&b.0));
         runs[runs.len() / 2]
     };
-    let medians: Vec<(f64, f64)> = measured.iter_mut().map(median).collect();
+    let medians: Vec<(f64, f64, Cores)> = measured.iter_mut().map(median).collect();
 
     let n = args.events as f64;
     println!(
@@ -206,7 +212,7 @@ pub(crate) async fn run(args: EnrichBenchArgs) -> anyhow::Result<()> {
     let rows = variants
         .iter()
         .map(|(name, _)| *name)
-        .zip(medians.iter().copied())
+        .zip(medians.iter().map(|&(seconds, cpu, _)| (seconds, cpu)))
         .zip(join_cache)
         .map(|((name, measured), cache)| (name, measured, cache));
     for (name, (seconds, cpu), cache) in std::iter::once(first).chain(rows) {
@@ -219,6 +225,15 @@ pub(crate) async fn run(args: EnrichBenchArgs) -> anyhow::Result<()> {
             cache.hit_ratio()
         );
     }
+    // The jobs' windows include their start-up (opening the tables), as their CPU does.
+    print_cores_table(
+        std::iter::once(("raw consume → produce", raw_cores)).chain(
+            variants
+                .iter()
+                .zip(&medians)
+                .map(|((name, _), &(_, _, cores))| (*name, cores)),
+        ),
+    );
     Ok(())
 }
 

@@ -4,6 +4,7 @@
 //! temporary files, a Redis client) stay out of the `tributary` release.
 
 mod capture;
+mod cores;
 mod curves;
 mod delay_proxy;
 mod enrich;

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use tributary_kafka::KafkaConfig;
 
+use crate::cores::{self, CoreMeter, Cores};
 use crate::stack::{create_topic, produce};
 
 /// Produces `n` records to a new 3-partition topic with a plain producer; its time.
@@ -22,17 +23,20 @@ pub(crate) async fn ceiling_run(
     started.own()
 }
 
-/// How long a series took, on the clock and in CPU time.
+/// How long a series took, on the clock and in CPU time, and where the
+/// machine's cores went meanwhile (when it was measured here).
 #[derive(Clone, Copy)]
 pub(crate) struct Measured {
     pub(crate) wall: Duration,
     pub(crate) cpu_seconds: f64,
+    pub(crate) cores: Option<Cores>,
 }
 
 /// Starts timing a series: the clock and the CPU time used so far.
 pub(crate) struct Stopwatch {
     started: Instant,
     cpu: CpuTimes,
+    cores: CoreMeter,
 }
 
 impl Stopwatch {
@@ -40,22 +44,26 @@ impl Stopwatch {
         Ok(Stopwatch {
             started: Instant::now(),
             cpu: CpuTimes::now()?,
+            cores: CoreMeter::start()?,
         })
     }
 
     /// The series ran in this process.
     pub(crate) fn own(&self) -> anyhow::Result<Measured> {
-        Ok(Measured {
-            wall: self.started.elapsed(),
-            cpu_seconds: CpuTimes::now()?.own - self.cpu.own,
-        })
+        self.measured(CpuTimes::now()?.own - self.cpu.own)
     }
 
     /// The series ran in a child process, waited for since the start.
     pub(crate) fn children(&self) -> anyhow::Result<Measured> {
+        self.measured(CpuTimes::now()?.children - self.cpu.children)
+    }
+
+    /// The series, its process having used `cpu_seconds`.
+    fn measured(&self, cpu_seconds: f64) -> anyhow::Result<Measured> {
         Ok(Measured {
             wall: self.started.elapsed(),
-            cpu_seconds: CpuTimes::now()?.children - self.cpu.children,
+            cpu_seconds,
+            cores: Some(self.cores.stop(cpu_seconds)?),
         })
     }
 }
@@ -137,7 +145,7 @@ pub(crate) fn print_rows_table(
     println!(
         "| pipeline | seconds | rows/s | vs broker ceiling | CPU seconds | rows per CPU-second |\n|---|---:|---:|---:|---:|---:|"
     );
-    for (name, d) in series {
+    for (name, d) in &series {
         let d = match d {
             Ok(d) => d,
             Err(e) => {
@@ -155,5 +163,23 @@ pub(crate) fn print_rows_table(
             d.cpu_seconds,
             rate(d.cpu_seconds)
         );
+    }
+    print_cores_table(
+        series
+            .iter()
+            .filter_map(|(name, d)| Some((*name, d.as_ref().ok()?.cores?))),
+    );
+}
+
+/// Prints where the machine's cores went during each series (in cores: CPU
+/// seconds per second of the series).
+pub(crate) fn print_cores_table<'a>(series: impl IntoIterator<Item = (&'a str, Cores)>) {
+    println!(
+        "\nWhere the cores went during each series (CPU seconds per second; `other`: every \
+         other process and the kernel's own work):\n\n| pipeline | {} |\n|---|---:|---:|---:|---:|---:|---:|",
+        cores::HEADER
+    );
+    for (name, cores) in series {
+        println!("| {name} | {} |", cores.cells());
     }
 }
