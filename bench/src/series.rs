@@ -1,4 +1,5 @@
-//! Timing a benchmark series (wall clock and CPU seconds, [`Stopwatch`]),
+//! Timing a benchmark series (wall clock, CPU seconds and where the machine's
+//! cores went, [`Stopwatch`]),
 //! the broker's produce ceiling for a load ([`ceiling_run`], [`sample_records`]),
 //! and the rows/s table the capture benchmarks print side by side.
 
