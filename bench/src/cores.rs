@@ -13,7 +13,7 @@ use std::time::Instant;
 use crate::measure::cpu_seconds_of;
 
 /// CPU seconds used so far: by the whole machine and by the stack's servers.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug)]
 struct Reading {
     busy: f64,
     steal: f64,

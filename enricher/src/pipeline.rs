@@ -1156,8 +1156,6 @@ mod tests {
         assert_eq!(out, json!({"user_id": 8, "region": "eu", "qty": null}));
     }
 
-    /// What `into:` writes, the SQL form writes byte for byte: the event's
-    /// text, then the row nested under its name (NULL on a miss).
     /// A future is moved (copied) when it is made and again into whatever
     /// awaits it: an event's futures were 0.95 KiB, ~700 instructions of
     /// copying per event, until the as-of wait was boxed and `process` lost
@@ -1179,6 +1177,8 @@ mod tests {
         assert!(size_of_val(&lookup) <= 64, "{} bytes", size_of_val(&lookup));
     }
 
+    /// What `into:` writes, the SQL form writes byte for byte: the event's
+    /// text, then the row nested under its name (NULL on a miss).
     #[tokio::test]
     async fn nesting_under_a_name_matches_into_byte_for_byte() {
         let yaml = pipeline(
