@@ -84,6 +84,16 @@ impl Cores {
     }
 }
 
+impl Cores {
+    /// CPU µs per item that the series' own stack (the measured process, the
+    /// broker and the database) spent, over `seconds` for `items` items: what
+    /// the series would cost per item where it used every core.
+    pub(crate) fn stack_us_per_item(&self, seconds: f64, items: u64) -> f64 {
+        let stack = self.measured + self.broker.unwrap_or(0.0) + self.database.unwrap_or(0.0);
+        stack * seconds / items.max(1) as f64 * 1e6
+    }
+}
+
 /// The column names [`Cores::cells`] fills.
 pub(crate) const HEADER: &str =
     "measured process | broker (Tansu) | MariaDB | other | steal | idle";
@@ -183,6 +193,8 @@ mod tests {
         assert!((cores.other - 0.25).abs() < 1e-9, "{cores:?}");
         assert!((cores.steal - 0.1).abs() < 1e-9 && (cores.idle - 0.4).abs() < 1e-9);
         assert_eq!(cores.cells(), "0.75 | 0.50 | — | 0.25 | 0.10 | 0.40");
+        // 1.25 cores of the stack for 2 s over 1,000 items: 2,500 µs each.
+        assert!((cores.stack_us_per_item(2.0, 1000) - 2500.0).abs() < 1e-6);
     }
 
     #[test]

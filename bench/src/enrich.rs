@@ -227,11 +227,12 @@ pub(crate) async fn run(args: EnrichBenchArgs) -> anyhow::Result<()> {
     }
     // The jobs' windows include their start-up (opening the tables), as their CPU does.
     print_cores_table(
-        std::iter::once(("raw consume → produce", raw_cores)).chain(
+        args.events,
+        std::iter::once(("raw consume → produce", raw_seconds, raw_cores)).chain(
             variants
                 .iter()
                 .zip(&medians)
-                .map(|((name, _), &(_, _, cores))| (*name, cores)),
+                .map(|((name, _), &(seconds, _, cores))| (*name, seconds, cores)),
         ),
     );
     Ok(())

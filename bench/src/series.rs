@@ -166,21 +166,39 @@ pub(crate) fn print_rows_table(
         );
     }
     print_cores_table(
-        series
-            .iter()
-            .filter_map(|(name, d)| Some((*name, d.as_ref().ok()?.cores?))),
+        n,
+        series.iter().filter_map(|(name, d)| {
+            let d = d.as_ref().ok()?;
+            Some((*name, d.wall.as_secs_f64(), d.cores?))
+        }),
     );
 }
 
 /// Prints where the machine's cores went during each series (in cores: CPU
-/// seconds per second of the series).
-pub(crate) fn print_cores_table<'a>(series: impl IntoIterator<Item = (&'a str, Cores)>) {
+/// seconds per second of the series), each having taken its seconds for
+/// `items` items, and what its stack spent per item, against the first
+/// series (the ceiling or the raw copy it is compared with).
+pub(crate) fn print_cores_table<'a>(
+    items: u64,
+    series: impl IntoIterator<Item = (&'a str, f64, Cores)>,
+) {
     println!(
         "\nWhere the cores went during each series (CPU seconds per second; `other`: every \
-         other process and the kernel's own work):\n\n| pipeline | {} |\n|---|---:|---:|---:|---:|---:|---:|",
+         other process and the kernel's own work); `stack µs/item`: CPU the measured process, \
+         the broker and MariaDB spent per item; `× the first, CPU-bound`: the first row's \
+         stack µs/item ÷ this row's, the ratio of the two rates on a machine where neither \
+         left a core idle:\n\n| pipeline | {} | stack µs/item | × the first, CPU-bound |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|",
         cores::HEADER
     );
-    for (name, cores) in series {
-        println!("| {name} | {} |", cores.cells());
+    let mut first = None;
+    for (name, seconds, cores) in series {
+        let per_item = cores.stack_us_per_item(seconds, items);
+        let first = *first.get_or_insert(per_item);
+        println!(
+            "| {name} | {} | {per_item:.2} | {:.2}× |",
+            cores.cells(),
+            first / per_item
+        );
     }
 }
