@@ -11,6 +11,7 @@ use crate::schema_change_record::DescribedChange;
 use tributary_proto::ChangeEvent;
 
 use crate::error::CaptureError;
+use crate::record_encoder::EncodedRecord;
 use crate::source_position::SourcePosition;
 
 /// What a change stream yields, `P` being the source's positions.
@@ -55,4 +56,10 @@ pub trait ChangeStream: Send {
 
     /// Ends the stream and what it holds open.
     fn close(self) -> impl Future<Output = ()> + Send;
+
+    /// The record of the change [`Self::next`] returned last, if the stream
+    /// encoded it ahead ([`crate::read_ahead`] given an encoder); taken once.
+    fn take_encoded(&mut self) -> Option<EncodedRecord> {
+        None
+    }
 }

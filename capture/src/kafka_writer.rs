@@ -36,9 +36,7 @@ use tokio::task::JoinHandle;
 use tracing::{info, warn};
 use tributary_kafka::tracked::{DeliveryError, Tracker};
 use tributary_kafka::{AdminClient, TrackedProducer};
-use tributary_proto::debezium_json::{
-    EnvelopeOptions, connect_header_text, encode_key, encode_value,
-};
+use tributary_proto::debezium_json::{EnvelopeOptions, connect_header_text};
 use tributary_proto::json_number::DoubleFormat;
 use tributary_proto::partition::partition_for_key;
 use tributary_proto::{ChangeEvent, Op};
@@ -51,6 +49,7 @@ use crate::connect_schema;
 use crate::error::CaptureError;
 use crate::metrics::{CaptureMetrics, TableLabel};
 use crate::position_store::{PositionStore, offsets_topic};
+use crate::record_encoder::{EncodedRecord, RecordEncoder};
 use crate::sink::ChangeSink;
 use crate::source_position::{CapturePosition, SourcePosition};
 use crate::transaction_topic::{TransactionRecord, TransactionTopic};
@@ -95,6 +94,8 @@ pub struct KafkaWriter<P> {
     schemas: bool,
     /// How doubles are written (`converter.double.format`).
     doubles: DoubleFormat,
+    /// How change events become records.
+    encoder: RecordEncoder,
     /// `kafka.replication_factor` of every topic capture creates.
     replication_factor: i32,
     /// Change topics by database, then table.
@@ -257,6 +258,12 @@ impl<P: SourcePosition> KafkaWriter<P> {
         self.stored.subscribe()
     }
 
+    /// How this writer encodes its records, for encoding them ahead
+    /// ([`ChangeSink::send_encoded`]).
+    pub fn record_encoder(&self) -> RecordEncoder {
+        self.encoder
+    }
+
     /// Connects to Kafka, creates the positions topic and starts the acknowledger.
     pub async fn connect(
         config: &CaptureConfig,
@@ -323,6 +330,11 @@ impl<P: SourcePosition> KafkaWriter<P> {
                 .then(|| TransactionTopic::new(config.schemas_enabled())),
             schemas: config.schemas_enabled(),
             doubles: config.double_format(),
+            encoder: RecordEncoder::new(EnvelopeOptions {
+                transaction: config.events().provide_transaction_metadata,
+                connector: config.events().connector,
+                doubles: config.double_format(),
+            }),
             replication_factor: config.kafka.replication_factor,
             topics: HashMap::new(),
             pending: tx,
@@ -530,6 +542,75 @@ impl<P: SourcePosition> KafkaWriter<P> {
         self.partition_count(name).await
     }
 
+    /// Queues `event` as its record `encoded` (and a tombstone after a
+    /// delete, unless `events.tombstones.on.delete` is off).
+    async fn send_record(
+        &mut self,
+        event: &ChangeEvent,
+        encoded: EncodedRecord,
+    ) -> Result<(), CaptureError> {
+        self.begin_transaction()?;
+        if let Some(topic) = &mut self.transaction_topic {
+            let begin = topic.before_event(event);
+            self.send_transaction_records(begin).await?;
+        }
+        let (db, table) = (event.source.namespace(), &*event.source.table);
+        let EncodedRecord { key, value } = encoded;
+        let keyed = key.is_some();
+        if !self
+            .topics
+            .get(db)
+            .is_some_and(|tables| tables.contains_key(table))
+        {
+            let name = topic_name(&self.server_name, db, table);
+            let cleanup = if keyed { "compact" } else { "delete" };
+            let partitions = self
+                .ensure_topic(&name, self.topics_cfg.partitions, cleanup)
+                .await?;
+            let label = TableLabel {
+                table: format!("{db}.{table}"),
+            };
+            let events = self.metrics.events.get_or_create(&label).clone();
+            self.topics.entry(db.to_owned()).or_default().insert(
+                table.to_owned(),
+                TopicInfo {
+                    name,
+                    partitions,
+                    events,
+                },
+            );
+        }
+        let topic = &self.topics[db][table];
+        let partition = key
+            .as_ref()
+            .map_or(0, |key| partition_for_key(key, topic.partitions));
+        let mut record = BaseRecord::<[u8], [u8]>::to(&topic.name)
+            .payload(value.as_slice())
+            .partition(partition);
+        if let Some(key) = &key {
+            record = record.key(key.as_slice());
+        }
+        let headers = record_headers(event, self.context_headers.as_ref(), self.doubles);
+        if let Some(headers) = &headers {
+            record = record.headers(headers.clone());
+        }
+        let mut last = self.produce(record).await?;
+        let tombstone_after = event.op == Op::Delete && self.events.tombstones_on_delete;
+        if let Some(key) = key.as_ref().filter(|_| tombstone_after) {
+            let mut tombstone = BaseRecord::<[u8], [u8]>::to(&topic.name)
+                .key(key.as_slice())
+                .partition(partition);
+            if let Some(headers) = headers {
+                tombstone = tombstone.headers(headers);
+            }
+            last = self.produce(tombstone).await?;
+        }
+        topic.events.inc();
+        self.sent = last + 1;
+        self.sent_past_position();
+        Ok(())
+    }
+
     async fn partition_count(&self, name: &str) -> Result<u32, CaptureError> {
         let producer = self.producer.clone();
         let topic = name.to_owned();
@@ -570,72 +651,18 @@ impl<P: SourcePosition> ChangeSink<P> for KafkaWriter<P> {
     /// Queues one change event (and a tombstone after a delete, unless
     /// `events.tombstones.on.delete` is off).
     async fn send(&mut self, event: &ChangeEvent) -> Result<(), CaptureError> {
-        self.begin_transaction()?;
-        if let Some(topic) = &mut self.transaction_topic {
-            let begin = topic.before_event(event);
-            self.send_transaction_records(begin).await?;
-        }
-        let (db, table) = (event.source.namespace(), &*event.source.table);
-        let keyed = !event.key.values.is_empty();
-        if !self
-            .topics
-            .get(db)
-            .is_some_and(|tables| tables.contains_key(table))
-        {
-            let name = topic_name(&self.server_name, db, table);
-            let cleanup = if keyed { "compact" } else { "delete" };
-            let partitions = self
-                .ensure_topic(&name, self.topics_cfg.partitions, cleanup)
-                .await?;
-            let label = TableLabel {
-                table: format!("{db}.{table}"),
-            };
-            let events = self.metrics.events.get_or_create(&label).clone();
-            self.topics.entry(db.to_owned()).or_default().insert(
-                table.to_owned(),
-                TopicInfo {
-                    name,
-                    partitions,
-                    events,
-                },
-            );
-        }
-        let topic = &self.topics[db][table];
-        let key = keyed.then(|| encode_key(event, self.doubles));
-        let options = EnvelopeOptions {
-            transaction: self.events.provide_transaction_metadata,
-            connector: self.events.connector,
-            doubles: self.doubles,
-        };
-        let value = encode_value(event, options);
-        let partition = key
-            .as_ref()
-            .map_or(0, |key| partition_for_key(key, topic.partitions));
-        let mut record = BaseRecord::<[u8], [u8]>::to(&topic.name)
-            .payload(value.as_slice())
-            .partition(partition);
-        if let Some(key) = &key {
-            record = record.key(key.as_slice());
-        }
-        let headers = record_headers(event, self.context_headers.as_ref(), self.doubles);
-        if let Some(headers) = &headers {
-            record = record.headers(headers.clone());
-        }
-        let mut last = self.produce(record).await?;
-        let tombstone_after = event.op == Op::Delete && self.events.tombstones_on_delete;
-        if let Some(key) = key.as_ref().filter(|_| tombstone_after) {
-            let mut tombstone = BaseRecord::<[u8], [u8]>::to(&topic.name)
-                .key(key.as_slice())
-                .partition(partition);
-            if let Some(headers) = headers {
-                tombstone = tombstone.headers(headers);
-            }
-            last = self.produce(tombstone).await?;
-        }
-        topic.events.inc();
-        self.sent = last + 1;
-        self.sent_past_position();
-        Ok(())
+        let encoded = self.encoder.encode(event);
+        self.send_record(event, encoded).await
+    }
+
+    /// [`Self::send`], the record having been encoded ahead with
+    /// [`KafkaWriter::record_encoder`].
+    async fn send_encoded(
+        &mut self,
+        event: &ChangeEvent,
+        encoded: EncodedRecord,
+    ) -> Result<(), CaptureError> {
+        self.send_record(event, encoded).await
     }
 
     /// Appends a DDL statement to `<server_name>.schema-history` (kept forever,

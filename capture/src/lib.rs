@@ -49,6 +49,7 @@ pub mod position;
 pub mod position_store;
 pub mod postgres;
 mod read_ahead;
+pub mod record_encoder;
 pub mod recorded_schemas;
 pub mod restart_skip;
 mod row_change;
@@ -359,7 +360,8 @@ where
     C: ChunkSource<Position = R::Position>,
 {
     metrics.streaming.set(1);
-    let mut reader = ReadAhead::start(reader);
+    // Records are encoded on the reading task, so the writer only hands them to the producer.
+    let mut reader = ReadAhead::start(reader, Some(writer.record_encoder()));
     let mut stream = Stream {
         reader: &mut reader,
         writer: &mut writer,

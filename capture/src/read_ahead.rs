@@ -1,11 +1,13 @@
 //! Reading the change stream ahead of the writer, on a task of its own: the
-//! next events are decoded while the previous ones are encoded and produced,
-//! so the two use two cores.
+//! next events are decoded, and given an encoder their records encoded
+//! ([`RecordEncoder`]), while the previous ones are produced, so the two use
+//! two cores. (The writer is the stage the rest waits for.)
 //!
 //! Items keep their order and come in batches of the items the source had
 //! ready (one channel message per batch, not per event; a quiet stream sends
 //! each item at once). What waits for the writer is bounded by bytes: at most
-//! [`BUDGET_KIB`] of decoded values (and the one item being weighed), so wide
+//! [`BUDGET_KIB`] of decoded values and encoded records (and the one item
+//! being weighed), so wide
 //! rows read ahead no more memory than narrow ones. Items read ahead but not
 //! taken when capture stops are dropped: no position past them was stored, so
 //! the next start reads them again.
@@ -21,6 +23,7 @@ use tributary_proto::{ChangeEvent, Row, Value};
 
 use crate::change_stream::{ChangeStream, ReaderItem};
 use crate::error::CaptureError;
+use crate::record_encoder::{EncodedRecord, RecordEncoder};
 
 /// Items per batch, at most.
 const BATCH: usize = 64;
@@ -29,12 +32,16 @@ const BATCHES: usize = 4;
 /// KiB of items read ahead and not yet taken, at most.
 const BUDGET_KIB: u32 = 4 * 1024;
 
-/// An item and its weight in KiB of the budget.
-type Weighed<P> = (ReaderItem<P>, u32);
+/// An item read ahead: its record if encoded, and its weight in KiB of the budget.
+struct Ahead<P> {
+    item: ReaderItem<P>,
+    encoded: Option<EncodedRecord>,
+    weight: u32,
+}
 
 /// What the reading task hands over.
 enum Read<P> {
-    Items(Vec<Weighed<P>>),
+    Items(Vec<Ahead<P>>),
     /// The source ended the stream.
     End,
     Failed(CaptureError),
@@ -43,7 +50,9 @@ enum Read<P> {
 /// A [`ChangeStream`] read ahead by a task of its own.
 pub(crate) struct ReadAhead<R: ChangeStream> {
     reads: mpsc::Receiver<Read<R::Position>>,
-    batch: std::vec::IntoIter<Weighed<R::Position>>,
+    batch: std::vec::IntoIter<Ahead<R::Position>>,
+    /// The record of the change handed out last, if encoded ahead.
+    encoded: Option<EncodedRecord>,
     /// KiB of the budget not held by items read ahead.
     room: Arc<Semaphore>,
     stop: CancellationToken,
@@ -54,8 +63,9 @@ impl<R> ReadAhead<R>
 where
     R: ChangeStream + 'static,
 {
-    /// Starts reading `reader` ahead.
-    pub(crate) fn start(reader: R) -> Self {
+    /// Starts reading `reader` ahead, encoding the records of its changes
+    /// with `encoder` if given ([`ChangeStream::take_encoded`]).
+    pub(crate) fn start(reader: R, encoder: Option<RecordEncoder>) -> Self {
         let (tx, reads) = mpsc::channel(BATCHES);
         let stop = CancellationToken::new();
         let room = Arc::new(Semaphore::new(BUDGET_KIB as usize));
@@ -63,10 +73,12 @@ where
             tx,
             room: room.clone(),
             stop: stop.clone(),
+            encoder,
         };
         ReadAhead {
             reads,
             batch: Vec::new().into_iter(),
+            encoded: None,
             room,
             task: tokio::spawn(reading.run(reader)),
             stop,
@@ -82,10 +94,11 @@ where
 
     async fn next(&mut self) -> Result<Option<ReaderItem<Self::Position>>, CaptureError> {
         loop {
-            if let Some((item, weight)) = self.batch.next() {
+            if let Some(ahead) = self.batch.next() {
                 // The writer holds it now: its bytes leave the budget.
-                self.room.add_permits(weight as usize);
-                return Ok(Some(item));
+                self.room.add_permits(ahead.weight as usize);
+                self.encoded = ahead.encoded;
+                return Ok(Some(ahead.item));
             }
             match self.reads.recv().await {
                 Some(Read::Items(items)) => self.batch = items.into_iter(),
@@ -96,6 +109,10 @@ where
         }
     }
 
+    fn take_encoded(&mut self) -> Option<EncodedRecord> {
+        self.encoded.take()
+    }
+
     async fn close(self) {
         self.stop.cancel();
         drop(self.reads);
@@ -104,11 +121,13 @@ where
     }
 }
 
-/// The reading task's ends of the channel, the budget and the stop.
+/// The reading task's ends of the channel, the budget and the stop, and
+/// the encoder of the changes' records, if they are encoded ahead.
 struct Reading<P> {
     tx: mpsc::Sender<Read<P>>,
     room: Arc<Semaphore>,
     stop: CancellationToken,
+    encoder: Option<RecordEncoder>,
 }
 
 impl<P: Send> Reading<P> {
@@ -146,7 +165,14 @@ impl<P: Send> Reading<P> {
                 Ok(None) => break Some(Read::End),
                 Err(e) => break Some(Read::Failed(e)),
             };
-            let weight = weight_kib(&item).min(BUDGET_KIB);
+            let encoded = match (&item, &self.encoder) {
+                (ReaderItem::Change(event), Some(encoder)) => Some(encoder.encode(event)),
+                _ => None,
+            };
+            let encoded_kib = encoded.as_ref().map_or(0, |r| kib(r.len()));
+            let weight = weight_kib(&item)
+                .saturating_add(encoded_kib)
+                .min(BUDGET_KIB);
             // The permits travel with the item; the writer adds them back.
             match self.room.try_acquire_many(weight) {
                 Ok(permits) => permits.forget(),
@@ -164,7 +190,11 @@ impl<P: Send> Reading<P> {
                     }
                 }
             }
-            batch.push((item, weight));
+            batch.push(Ahead {
+                item,
+                encoded,
+                weight,
+            });
         };
         if let Some(last) = last
             && self.hand_over(&mut batch).await
@@ -176,7 +206,7 @@ impl<P: Send> Reading<P> {
     }
 
     /// Sends the batch, if any, leaving it empty; false on a stop.
-    async fn hand_over(&self, batch: &mut Vec<Weighed<P>>) -> bool {
+    async fn hand_over(&self, batch: &mut Vec<Ahead<P>>) -> bool {
         if batch.is_empty() {
             return true;
         }
@@ -203,6 +233,11 @@ fn weight_kib<P>(item: &ReaderItem<P>) -> u32 {
         ReaderItem::SchemaChange(change) => 1024 + change.ddl.len(),
         ReaderItem::Commit(_) | ReaderItem::Heartbeat(_) => 64,
     };
+    kib(bytes)
+}
+
+/// `bytes` in KiB, rounded up.
+fn kib(bytes: usize) -> u32 {
     u32::try_from(bytes.div_ceil(1024)).unwrap_or(u32::MAX)
 }
 
@@ -233,5 +268,60 @@ mod tests {
         let nested = Value::Array(vec![Value::Bytes(vec![0; 1000]), Value::Int(1)]);
         assert_eq!(value_bytes(&nested), 32 + (32 + 1000) + 32);
         assert_eq!(weight_kib::<u64>(&ReaderItem::Commit(1)), 1);
+    }
+
+    #[tokio::test]
+    async fn each_change_comes_with_its_own_record_encoded_ahead() {
+        use tributary_proto::debezium_json::{EnvelopeOptions, encode_key, encode_value};
+
+        use crate::memory::{MemoryDatabase, Write};
+
+        let db = MemoryDatabase::new("shop", &[("items", &["id", "v"])]);
+        let from = db.head();
+        db.commit(
+            "items",
+            &[
+                Write::Upsert(1, vec![Value::Int(10)]),
+                Write::Upsert(2, vec![Value::String("two".into())]),
+            ],
+        );
+        db.commit("items", &[Write::Delete(1)]);
+        let options = EnvelopeOptions::default();
+        let mut ahead = ReadAhead::start(db.stream_from(&from), Some(RecordEncoder::new(options)));
+        let mut plain = ReadAhead::start(db.stream_from(&from), None);
+        let mut reference = db.stream_from(&from);
+        let mut changes = 0;
+        // Two changes and a commit, then a change and a commit.
+        for _ in 0..5 {
+            let expected = reference.next().await.unwrap().unwrap();
+            let item = ahead.next().await.unwrap().unwrap();
+            let encoded = ahead.take_encoded();
+            assert_eq!(ahead.take_encoded(), None, "taken once");
+            plain.next().await.unwrap().unwrap();
+            assert_eq!(
+                plain.take_encoded(),
+                None,
+                "nothing encoded without an encoder"
+            );
+            match (&expected, &item) {
+                (ReaderItem::Change(want), ReaderItem::Change(got)) => {
+                    assert_eq!(got, want);
+                    let want = EncodedRecord {
+                        key: Some(encode_key(want, options.doubles)),
+                        value: encode_value(want, options),
+                    };
+                    assert_eq!(encoded, Some(want));
+                    changes += 1;
+                }
+                (ReaderItem::Commit(want), ReaderItem::Commit(got)) => {
+                    assert_eq!(got, want);
+                    assert_eq!(encoded, None, "a commit has no record");
+                }
+                other => panic!("out of order: {other:?}"),
+            }
+        }
+        assert_eq!(changes, 3);
+        ahead.close().await;
+        plain.close().await;
     }
 }

@@ -17,6 +17,7 @@ use tributary_proto::ChangeEvent;
 
 use crate::change_stream::SchemaChange;
 use crate::error::CaptureError;
+use crate::record_encoder::EncodedRecord;
 use crate::source_position::{CapturePosition, SourcePosition};
 
 /// Where change events, schema changes and positions of a source with
@@ -32,6 +33,18 @@ pub trait ChangeSink<P: SourcePosition>: Send {
         &mut self,
         event: &ChangeEvent,
     ) -> impl Future<Output = Result<(), CaptureError>> + Send;
+
+    /// Queues one change event whose record was encoded ahead (by the
+    /// stream's reading task, [`crate::read_ahead`]); a sink that writes its
+    /// own records sends the event as [`Self::send`] does.
+    fn send_encoded(
+        &mut self,
+        event: &ChangeEvent,
+        encoded: EncodedRecord,
+    ) -> impl Future<Output = Result<(), CaptureError>> + Send {
+        drop(encoded);
+        self.send(event)
+    }
 
     /// Records a DDL statement (the schema history).
     fn send_schema_change(

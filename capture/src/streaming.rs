@@ -66,7 +66,10 @@ where
                 Some(ReaderItem::Change(event)) => {
                     self.in_transaction = true;
                     self.incremental.observe(&event);
-                    self.writer.send(&event).await?;
+                    match self.reader.take_encoded() {
+                        Some(encoded) => self.writer.send_encoded(&event, encoded).await?,
+                        None => self.writer.send(&event).await?,
+                    }
                     let lag = (event.ts_ms - event.source.ts_ms).max(0) as f64 / 1000.0;
                     self.metrics.last_event_lag_seconds.set(lag);
                 }
