@@ -58,7 +58,7 @@ pub trait ChangeStream: Send {
     fn close(self) -> impl Future<Output = ()> + Send;
 
     /// The record of the change [`Self::next`] returned last, if the stream
-    /// encoded it ahead ([`crate::read_ahead`] given an encoder); taken once.
+    /// encoded it ahead (capture's read-ahead, given an encoder); taken once.
     fn take_encoded(&mut self) -> Option<EncodedRecord> {
         None
     }

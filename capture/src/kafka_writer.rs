@@ -542,6 +542,30 @@ impl<P: SourcePosition> KafkaWriter<P> {
         self.partition_count(name).await
     }
 
+    async fn partition_count(&self, name: &str) -> Result<u32, CaptureError> {
+        let producer = self.producer.clone();
+        let topic = name.to_owned();
+        tokio::task::spawn_blocking(move || {
+            for _ in 0..50 {
+                let metadata = producer
+                    .producer()
+                    .client()
+                    .fetch_metadata(Some(&topic), Duration::from_secs(10))?;
+                if let Some(t) = metadata.topics().iter().find(|t| t.name() == topic)
+                    && !t.partitions().is_empty()
+                {
+                    return Ok(t.partitions().len() as u32);
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Err(CaptureError::Kafka(KafkaError::MetadataFetch(
+                RDKafkaErrorCode::UnknownTopicOrPartition,
+            )))
+        })
+        .await
+        .expect("metadata fetch does not panic")
+    }
+
     /// Queues `event` as its record `encoded` (and a tombstone after a
     /// delete, unless `events.tombstones.on.delete` is off).
     async fn send_record(
@@ -609,30 +633,6 @@ impl<P: SourcePosition> KafkaWriter<P> {
         self.sent = last + 1;
         self.sent_past_position();
         Ok(())
-    }
-
-    async fn partition_count(&self, name: &str) -> Result<u32, CaptureError> {
-        let producer = self.producer.clone();
-        let topic = name.to_owned();
-        tokio::task::spawn_blocking(move || {
-            for _ in 0..50 {
-                let metadata = producer
-                    .producer()
-                    .client()
-                    .fetch_metadata(Some(&topic), Duration::from_secs(10))?;
-                if let Some(t) = metadata.topics().iter().find(|t| t.name() == topic)
-                    && !t.partitions().is_empty()
-                {
-                    return Ok(t.partitions().len() as u32);
-                }
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            Err(CaptureError::Kafka(KafkaError::MetadataFetch(
-                RDKafkaErrorCode::UnknownTopicOrPartition,
-            )))
-        })
-        .await
-        .expect("metadata fetch does not panic")
     }
 }
 

@@ -7,10 +7,9 @@
 //! ready (one channel message per batch, not per event; a quiet stream sends
 //! each item at once). What waits for the writer is bounded by bytes: at most
 //! [`BUDGET_KIB`] of decoded values and encoded records (and the one item
-//! being weighed), so wide
-//! rows read ahead no more memory than narrow ones. Items read ahead but not
-//! taken when capture stops are dropped: no position past them was stored, so
-//! the next start reads them again.
+//! being weighed), so wide rows read ahead no more memory than narrow ones.
+//! Items read ahead but not taken when capture stops are dropped: no position
+//! past them was stored, so the next start reads them again.
 
 use std::pin::pin;
 use std::sync::Arc;
@@ -169,7 +168,7 @@ impl<P: Send> Reading<P> {
                 (ReaderItem::Change(event), Some(encoder)) => Some(encoder.encode(event)),
                 _ => None,
             };
-            let encoded_kib = encoded.as_ref().map_or(0, |r| kib(r.len()));
+            let encoded_kib = encoded.as_ref().map_or(0, |r| kib(r.bytes()));
             let weight = weight_kib(&item)
                 .saturating_add(encoded_kib)
                 .min(BUDGET_KIB);

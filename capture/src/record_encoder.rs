@@ -1,8 +1,8 @@
 //! A change event's Kafka record: its key (the primary key in Debezium
 //! JSON; none for a table without one) and its value (the envelope). The
 //! encoding depends on the event and capture's options only, so it can be
-//! done on the task that reads the stream ahead of the writer
-//! ([`crate::read_ahead`]), on another core than the writer's.
+//! done on the task that reads the stream ahead of the writer, instead of
+//! by the writer, which the rest of capture waits for.
 
 use tributary_proto::ChangeEvent;
 use tributary_proto::debezium_json::{EnvelopeOptions, encode_key, encode_value};
@@ -18,13 +18,8 @@ pub struct EncodedRecord {
 
 impl EncodedRecord {
     /// The bytes it holds.
-    pub fn len(&self) -> usize {
+    pub(crate) fn bytes(&self) -> usize {
         self.key.as_ref().map_or(0, Vec::len) + self.value.len()
-    }
-
-    /// Whether it holds no bytes (never, for a record of an event).
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 

@@ -34,9 +34,9 @@ pub trait ChangeSink<P: SourcePosition>: Send {
         event: &ChangeEvent,
     ) -> impl Future<Output = Result<(), CaptureError>> + Send;
 
-    /// Queues one change event whose record was encoded ahead (by the
-    /// stream's reading task, [`crate::read_ahead`]); a sink that writes its
-    /// own records sends the event as [`Self::send`] does.
+    /// Queues one change event whose record was encoded ahead, by the task
+    /// that reads the stream ahead of the sink; a sink that writes its own
+    /// records sends the event as [`Self::send`] does.
     fn send_encoded(
         &mut self,
         event: &ChangeEvent,
