@@ -82,9 +82,7 @@ impl Cores {
             self.idle
         )
     }
-}
 
-impl Cores {
     /// CPU µs per item that the series' own stack (the measured process, the
     /// broker and the database) spent, over `seconds` for `items` items: what
     /// the series would cost per item where it used every core.
