@@ -242,13 +242,15 @@ impl EventDecoder {
         event: Event,
         maps: &impl TableMaps,
     ) -> Result<(), CaptureError> {
-        let Some(restart) = &mut self.restart else {
-            return self.handle_event(event, maps).await;
-        };
-        if !restart.started() && starts_transaction(&event) {
+        if let Some(restart) = &mut self.restart
+            && !restart.started()
+            && starts_transaction(&event)
+        {
             restart.on_begin();
         }
-        let handled = self.handle_event(event, maps).await;
+        // One await, the event held once: this future is part of the reader's
+        // `next`, made and moved for every row.
+        let handled = self.handle_event(&event, maps).await;
         if let Some(restart) = &mut self.restart {
             restart.after_event();
             if restart.done() {
@@ -261,28 +263,28 @@ impl EventDecoder {
 
     async fn handle_event(
         &mut self,
-        event: Event,
+        event: &Event,
         maps: &impl TableMaps,
     ) -> Result<(), CaptureError> {
         let header = event.header();
         let raw_type = header.event_type_raw();
         if header.log_pos() != 0 && self.payload.take().is_some() && self.trx.is_some() {
             return Err(self.decode_error(
-                &event,
+                event,
                 "the compressed transaction before this event was not read to its end \
                  (its payload could not be decompressed)",
             ));
         }
         if raw_type == MARIADB_GTID {
-            return self.on_mariadb_gtid(&event);
+            return self.on_mariadb_gtid(event);
         }
         if MARIADB_COMPRESSED.contains(&raw_type) {
-            return Err(self.decode_error(&event, "compressed binlog event (log_bin_compress=ON) cannot be decoded; set log_bin_compress=OFF"));
+            return Err(self.decode_error(event, "compressed binlog event (log_bin_compress=ON) cannot be decoded; set log_bin_compress=OFF"));
         }
         let data = match event.read_data() {
             Ok(Some(data)) => data,
             Ok(None) => return Ok(()),
-            Err(e) => return Err(self.decode_error(&event, e.to_string())),
+            Err(e) => return Err(self.decode_error(event, e.to_string())),
         };
         match data {
             EventData::FormatDescriptionEvent(_) => self.seen_format_description = true,
@@ -296,7 +298,7 @@ impl EventDecoder {
                 self.from_file_start = rotate.position() <= 4;
                 debug!(file = %self.file, pos = rotate.position(), "rotate");
             }
-            EventData::GtidEvent(gtid) => self.on_mysql_gtid(&event, &gtid, true),
+            EventData::GtidEvent(gtid) => self.on_mysql_gtid(event, &gtid, true),
             EventData::AnonymousGtidEvent(anonymous) => {
                 if self.mysql_set_complete {
                     // gtid_mode is not ON (any more): no set can say where
@@ -305,11 +307,11 @@ impl EventDecoder {
                     self.mysql_set_complete = false;
                     self.gtid = GtidState::Empty;
                 }
-                self.on_mysql_gtid(&event, &anonymous.0, false)
+                self.on_mysql_gtid(event, &anonymous.0, false)
             }
             EventData::PreviousGtidsEvent(previous) => self.on_previous_gtids(&previous),
             EventData::TransactionPayloadEvent(_) => {
-                let start = self.start_of(&event);
+                let start = self.start_of(event);
                 self.payload = Some(Payload {
                     start,
                     end: u64::from(header.log_pos()),
@@ -322,7 +324,7 @@ impl EventDecoder {
                 match Statement::of(sql) {
                     Statement::Begin => {
                         if self.trx.is_none() {
-                            let start = self.start_of(&event);
+                            let start = self.start_of(event);
                             self.begin(format!("{}:{}", self.file, header.log_pos()), false, start);
                         }
                         if let Some(trx) = &mut self.trx {
@@ -330,14 +332,15 @@ impl EventDecoder {
                             trx.thread = Some(query.thread_id());
                         }
                     }
-                    Statement::End => self.commit(&event),
+                    Statement::End => self.commit(event),
                     Statement::InTransaction => {}
                     Statement::Ddl { opens_transaction } => {
                         // Schemas come from the next TABLE_MAP; drop the fallback cache.
                         self.tables.clear();
                         let db = query.schema().into_owned();
                         let described = if self.setup.shape.debezium_schema_changes {
-                            Some(self.describe(&event, &db, sql).await?)
+                            // Boxed, as every query below: see `on_table_map`.
+                            Some(Box::pin(self.describe(event, &db, sql)).await?)
                         } else {
                             None
                         };
@@ -348,7 +351,7 @@ impl EventDecoder {
                                     || self.setup.filter.records_ddl_of(&db),
                                 db,
                                 ddl: sql.to_owned(),
-                                position: self.position_after(&event, true),
+                                position: self.position_after(event, true),
                                 described,
                             })));
                         match &mut self.trx {
@@ -356,31 +359,31 @@ impl EventDecoder {
                             // transaction: the rows and an XID follow.
                             Some(trx) if opens_transaction => trx.standalone = false,
                             Some(trx) if !trx.standalone => {}
-                            _ => self.commit(&event),
+                            _ => self.commit(event),
                         }
                     }
                 }
             }
             // XA: the rows are logged (and published) at XA PREPARE; the
             // later XA COMMIT or XA ROLLBACK is a transaction of its own.
-            EventData::XidEvent(_) | EventData::XaPrepareLogEvent(_) => self.commit(&event),
+            EventData::XidEvent(_) | EventData::XaPrepareLogEvent(_) => self.commit(event),
             EventData::HeartbeatEvent if self.trx.is_none() => {
                 let position = BinlogPosition {
                     ts_ms: now_ms(),
-                    ..self.position_after(&event, false)
+                    ..self.position_after(event, false)
                 };
                 self.out.push_back(ReaderItem::Heartbeat(position));
             }
-            EventData::TableMapEvent(tme) => self.on_table_map(&event, &tme).await?,
+            EventData::TableMapEvent(tme) => self.on_table_map(event, &tme).await?,
             EventData::RowsQueryEvent(query) => {
-                let pos = self.start_of(&event);
+                let pos = self.start_of(event);
                 if let Some(queries) = &mut self.queries {
                     queries.rows_query(query.query_raw(), &self.file, pos);
                 }
             }
             EventData::RowsEvent(rows) => {
                 let (queued, events) = (self.out.len(), self.trx.as_ref().map(|t| t.events));
-                if let Err(error) = self.on_rows(&event, &rows, maps) {
+                if let Err(error) = self.on_rows(event, &rows, maps) {
                     // Nothing of the event is sent: what it queued is taken back.
                     self.out.truncate(queued);
                     if let (Some(trx), Some(events)) = (self.trx.as_mut(), events) {
@@ -483,6 +486,10 @@ impl EventDecoder {
         Ok(DescribedChange { source, effects })
     }
 
+    /// Caches the table's schema by table id. The queries it may run are
+    /// boxed, as `describe`'s: a future has room for its largest await, and
+    /// the reader's `next`, whose future is made and moved for every row,
+    /// would carry theirs (kilobytes copied per row).
     async fn on_table_map(
         &mut self,
         event: &Event,
@@ -495,9 +502,7 @@ impl EventDecoder {
                 .setup
                 .filter
                 .decodes(&tme.database_name(), &tme.table_name());
-            queries
-                .table_map(&self.file, (start, end), captured)
-                .await?;
+            Box::pin(queries.table_map(&self.file, (start, end), captured)).await?;
         }
         let same = self
             .tables
@@ -511,7 +516,8 @@ impl EventDecoder {
         let schema = if self.setup.filter.decodes(&db, &table) {
             let complete = TableSchema::table_map_is_complete(tme);
             let info = if !complete || self.setup.shape.needs_info() {
-                let mut info = source::info_columns(&self.setup.pool, &db, &table).await?;
+                let mut info =
+                    Box::pin(source::info_columns(&self.setup.pool, &db, &table)).await?;
                 // The server shows today's defaults; the model, those of the position.
                 if let Some(model) = self.schemas.as_ref().and_then(|s| s.table(&db, &table)) {
                     model.set_defaults_of(&mut info);
