@@ -454,11 +454,22 @@ fn key_value(text: &str) -> Result<(String, String), String> {
     Ok((key.to_owned(), value.to_owned()))
 }
 
+/// The reader's next item as capture's read-ahead takes it: what the last
+/// event decoded to first, without a read.
+async fn next_item(
+    reader: &mut BinlogReader,
+) -> anyhow::Result<Option<ReaderItem<BinlogPosition>>> {
+    match reader.ready() {
+        Some(item) => Ok(Some(item)),
+        None => Ok(reader.next().await?),
+    }
+}
+
 /// Reads until `rows` row changes are decoded into change events.
 pub(crate) async fn decode_rows(reader: &mut BinlogReader, rows: u64) -> anyhow::Result<()> {
     let mut decoded = 0;
     while decoded < rows {
-        match reader.next().await? {
+        match next_item(reader).await? {
             Some(ReaderItem::Change(_)) => decoded += 1,
             Some(_) => {}
             None => anyhow::bail!("the binlog ended after {decoded} of {rows} rows"),
@@ -475,7 +486,7 @@ pub(crate) async fn encode_rows(reader: &mut BinlogReader, rows: u64) -> anyhow:
     let options = EnvelopeOptions::default();
     let mut encoded = 0;
     while encoded < rows {
-        match reader.next().await? {
+        match next_item(reader).await? {
             Some(ReaderItem::Change(event)) => {
                 let key = encode_key(&event, options.doubles);
                 let partition = tributary_proto::partition::partition_for_key(&key, 3);

@@ -156,6 +156,11 @@ impl ChangeStream for BinlogReader {
     type Position = BinlogPosition;
 
     /// Ends the replication connection and the look-up pool.
+    /// What the last event read decoded to and was not taken yet.
+    fn ready(&mut self) -> Option<ReaderItem<BinlogPosition>> {
+        self.decoder.pop()
+    }
+
     async fn close(self) {
         drop(self.stream);
         self.decoder.close().await;
@@ -164,7 +169,7 @@ impl ChangeStream for BinlogReader {
     /// The next change or commit; `None` when the server ends the stream.
     async fn next(&mut self) -> Result<Option<ReaderItem<BinlogPosition>>, CaptureError> {
         loop {
-            if let Some(item) = self.decoder.pop() {
+            if let Some(item) = self.ready() {
                 return Ok(Some(item));
             }
             let event = match self.stream.next().await {

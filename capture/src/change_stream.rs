@@ -54,6 +54,14 @@ pub trait ChangeStream: Send {
         &mut self,
     ) -> impl Future<Output = Result<Option<ReaderItem<Self::Position>>, CaptureError>> + Send;
 
+    /// The next item if the stream holds it already, without waiting (a row
+    /// of an event decoded earlier, an item read ahead); `None` says only
+    /// that [`Self::next`] is needed. For the many rows of one event it saves
+    /// making `next`'s future, which has room for reading and decoding.
+    fn ready(&mut self) -> Option<ReaderItem<Self::Position>> {
+        None
+    }
+
     /// Ends the stream and what it holds open.
     fn close(self) -> impl Future<Output = ()> + Send;
 

@@ -93,11 +93,8 @@ where
 
     async fn next(&mut self) -> Result<Option<ReaderItem<Self::Position>>, CaptureError> {
         loop {
-            if let Some(ahead) = self.batch.next() {
-                // The writer holds it now: its bytes leave the budget.
-                self.room.add_permits(ahead.weight as usize);
-                self.encoded = ahead.encoded;
-                return Ok(Some(ahead.item));
+            if let Some(item) = self.ready() {
+                return Ok(Some(item));
             }
             match self.reads.recv().await {
                 Some(Read::Items(items)) => self.batch = items.into_iter(),
@@ -106,6 +103,15 @@ where
                 None => unreachable!("the reading task runs until `close` or after its last word"),
             }
         }
+    }
+
+    /// The next item of the batch handed over last.
+    fn ready(&mut self) -> Option<ReaderItem<Self::Position>> {
+        let ahead = self.batch.next()?;
+        // The writer holds it now: its bytes leave the budget.
+        self.room.add_permits(ahead.weight as usize);
+        self.encoded = ahead.encoded;
+        Some(ahead.item)
     }
 
     fn take_encoded(&mut self) -> Option<EncodedRecord> {
@@ -136,27 +142,31 @@ impl<P: Send> Reading<P> {
     async fn run<R: ChangeStream<Position = P>>(self, mut reader: R) -> R {
         let mut batch = Vec::with_capacity(BATCH);
         let last = loop {
-            let item = {
-                // A read in progress is awaited to its end across batches; only a stop drops it.
-                let mut next = pin!(reader.next());
-                let mut ready = None;
-                if !batch.is_empty() {
-                    if batch.len() < BATCH
-                        && let Poll::Ready(item) = futures::poll!(next.as_mut())
-                    {
-                        ready = Some(item);
+            let item = match (batch.len() < BATCH).then(|| reader.ready()).flatten() {
+                // Decoded already: no read to make.
+                Some(item) => Ok(Some(item)),
+                None => {
+                    // A read in progress is awaited to its end across batches; only a stop drops it.
+                    let mut next = pin!(reader.next());
+                    let mut ready = None;
+                    if !batch.is_empty() {
+                        if batch.len() < BATCH
+                            && let Poll::Ready(item) = futures::poll!(next.as_mut())
+                        {
+                            ready = Some(item);
+                        }
+                        if ready.is_none() && !self.hand_over(&mut batch).await {
+                            break None;
+                        }
                     }
-                    if ready.is_none() && !self.hand_over(&mut batch).await {
-                        break None;
+                    match ready {
+                        Some(item) => item,
+                        None => tokio::select! {
+                            biased;
+                            _ = self.stop.cancelled() => break None,
+                            item = next => item,
+                        },
                     }
-                }
-                match ready {
-                    Some(item) => item,
-                    None => tokio::select! {
-                        biased;
-                        _ = self.stop.cancelled() => break None,
-                        item = next => item,
-                    },
                 }
             };
             let item = match item {
@@ -322,5 +332,44 @@ mod tests {
         assert_eq!(changes, 3);
         ahead.close().await;
         plain.close().await;
+    }
+
+    #[tokio::test]
+    async fn the_rest_of_a_batch_is_ready_without_a_wait() {
+        use tributary_proto::debezium_json::{EnvelopeOptions, encode_value};
+
+        use crate::memory::{MemoryDatabase, Write};
+
+        let db = MemoryDatabase::new("shop", &[("items", &["id", "v"])]);
+        let from = db.head();
+        let rows: Vec<Write> = (1..=3)
+            .map(|id| Write::Upsert(id, vec![Value::Int(id * 10)]))
+            .collect();
+        db.commit("items", &rows);
+        let options = EnvelopeOptions::default();
+        let mut ahead = ReadAhead::start(db.stream_from(&from), Some(RecordEncoder::new(options)));
+        let mut reference = db.stream_from(&from);
+        // The reading task hands over what the stream had: three changes and their commit.
+        let first = ahead.next().await.unwrap().unwrap();
+        assert_eq!(
+            format!("{first:?}"),
+            format!("{:?}", reference.next().await.unwrap().unwrap())
+        );
+        for _ in 0..3 {
+            let expected = reference.next().await.unwrap().unwrap();
+            let item = ahead.ready().expect("in the batch handed over");
+            assert_eq!(format!("{item:?}"), format!("{expected:?}"));
+            if let ReaderItem::Change(event) = &expected {
+                let encoded = ahead.take_encoded().expect("encoded ahead");
+                assert_eq!(encoded.value, encode_value(event, options));
+            }
+        }
+        assert!(ahead.ready().is_none(), "nothing more was read");
+        assert_eq!(
+            ahead.room.available_permits(),
+            BUDGET_KIB as usize,
+            "each item taken gave its bytes back to the budget"
+        );
+        ahead.close().await;
     }
 }

@@ -109,7 +109,8 @@ where
 
     /// The next binlog item, or `None` on shutdown. While it is awaited, a due
     /// transaction is committed if the stream is between binlog transactions; the
-    /// read itself is never cancelled half way (an event would be lost).
+    /// read itself is never cancelled half way (an event would be lost). An item
+    /// the reader holds already ([`ChangeStream::ready`]) is taken without a wait.
     async fn next_item(
         &mut self,
         shutdown: &CancellationToken,
@@ -121,6 +122,12 @@ where
             in_transaction,
             ..
         } = self;
+        // An item at hand is taken at once; a due commit waits for the next read.
+        if !shutdown.is_cancelled()
+            && let Some(item) = reader.ready()
+        {
+            return Ok(Some(Some(item)));
+        }
         let mut next = std::pin::pin!(reader.next());
         loop {
             tokio::select! {
