@@ -155,12 +155,12 @@ impl BinlogReader {
 impl ChangeStream for BinlogReader {
     type Position = BinlogPosition;
 
-    /// Ends the replication connection and the look-up pool.
     /// What the last event read decoded to and was not taken yet.
     fn ready(&mut self) -> Option<ReaderItem<BinlogPosition>> {
         self.decoder.pop()
     }
 
+    /// Ends the replication connection and the look-up pool.
     async fn close(self) {
         drop(self.stream);
         self.decoder.close().await;
