@@ -83,12 +83,21 @@ pub(crate) fn decode(
         }
         _ => return None,
     };
-    Some(value.ok_or(ValueError::Truncated))
+    Some(truncated_if_none(value))
+}
+
+/// The value, or [`ValueError::Truncated`]; made only when it is needed
+/// (`ok_or` makes the error for every value and drops it: ~20 instructions each).
+fn truncated_if_none<T>(value: Option<T>) -> Result<T, ValueError> {
+    match value {
+        Some(value) => Ok(value),
+        None => Err(ValueError::Truncated),
+    }
 }
 
 /// A length-prefixed text value in `charset`.
 fn text_of(buf: &mut ParseBuf<'_>, long: bool, charset: &Charset) -> Result<Value, ValueError> {
-    let bytes = text(buf, long).ok_or(ValueError::Truncated)?;
+    let bytes = truncated_if_none(text(buf, long))?;
     text_value(charset, bytes)
 }
 
@@ -240,7 +249,8 @@ fn push_padded(out: &mut String, x: i32, width: usize) {
         i -= 1;
         digits[i] = b'0';
     }
-    out.push_str(std::str::from_utf8(&digits[i..]).expect("ASCII digits"));
+    // ASCII digits, pushed as they are: no UTF-8 check.
+    out.extend(digits[i..].iter().map(|&digit| char::from(digit)));
 }
 
 #[cfg(test)]
