@@ -65,8 +65,9 @@ pub trait ChangeStream: Send {
     /// Ends the stream and what it holds open.
     fn close(self) -> impl Future<Output = ()> + Send;
 
-    /// The record of the change [`Self::next`] returned last, if the stream
-    /// encoded it ahead (capture's read-ahead, given an encoder); taken once.
+    /// The record of the change [`Self::next`] or [`Self::ready`] returned
+    /// last, if the stream encoded it ahead (capture's read-ahead, given an
+    /// encoder); taken once.
     fn take_encoded(&mut self) -> Option<EncodedRecord> {
         None
     }
