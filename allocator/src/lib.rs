@@ -1,10 +1,21 @@
-//! The process's memory allocator: mimalloc, for Rust's allocations and, with
-//! its `override` feature, for C's `malloc` too (librdkafka's messages and
-//! buffers, RocksDB's cache entries), and the one setting it is run with.
+//! The process's memory allocator: mimalloc, as the C `malloc` (its
+//! `override` feature) that Rust's allocations and C's (librdkafka's messages
+//! and buffers, RocksDB's cache entries) both go to, and the one setting it is
+//! run with.
 //!
 //! Capture and enrichment allocate a few small objects per row; mimalloc's
 //! thread-local free lists cost them less than glibc's `malloc` (BENCHMARKS.md,
 //! capture and enrichment).
+//!
+//! **Rust's allocations through `malloc`.** The global allocator is Rust's
+//! default, `std::alloc::System`, which calls `malloc` for every layout of the
+//! usual alignment (at most 16 bytes, and no more than the size), and that
+//! `malloc` is mimalloc's. The `mimalloc` crate's own global allocator calls
+//! `mi_malloc_aligned` for every layout instead; mimalloc 3 serves that from
+//! its fast path only while a page of the size has a free block ready, and
+//! otherwise over-allocates any size that is not a power of two (~150
+//! instructions), which two of a decoded binlog row's allocations did every
+//! time (BENCHMARKS.md, instructions per item, sessions 43 and 44).
 //!
 //! **The purge delay.** mimalloc hands memory that has been free for
 //! `purge_delay` back to the OS (1 s by default), and every page of it used
@@ -27,8 +38,11 @@ use std::ffi::OsString;
 use std::os::unix::process::CommandExt as _;
 use std::process::Command;
 
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+/// Keeps mimalloc's object, which defines `malloc`, in every program that
+/// links this crate (nothing else here refers to it): Rust's own allocator,
+/// `std::alloc::System`, is left as the global allocator, and calls that `malloc`.
+#[used]
+static KEEP_MIMALLOC: fn(&mimalloc::MiMalloc) -> u32 = mimalloc::MiMalloc::version;
 
 /// The environment variable mimalloc reads its purge delay (ms) from.
 pub const PURGE_DELAY_VAR: &str = "MIMALLOC_PURGE_DELAY";
@@ -61,4 +75,28 @@ pub fn tune() -> std::io::Result<()> {
 /// (valgrind) needs.
 pub fn purge_delay() -> OsString {
     std::env::var_os(PURGE_DELAY_VAR).unwrap_or_else(|| PURGE_DELAY_MS.to_string().into())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)] // tests fail loudly
+
+    /// The bytes mimalloc has committed for the process, from its statistics.
+    fn committed() -> u64 {
+        let json = mimalloc::MiMalloc::stats_json().unwrap();
+        let stats: serde_json::Value = serde_json::from_slice(json.to_bytes()).unwrap();
+        stats["committed"]["current"].as_u64().unwrap()
+    }
+
+    #[test]
+    fn rusts_allocations_are_mimallocs() {
+        let before = committed();
+        let blocks: Vec<Box<[u8; 1000]>> = (0..50_000).map(|_| Box::new([1; 1000])).collect();
+        let grown = committed().saturating_sub(before);
+        assert!(
+            grown >= 40_000_000,
+            "50 MB allocated by Rust, mimalloc committed {grown} bytes more"
+        );
+        drop(blocks);
+    }
 }
