@@ -38,7 +38,7 @@ use crate::filter::TableFilter;
 use crate::gtid_state::{GtidSet, GtidState};
 use crate::position::BinlogPosition;
 use crate::restart_skip::{RestartSkip, RowsSkip, StartSkip};
-use crate::row_change::row_changes;
+use crate::row_change::{RowChange, row_changes};
 use crate::row_image::RowImages;
 use crate::row_query::RowQueries;
 use crate::schema::TableSchema;
@@ -784,10 +784,7 @@ impl EventDecoder {
                     query: query.clone(),
                 }),
             };
-            for change in row_changes(&schema, op, before, after)
-                .into_iter()
-                .flatten()
-            {
+            let mut push = |change: RowChange, source: SourceInfo| {
                 trx.events += 1;
                 table_order += 1;
                 self.out.push_back(ReaderItem::Change(Box::new(ChangeEvent {
@@ -795,7 +792,7 @@ impl EventDecoder {
                     key: change.key,
                     before: change.before,
                     after: change.after,
-                    source: source.clone(),
+                    source,
                     ts_ms: now_ms,
                     transaction: Some(TransactionInfo {
                         id: trx.id.clone(),
@@ -806,6 +803,15 @@ impl EventDecoder {
                     schemas: schema.record_schemas.clone(),
                     key_change: change.key_change,
                 })));
+            };
+            // The row's one event takes its source; only a key change's two share it.
+            match row_changes(&schema, op, before, after) {
+                [Some(first), Some(second)] => {
+                    push(first, source.clone());
+                    push(second, source);
+                }
+                [Some(change), None] | [None, Some(change)] => push(change, source),
+                [None, None] => {}
             }
             row += 1;
         }
