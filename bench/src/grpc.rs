@@ -9,6 +9,7 @@
 //! each tool on the client core. `BatchGet` of 100 keys is set against one
 //! `SELECT … IN (100 ids)` and 100 point selects, one request at a time.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -23,7 +24,7 @@ use tributary_proto::grpc::v1::{DescribeTableRequest, GetRequest};
 
 use crate::hiccups::Hiccups;
 use crate::load_gen::LoadResult;
-use crate::measure::{Series, cpu_split_of, print_latency_table};
+use crate::measure::{Series, cpu_split_of, print_latency_table, thread_cpu_of};
 use crate::pinning::{CLIENT_CORE, Pinned, SERVER_CORE, on_core};
 use crate::point_peers::{MariaDb, PeerRun, RedisPeer};
 use crate::tables::{Keys, load_mariadb, row};
@@ -64,6 +65,8 @@ struct Level {
     server_cpu: f64,
     /// The part of it in the kernel (system calls, the network stack).
     server_kernel_cpu: f64,
+    /// The same by thread name (`thread_cpu_of`).
+    server_threads: BTreeMap<String, f64>,
     /// How long the server's core stopped answering meanwhile.
     hiccups: Hiccups,
 }
@@ -199,13 +202,13 @@ fn print_report(
     );
     println!("Open loop, latency from each request's scheduled time:\n");
     println!(
-        "| offered/s | `Get` achieved/s | p50 µs | p99 µs | p99.9 µs | sent late, p99 µs | server CPU | CPU µs/request | server core stalls: p99 / p99.9 / max µs | sysbench point select at that rate: achieved/s | mean µs | p99 µs |"
+        "| offered/s | `Get` achieved/s | p50 µs | p99 µs | p99.9 µs | sent late, p99 µs | server CPU | CPU µs/request | server core stalls: p99 / p99.9 / max µs | speed probe p50 µs | sysbench point select at that rate: achieved/s | mean µs | p99 µs |"
     );
-    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for (level, peer) in open.iter().zip(sysbench_open.iter().map(Option::as_ref)) {
         let l = &level.load;
         println!(
-            "| {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0}% | {:.1} | {:.0} / {:.0} / {:.0} | {} | {} | {} |",
+            "| {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0}% | {:.1} | {:.0} / {:.0} / {:.0} | {:.1} | {} | {} | {} |",
             l.offered.unwrap_or_default(),
             l.achieved,
             l.p50_us,
@@ -217,6 +220,7 @@ fn print_report(
             level.hiccups.p99_us,
             level.hiccups.p999_us,
             level.hiccups.max_us,
+            level.hiccups.probe_p50_us,
             peer.map_or("gave up".to_owned(), |p| format!("{:.0}", p.rate)),
             peer.map_or("—".to_owned(), |p| format!("{:.0}", p.mean_us)),
             peer.map_or("—".to_owned(), |p| format!("{:.0}", p.p99_us)),
@@ -250,6 +254,17 @@ fn print_report(
         closed.server_cpu / l.achieved.max(1.0) * 1e6,
         closed.server_kernel_cpu / l.achieved.max(1.0) * 1e6,
         batch.server_cpu / (batch.load.achieved * 100.0).max(1.0) * 1e6
+    );
+    let by_thread: Vec<String> = closed
+        .server_threads
+        .iter()
+        .filter(|(_, cpu)| **cpu > 0.0)
+        .map(|(name, cpu)| format!("{name} {:.1}", cpu / l.achieved.max(1.0) * 1e6))
+        .collect();
+    println!(
+        "By thread, µs per `Get`: {}. The speed probe on the server's core: p50 {:.1} µs.\n",
+        by_thread.join(", "),
+        closed.hiccups.probe_p50_us
     );
 }
 
@@ -404,7 +419,7 @@ impl Server {
         extra: &[&str],
     ) -> anyhow::Result<Level> {
         let pid = self.pid()?.to_string();
-        let (cpu0, wall0) = (cpu_split_of(&pid)?, Instant::now());
+        let (cpu0, threads0, wall0) = (cpu_split_of(&pid)?, thread_cpu_of(&pid)?, Instant::now());
         let bench = std::env::current_exe()?;
         let load = on_core(CLIENT_CORE, &bench)
             .arg("lookup-load")
@@ -424,9 +439,17 @@ impl Server {
             .output();
         let (out, hiccups) = tokio::join!(load, hiccups);
         let (out, hiccups) = (out?, hiccups?);
-        let (cpu1, seconds) = (cpu_split_of(&pid)?, wall0.elapsed().as_secs_f64());
+        let (cpu1, threads1) = (cpu_split_of(&pid)?, thread_cpu_of(&pid)?);
+        let seconds = wall0.elapsed().as_secs_f64();
         let server_cpu = (cpu1.0 + cpu1.1 - cpu0.0 - cpu0.1) / seconds;
         let server_kernel_cpu = (cpu1.1 - cpu0.1) / seconds;
+        let server_threads = threads1
+            .into_iter()
+            .map(|(name, cpu)| {
+                let before = threads0.get(&name).copied().unwrap_or_default();
+                (name, (cpu - before) / seconds)
+            })
+            .collect();
         anyhow::ensure!(
             out.status.success(),
             "lookup-load {extra:?} failed: {}; the server's log: {}",
@@ -446,6 +469,7 @@ impl Server {
             load,
             server_cpu,
             server_kernel_cpu,
+            server_threads,
             hiccups,
         })
     }

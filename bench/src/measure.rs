@@ -1,5 +1,6 @@
 //! What a benchmark measures and prints: latency series, CPU seconds, tables.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// Latencies of one measured series.
@@ -56,20 +57,50 @@ pub(crate) fn cpu_seconds_of(pid: &str) -> anyhow::Result<f64> {
 /// user space, and in the kernel on its behalf (system calls, the network
 /// stack).
 pub(crate) fn cpu_split_of(pid: &str) -> anyhow::Result<(f64, f64)> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
-    // Fields after the command name, which is in parentheses and may hold spaces.
-    let fields: Vec<&str> = stat
+    let (_, user, kernel) = read_stat(&format!("/proc/{pid}/stat"))?;
+    Ok((user, kernel))
+}
+
+/// CPU seconds (user + system) the threads of process `pid` have used so
+/// far, summed by the thread's name with any number in it and what follows
+/// dropped (`tokio-runtime-w`, `rocksdb:low`, `rdk:broker`); a thread that
+/// ended is no longer counted.
+pub(crate) fn thread_cpu_of(pid: &str) -> anyhow::Result<BTreeMap<String, f64>> {
+    let mut by_name = BTreeMap::new();
+    for task in std::fs::read_dir(format!("/proc/{pid}/task"))? {
+        let Ok((name, user, kernel)) = read_stat(&format!("{}/stat", task?.path().display()))
+        else {
+            continue; // it ended meanwhile
+        };
+        let name = name
+            .split(|c: char| c.is_ascii_digit())
+            .next()
+            .unwrap_or_default()
+            .trim_end_matches(['-', '_', '#', ' ']);
+        *by_name.entry(name.to_owned()).or_default() += user + kernel;
+    }
+    Ok(by_name)
+}
+
+/// The command name and the CPU seconds in user space and in the kernel of a
+/// `stat` file of `/proc` (a process's or a thread's), whose clock ticks are
+/// USER_HZ = 100 on Linux.
+fn read_stat(path: &str) -> anyhow::Result<(String, f64, f64)> {
+    let stat = std::fs::read_to_string(path)?;
+    // The command name is in parentheses and may hold spaces.
+    let (head, rest) = stat
         .rsplit_once(')')
-        .map(|(_, rest)| rest.split_whitespace().collect())
-        .unwrap_or_default();
+        .ok_or_else(|| anyhow::anyhow!("{path} has no command name"))?;
+    let name = head.split_once('(').map_or("", |(_, name)| name);
+    let fields: Vec<&str> = rest.split_whitespace().collect();
     let ticks = |i: usize| -> anyhow::Result<f64> {
         Ok(fields
             .get(i)
-            .ok_or_else(|| anyhow::anyhow!("/proc/{pid}/stat is too short"))?
+            .ok_or_else(|| anyhow::anyhow!("{path} is too short"))?
             .parse::<f64>()?)
     };
     // utime and stime: fields 14 and 15 of stat(5), 12 and 13 after the name.
-    Ok((ticks(11)? / 100.0, ticks(12)? / 100.0))
+    Ok((name.to_owned(), ticks(11)? / 100.0, ticks(12)? / 100.0))
 }
 
 /// Prints a Markdown table of `series`, with each one's p50 relative to each
