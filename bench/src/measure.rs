@@ -63,7 +63,7 @@ pub(crate) fn cpu_split_of(pid: &str) -> anyhow::Result<(f64, f64)> {
 
 /// CPU seconds (user + system) the threads of process `pid` have used so
 /// far, summed by the thread's name with any number in it and what follows
-/// dropped (`tokio-runtime-w`, `rocksdb:low`, `rdk:broker`); a thread that
+/// dropped (`tokio-rt-worker`, `rocksdb:low`, `rdk:broker`); a thread that
 /// ended is no longer counted.
 pub(crate) fn thread_cpu_of(pid: &str) -> anyhow::Result<BTreeMap<String, f64>> {
     let mut by_name = BTreeMap::new();

@@ -1,11 +1,11 @@
 //! JSON written by hand on the hot path: capture encodes every change this
 //! way. Field names are constant fragments written whole, strings are copied
 //! in one piece unless they need escaping (looked for eight bytes at a time),
-//! integers go through `itoa` and
-//! doubles through serde_json's own formatter. What is rare (escaped strings,
-//! bytes, geometries, arrays, structs, non-finite doubles) goes through
-//! serde_json, so the text is byte for byte what serde_json writes (the tests
-//! of [`crate::debezium_json`] compare the two).
+//! integers go through `itoa` and doubles through serde_json's own
+//! formatter. What is rare (escaped strings, bytes, geometries, arrays,
+//! structs, non-finite doubles) goes through serde_json, so the text is byte
+//! for byte what serde_json writes (the tests of [`crate::debezium_json`]
+//! compare the two).
 
 use serde_json::ser::{CompactFormatter, Formatter as _};
 
